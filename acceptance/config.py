@@ -1,0 +1,606 @@
+"""Acceptance configuration: check definitions, the three config layers, the resolved check set.
+
+Source: 20-acceptance §1.1–§1.2 (check definition, ``split_cmd``), §2 (layers, merge, base check set,
+extraChecks, derived defaults). Deliberate deviation from §2.3: Python projects are detected from
+``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``, ``setup.cfg [tool:pytest]``,
+``tox.ini [pytest]`` or a ``tests/`` directory holding ``test_*.py``, and the derived ``pytest`` check is
+then **mandatory** (a Python project's tests must gate the round).
+
+Plain Python: no Prefect, no adapters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..core.errors import ErrorCode, TianshuError
+
+__all__ = [
+    "AcceptanceCheck",
+    "AcceptanceConfig",
+    "AcceptanceConfigError",
+    "CheckDef",
+    "ResolvedChecks",
+    "split_cmd",
+    "to_check_def",
+    "parse_layer",
+    "read_layer",
+    "merge_configs",
+    "resolve_layers",
+    "derive_default_checks",
+    "resolve_checks",
+    "summarize_resolved",
+    "global_layer_path",
+    "project_layer_path",
+]
+
+GLOBAL_FILE = "acceptance.default.json"
+PROJECT_DIR = ".tianshu-mcp"
+PROJECT_FILE = "acceptance.json"
+
+_SPLIT_RE = re.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
+
+
+def split_cmd(s: str) -> list[str]:
+    """Split a command string into argv exactly like the original ``splitCmd`` (20-acceptance §1.2).
+
+    Left to right, first match wins: ``"…"`` → inside, ``'…'`` → inside, else a maximal run of
+    non-whitespace verbatim. No escapes, no error on an unclosed quote (it stays part of a plain
+    token), ``""`` gives an empty token, quotes glued to other text are kept.
+
+    Examples:
+        >>> split_cmd('npm run "a b"')
+        ['npm', 'run', 'a b']
+        >>> split_cmd('node "a\\\\"b"')
+        ['node', 'a\\\\', 'b"']
+        >>> split_cmd('a"b c"')
+        ['a"b', 'c"']
+    """
+    out: list[str] = []
+    for m in _SPLIT_RE.finditer(s):
+        if m.group(1) is not None:
+            out.append(m.group(1))
+        elif m.group(2) is not None:
+            out.append(m.group(2))
+        else:
+            out.append(m.group(3))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Raw config models (partial schema, unknown keys dropped)
+# --------------------------------------------------------------------------------------------
+
+
+def _reject_null(data: Any, keys: Iterable[str]) -> Any:
+    if isinstance(data, Mapping):
+        for key in keys:
+            if key in data and data[key] is None:
+                raise ValueError(f"{key}: must not be null (omit the key instead)")
+    return data
+
+
+class AcceptanceCheck(BaseModel):
+    """One raw check of an acceptance layer (20-acceptance §1.1, 10-tools AcceptanceCheck).
+
+    ``{name: str≥1, cmd: str≥1 | [str≥1, …≥1], timeoutMs?: int>0 (ms), optional?: bool}``;
+    unknown keys are dropped.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    name: str = Field(min_length=1, strict=True)
+    cmd: str | list[str]
+    timeout_ms: int | None = Field(None, alias="timeoutMs")
+    optional: bool | None = Field(None, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null(cls, data: Any) -> Any:
+        return _reject_null(data, ("name", "cmd", "timeoutMs", "optional"))
+
+    @field_validator("cmd", mode="before")
+    @classmethod
+    def _check_cmd(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value:
+                raise ValueError("cmd must be a non-empty string or a non-empty list of non-empty strings")
+            return value
+        if isinstance(value, list):
+            if not value or not all(isinstance(v, str) and v for v in value):
+                raise ValueError("cmd must be a non-empty string or a non-empty list of non-empty strings")
+            return list(value)
+        raise ValueError("cmd must be a string or a list of strings")
+
+    @field_validator("timeout_ms", mode="before")
+    @classmethod
+    def _check_timeout(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("timeoutMs must be a positive integer (milliseconds)")
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                raise ValueError("timeoutMs must be a positive integer (milliseconds)")
+            value = int(value)
+        if value <= 0:
+            raise ValueError("timeoutMs must be a positive integer (milliseconds)")
+        return value
+
+
+class AcceptanceConfig(BaseModel):
+    """One acceptance layer, partial: no defaults are materialised (20-acceptance §2.1).
+
+    ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object}``.
+    ``verifyConcurrency`` is normalised: non-finite → 1, else ``clamp(round(n), 1, 4)``. ``visual`` is
+    kept opaque (validated elsewhere). ``None`` means "not defined by this layer"; explicit JSON
+    ``null`` is rejected. Unknown top-level keys are dropped.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    checks: list[AcceptanceCheck] | None = None
+    require_changes: bool | None = Field(None, alias="requireChanges", strict=True)
+    verify_concurrency: int | None = Field(None, alias="verifyConcurrency")
+    visual: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_null(cls, data: Any) -> Any:
+        if data is not None and not isinstance(data, Mapping):
+            raise ValueError("the acceptance config must be a JSON object")
+        return _reject_null(data, ("checks", "requireChanges", "verifyConcurrency", "visual"))
+
+    @field_validator("verify_concurrency", mode="before")
+    @classmethod
+    def _clamp(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError("verifyConcurrency must be a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            return 1
+        return max(1, min(4, math.floor(value + 0.5)))
+
+    @field_validator("visual", mode="before")
+    @classmethod
+    def _visual_obj(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError("visual must be an object")
+        return value
+
+    def defined(self) -> dict[str, Any]:
+        """The keys this layer defines (non-None), by field name."""
+        return {k: getattr(self, k) for k in type(self).model_fields if getattr(self, k) is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        """Wire form (camelCase), defined keys only."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class AcceptanceConfigError(TianshuError):
+    """A config layer could not be read (``CONFIG_UNREADABLE``) or parsed (``CONFIG_INVALID``).
+
+    Attributes: ``layer`` (``global``/``project``/``override``), ``path`` (file path or
+    ``acceptanceOverride``). The message names both and, for schema errors, the offending field.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, *, layer: str, path: str) -> None:
+        super().__init__(code, message)
+        self.layer = layer
+        self.path = path
+
+
+def _format_validation(exc: ValidationError) -> str:
+    parts: list[str] = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        msg = err.get("msg", "invalid")
+        if msg.startswith("Value error, "):
+            msg = msg[len("Value error, ") :]
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts) or str(exc)
+
+
+def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
+    """Validate one layer's decoded JSON with the partial schema (20-acceptance §2.1).
+
+    Raises:
+        AcceptanceConfigError: ``CONFIG_INVALID``, message
+            ``"<layer> acceptance config <path> is invalid: <field>: <msg>"``.
+    """
+    try:
+        return AcceptanceConfig.model_validate(data)
+    except ValidationError as exc:
+        raise AcceptanceConfigError(
+            ErrorCode.CONFIG_INVALID,
+            f"{layer} acceptance config {path} is invalid: {_format_validation(exc)}",
+            layer=layer,
+            path=path,
+        ) from exc
+
+
+def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | None:
+    """Read one acceptance layer file (20-acceptance §2.1 ``readAcceptanceLayer``).
+
+    Returns:
+        The parsed layer, or None when the file does not exist (ENOENT only).
+
+    Raises:
+        AcceptanceConfigError: ``CONFIG_UNREADABLE`` for any other read error (e.g. the path is a
+            directory, no permission); ``CONFIG_INVALID`` for bad JSON or a schema violation. The
+            message contains the layer label and the path.
+    """
+    p = os.fspath(path)
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise AcceptanceConfigError(
+            ErrorCode.CONFIG_UNREADABLE,
+            f"{layer} acceptance config {p} cannot be read: {exc.strerror or exc}",
+            layer=layer,
+            path=p,
+        ) from exc
+    try:
+        data = json.loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise AcceptanceConfigError(
+            ErrorCode.CONFIG_INVALID,
+            f"{layer} acceptance config {p} is not valid JSON: {exc}",
+            layer=layer,
+            path=p,
+        ) from exc
+    return parse_layer(data, layer, p)
+
+
+def merge_configs(base: AcceptanceConfig, over: AcceptanceConfig) -> AcceptanceConfig:
+    """Shallow merge (20-acceptance §2.1): every key ``over`` defines replaces ``base``'s wholesale.
+
+    ``checks`` lists replace (never concatenate); ``visual`` replaces (no deep merge).
+    """
+    merged = base.defined()
+    merged.update(over.defined())
+    return AcceptanceConfig.model_construct(**merged)
+
+
+def global_layer_path(home: str | os.PathLike[str]) -> Path:
+    """``<home>/acceptance.default.json``."""
+    return Path(home) / GLOBAL_FILE
+
+
+def project_layer_path(project: str | os.PathLike[str]) -> Path:
+    """``<project>/.tianshu-mcp/acceptance.json``."""
+    return Path(project) / PROJECT_DIR / PROJECT_FILE
+
+
+def resolve_layers(
+    project: str | os.PathLike[str] | None,
+    home: str | os.PathLike[str],
+    override: Mapping[str, Any] | AcceptanceConfig | None,
+) -> tuple[AcceptanceConfig, list[dict[str, str]]]:
+    """Fold global → project → override (20-acceptance §2.1 ``resolveAcceptanceLayers``).
+
+    Returns:
+        ``(merged, applied)`` where ``applied`` = ``[{"source", "path"}]`` for existing layers only.
+
+    Raises:
+        AcceptanceConfigError: from :func:`read_layer` / :func:`parse_layer`.
+    """
+    merged = AcceptanceConfig()
+    applied: list[dict[str, str]] = []
+    gpath = global_layer_path(home)
+    layer = read_layer(gpath, "global")
+    if layer is not None:
+        merged = merge_configs(merged, layer)
+        applied.append({"source": "global", "path": str(gpath)})
+    if project is not None:
+        ppath = project_layer_path(project)
+        layer = read_layer(ppath, "project")
+        if layer is not None:
+            merged = merge_configs(merged, layer)
+            applied.append({"source": "project", "path": str(ppath)})
+    if override is not None:
+        layer = override if isinstance(override, AcceptanceConfig) else parse_layer(override, "override", "acceptanceOverride")
+        merged = merge_configs(merged, layer)
+        applied.append({"source": "override", "path": "acceptanceOverride"})
+    return merged, applied
+
+
+# --------------------------------------------------------------------------------------------
+# Normalised check definitions
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckDef:
+    """A normalised check (20-acceptance §1.1 ``AcceptanceCheckDef``).
+
+    ``cmd`` is argv (never run through a shell); ``display_cmd`` = ``" ".join(cmd)``;
+    ``timeout_ms`` in ms (None → the engine default); ``optional`` checks never fail the round.
+    """
+
+    name: str
+    cmd: tuple[str, ...]
+    display_cmd: str
+    timeout_ms: int | None = None
+    optional: bool = False
+
+    @classmethod
+    def make(cls, name: str, cmd: Sequence[str], *, timeout_ms: int | None = None, optional: bool = False) -> "CheckDef":
+        """Build from argv; ``display_cmd`` is derived."""
+        argv = tuple(cmd)
+        return cls(name=name, cmd=argv, display_cmd=" ".join(argv), timeout_ms=timeout_ms, optional=optional)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{name, cmd: [..], displayCmd, timeoutMs?, optional?}``."""
+        out: dict[str, Any] = {"name": self.name, "cmd": list(self.cmd), "displayCmd": self.display_cmd}
+        if self.timeout_ms is not None:
+            out["timeoutMs"] = self.timeout_ms
+        if self.optional:
+            out["optional"] = True
+        return out
+
+
+def to_check_def(check: AcceptanceCheck | CheckDef | Mapping[str, Any]) -> CheckDef:
+    """Normalise a raw check (``toAcceptanceDef``): list cmd copied, str cmd → :func:`split_cmd`.
+
+    Raises:
+        pydantic.ValidationError: a mapping that violates the :class:`AcceptanceCheck` schema.
+    """
+    if isinstance(check, CheckDef):
+        return check
+    if not isinstance(check, AcceptanceCheck):
+        check = AcceptanceCheck.model_validate(check)
+    argv = list(check.cmd) if isinstance(check.cmd, list) else split_cmd(check.cmd)
+    return CheckDef.make(check.name, argv, timeout_ms=check.timeout_ms, optional=bool(check.optional))
+
+
+# --------------------------------------------------------------------------------------------
+# Derived defaults (§2.3, extended for Python projects)
+# --------------------------------------------------------------------------------------------
+
+_NPM_SCRIPTS = ("typecheck", "lint", "test", "build")
+
+
+def _read_text(path: Path, limit: int = 1 << 20) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _has_ini_section(path: Path, section: str) -> bool:
+    text = _read_text(path)
+    if text is None:
+        return False
+    return re.search(rf"^\s*\[{re.escape(section)}\]\s*$", text, re.M) is not None
+
+
+def _pyproject_has_pytest(path: Path) -> bool:
+    text = _read_text(path)
+    if text is None:
+        return False
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return re.search(r"^\s*\[tool\.pytest\.ini_options\]\s*$", text, re.M) is not None
+    tool = data.get("tool")
+    return isinstance(tool, dict) and isinstance(tool.get("pytest"), dict) and "ini_options" in tool["pytest"]
+
+
+def _tests_dir_has_tests(tests: Path, max_entries: int = 2000) -> bool:
+    if not tests.is_dir():
+        return False
+    seen = 0
+    for root, dirs, files in os.walk(tests):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+        for name in files:
+            seen += 1
+            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+                return True
+            if seen >= max_entries:
+                return False
+    return False
+
+
+def detect_pytest(project: str | os.PathLike[str]) -> str | None:
+    """Return why the project is a pytest project (a short English reason), or None.
+
+    Checked in order: ``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``,
+    ``setup.cfg [tool:pytest]``, ``tox.ini [pytest]``, ``tests/`` holding ``test_*.py``/``*_test.py``.
+    """
+    root = Path(project)
+    if (root / "pytest.ini").is_file():
+        return "pytest.ini"
+    if _pyproject_has_pytest(root / "pyproject.toml"):
+        return "pyproject.toml [tool.pytest.ini_options]"
+    if _has_ini_section(root / "setup.cfg", "tool:pytest"):
+        return "setup.cfg [tool:pytest]"
+    if _has_ini_section(root / "tox.ini", "pytest"):
+        return "tox.ini [pytest]"
+    if _tests_dir_has_tests(root / "tests"):
+        return "tests/ contains test_*.py"
+    return None
+
+
+def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDef], list[str]]:
+    """Default checks from the project's tech stack (20-acceptance §2.3, extended for pytest).
+
+    1. ``package.json`` with a non-empty ``scripts`` object → ``npm run <s>`` for each of
+       typecheck/lint/test/build present (mandatory); tsconfig is then ignored.
+    2. else ``tsconfig.json`` → ``typecheck-tsc`` ``npx tsc --noEmit`` (optional).
+    3. independently: pytest project (:func:`detect_pytest`) → ``pytest`` ``pytest -q``
+       (**mandatory**); ``go.mod`` → ``go-test`` (optional); ``Cargo.toml`` → ``cargo-test`` (optional).
+
+    Returns:
+        ``(checks, notes)``; an empty project gives ``([], [])``. Never raises.
+    """
+    root = Path(project)
+    checks: list[CheckDef] = []
+    notes: list[str] = []
+    scripts: dict[str, Any] | None = None
+    pkg = root / "package.json"
+    if pkg.is_file():
+        try:
+            data = json.loads(pkg.read_text(encoding="utf-8-sig"))
+            if isinstance(data, dict) and isinstance(data.get("scripts"), dict) and data["scripts"]:
+                scripts = data["scripts"]
+        except (OSError, ValueError):
+            scripts = None
+    if scripts is not None:
+        missing = [s for s in _NPM_SCRIPTS if s not in scripts]
+        for s in _NPM_SCRIPTS:
+            if s in scripts:
+                checks.append(CheckDef.make(s, ["npm", "run", s]))
+        if len(missing) == len(_NPM_SCRIPTS):
+            notes.append("package.json has no typecheck/lint/test/build script; only the basic checks run.")
+        elif missing:
+            notes.append(f"package.json lacks scripts (skipped): {'/'.join(missing)}.")
+    elif (root / "tsconfig.json").is_file():
+        checks.append(CheckDef.make("typecheck-tsc", ["npx", "tsc", "--noEmit"], optional=True))
+    why = detect_pytest(root)
+    if why is not None:
+        checks.append(CheckDef.make("pytest", ["pytest", "-q"], optional=False))
+        notes.append(f"Python tests detected ({why}): pytest -q is a mandatory check.")
+    if (root / "go.mod").is_file():
+        checks.append(CheckDef.make("go-test", ["go", "test", "./..."], optional=True))
+    if (root / "Cargo.toml").is_file():
+        checks.append(CheckDef.make("cargo-test", ["cargo", "test"], optional=True))
+    return checks, notes
+
+
+# --------------------------------------------------------------------------------------------
+# Full resolution (§2.1 final values + §2.2 base set and extraChecks)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ResolvedChecks:
+    """Outcome of :func:`resolve_checks`.
+
+    Attributes:
+        checks: the command checks to run, in order (``git-diff-check`` is NOT included; the engine
+            always runs it first).
+        require_changes: the zero-change gate switch (default True).
+        verify_concurrency: the merged layers' value 1..4, or None (inherit the server config).
+        notes: English notes for ``analysis.notes``.
+        applied: ``[{"source": "global"|"project"|"override", "path"}]`` of existing layers.
+        visual: the merged, still-unvalidated ``visual`` object, or None.
+        config: the merged layer config.
+    """
+
+    checks: list[CheckDef]
+    require_changes: bool
+    verify_concurrency: int | None
+    notes: list[str]
+    applied: list[dict[str, str]]
+    visual: dict[str, Any] | None = None
+    config: AcceptanceConfig = field(default_factory=AcceptanceConfig)
+
+
+def summarize_resolved(resolved: ResolvedChecks, checks_defined: bool | None = None) -> str:
+    """One-line summary logged per round (``summarizeResolved``, 20-acceptance §2.1), English.
+
+    Example: ``layers=global>project checks=2 requireChanges=true verifyConcurrency=(server config) visual=(not configured)``.
+    """
+    cfg = resolved.config
+    layers = ">".join(a["source"] for a in resolved.applied) or "(none)"
+    n_checks = str(len(cfg.checks)) if cfg.checks is not None else "(default set)"
+    rc = str(cfg.require_changes).lower() if cfg.require_changes is not None else "(default true)"
+    vc = str(cfg.verify_concurrency) if cfg.verify_concurrency is not None else "(server config)"
+    vis = "overridden" if cfg.visual is not None else "(not configured)"
+    return f"layers={layers} checks={n_checks} requireChanges={rc} verifyConcurrency={vc} visual={vis}"
+
+
+def resolve_checks(
+    project: str | os.PathLike[str] | None,
+    home: str | os.PathLike[str],
+    override: Mapping[str, Any] | AcceptanceConfig | None,
+    extra_checks: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
+    checks_mode: Literal["append", "replace"] | str = "append",
+    project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
+) -> ResolvedChecks:
+    """Resolve the command checks and switches of one verify round (20-acceptance §2.1–§2.3).
+
+    Base set (skipped when ``checks_mode == "replace"`` and extra checks exist): merged layer
+    ``checks`` when defined (even ``[]``), else ``project_verify`` (projects.json ``verify``) when
+    non-empty, else :func:`derive_default_checks`. ``extra_checks`` are then appended.
+
+    Args:
+        project: project root (None in project-less mode: only global + override layers).
+        home: data home holding ``acceptance.default.json``.
+        override: the task's ``acceptanceOverride`` (raw dict) or None.
+        extra_checks: verify_task ``extraChecks`` (raw dicts, models or CheckDefs).
+        checks_mode: ``"append"`` (default) or ``"replace"``.
+        project_verify: projects.json ``verify`` entries.
+
+    Returns:
+        :class:`ResolvedChecks`.
+
+    Raises:
+        AcceptanceConfigError: a layer is unreadable/invalid, or an extra/project check violates
+            the schema (``CONFIG_INVALID``, layer ``extraChecks``/``projects.json``).
+    """
+    merged, applied = resolve_layers(project, home, override)
+    notes: list[str] = []
+    extra = _normalise_list(extra_checks or [], "extraChecks", "extraChecks")
+    has_extra = len(extra) > 0
+    mode = checks_mode or "append"
+    base: list[CheckDef] = []
+    if not (mode == "replace" and has_extra):
+        if merged.checks is not None:
+            base = [to_check_def(c) for c in merged.checks]
+            sources = "+".join(a["source"] for a in applied)
+            notes.append(f"Using the checks of the acceptance config layers (effective layers {sources}, {len(base)} item(s)).")
+        elif project_verify:
+            base = _normalise_list(project_verify, "projects.json", "projects.json verify")
+            notes.append(f"Using the acceptance checks registered in the data home's projects.json ({len(base)} item(s)).")
+        elif project is not None:
+            derived, dnotes = derive_default_checks(project)
+            base = derived
+            notes.extend(dnotes)
+            notes.append("Using the default acceptance set (derived from the project's tech stack).")
+    checks = list(base)
+    if has_extra:
+        checks.extend(extra)
+        if mode == "replace":
+            notes.append("checksMode=replace: only the caller's extraChecks run (project/default checks skipped).")
+        else:
+            notes.append(f"extraChecks appends {len(extra)} temporary check(s) (the base gate is not replaced).")
+    return ResolvedChecks(
+        checks=checks,
+        require_changes=merged.require_changes if merged.require_changes is not None else True,
+        verify_concurrency=merged.verify_concurrency,
+        notes=notes,
+        applied=applied,
+        visual=merged.visual,
+        config=merged,
+    )
+
+
+def _normalise_list(items: Sequence[Any], layer: str, path: str) -> list[CheckDef]:
+    out: list[CheckDef] = []
+    for i, item in enumerate(items):
+        try:
+            out.append(to_check_def(item))
+        except ValidationError as exc:
+            raise AcceptanceConfigError(
+                ErrorCode.CONFIG_INVALID,
+                f"{layer} check #{i} ({path}) is invalid: {_format_validation(exc)}",
+                layer=layer,
+                path=path,
+            ) from exc
+    return out

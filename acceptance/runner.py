@@ -1,0 +1,329 @@
+"""Command-check runner (20-acceptance §3.2–§3.3).
+
+Each check runs through :func:`tianshu_mcp.core.procs.run_process`: argv only (no shell), its own
+session, stdin at EOF, output to a file, the whole process tree killed on timeout or cancellation.
+Output goes to a per-check part file ``verify-<round>.parts/<NNN>-<safe>.log``; the result's
+``outputTail`` is read back from the end of that file (a 200 MB output is never held in memory);
+the part is then appended to ``verify-<round>.log`` (in declaration order when run in parallel)
+and removed.
+
+Log layout per check: header ``\\n=== check: <name> — <argv> @ <ISO time> ===\\n``, the raw output,
+then the trailer written by ``run_process``: ``\\n[exit] code=<c|null>[ (timeout)| (killed)] duration=<ms>ms\\n``.
+
+Plain Python: no Prefect, no adapters.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..core.procs import run_process
+from .config import CheckDef
+from .testcount import detect_zero_tests, is_test_check
+
+__all__ = [
+    "run_check",
+    "run_checks",
+    "skip_result",
+    "parts_dir_for",
+    "part_file_name",
+    "ZERO_TEST_REASON",
+    "ZERO_TEST_MARK",
+    "SKIP_EMPTY",
+    "SKIP_EXPLICIT",
+    "SKIP_CANCELLED",
+    "OUTPUT_TAIL_CHARS",
+]
+
+log = logging.getLogger("tianshu_mcp")
+
+OUTPUT_TAIL_CHARS = 4000
+"""``outputTail`` keeps the last 4000 characters (20-acceptance §1.3)."""
+_READ_TAIL_BYTES = 16384
+"""Bytes read back from the end of a part file (the original keeps a 16384-char tail)."""
+
+ZERO_TEST_REASON = "fail-closed: the command exited 0 but ran no test case"
+ZERO_TEST_MARK = "\n[fail-closed] the command exited 0 but ran no test case"
+SKIP_EMPTY = "empty command"
+SKIP_EXPLICIT = "explicit skip command"
+SKIP_CANCELLED = "task cancelled, not run"
+SPAWN_REASON_PREFIX = "cannot start command: "
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def skip_result(name: str, cmd: str, reason: str, optional: bool = False) -> dict[str, Any]:
+    """A skipped CheckResult (20-acceptance §3.2): ``passed`` True, ``exitCode`` None, durationMs 0."""
+    out: dict[str, Any] = {
+        "name": name,
+        "cmd": cmd,
+        "passed": True,
+        "durationMs": 0,
+        "exitCode": None,
+        "outputTail": "",
+        "timeout": False,
+        "skipped": True,
+        "reason": reason,
+    }
+    if optional:
+        out["optional"] = True
+    out["aborted"] = False
+    return out
+
+
+def parts_dir_for(log_path: str | os.PathLike[str]) -> Path:
+    """``verify-<round>.log`` → ``verify-<round>.parts`` (same directory)."""
+    p = Path(log_path)
+    return p.with_name(p.stem + ".parts")
+
+
+def part_file_name(index: int, name: str) -> str:
+    """``<NNN>-<safe>.log``: 3-digit index; runs outside ``[A-Za-z0-9._-]`` → ``_``, ≤40 chars,
+    ``check`` if empty (20-acceptance §3.2)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:40] or "check"
+    return f"{index:03d}-{safe}.log"
+
+
+def _read_tail(path: Path, start: int, max_bytes: int = _READ_TAIL_BYTES) -> str:
+    """Decode the last ``max_bytes`` of ``path`` after byte ``start``, minus ``run_process``'s trailer."""
+    try:
+        size = os.path.getsize(path)
+        begin = max(start, size - max_bytes)
+        with open(path, "rb") as fh:
+            fh.seek(begin)
+            data = fh.read(size - begin)
+    except OSError:
+        return ""
+    if begin > start:
+        i = 0
+        while i < len(data) and i < 4 and (data[i] & 0xC0) == 0x80:  # drop a split UTF-8 sequence
+            i += 1
+        data = data[i:]
+    text = data.decode("utf-8", errors="replace")
+    cut = text.rfind("\n[exit] code=")
+    if cut >= 0 and "\n" not in text[cut + 1 :].rstrip("\n"):
+        text = text[:cut]
+    return text
+
+
+def _append_file(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with open(src, "rb") as fin, open(dst, "ab") as fout:
+        shutil.copyfileobj(fin, fout, 1 << 20)
+
+
+def _merge_part(part: Path, log_path: Path) -> None:
+    try:
+        if part.exists() and part.stat().st_size > 0:
+            _append_file(part, log_path)
+        part.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("could not merge %s into %s (part kept): %s", part, log_path, exc)
+
+
+def _remove_dir_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def run_check(
+    check: CheckDef,
+    project: str | os.PathLike[str],
+    log_path: str | os.PathLike[str],
+    default_timeout_ms: int = 300_000,
+    should_stop: Callable[[], bool] | None = None,
+    *,
+    index: int = 0,
+    merge: bool = True,
+) -> dict[str, Any]:
+    """Run one command check and return its CheckResult dict (20-acceptance §1.3, §3.2, §3.3).
+
+    Args:
+        check: the normalised check.
+        project: working directory (project root).
+        log_path: ``<taskDir>/verify-<round>.log``; the output first goes to the part file
+            ``<log stem>.parts/<NNN>-<safe>.log`` (see :func:`part_file_name`).
+        default_timeout_ms: used when ``check.timeout_ms`` is unset (ms).
+        should_stop: cancellation probe; True before start → skip, True while running → the tree
+            is killed and ``aborted`` is set.
+        index: position of the check (names the part file).
+        merge: append the part to ``log_path`` and delete it now (serial mode); False leaves the
+            part for the caller to merge in declaration order.
+
+    Returns:
+        ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason],
+        [optional], aborted}``. ``cmd[] == []`` / ``skip :`` / cancelled before start → skip
+        result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
+        command: <err>``. A mandatory test check that exits 0 but ran no test → ``passed False``,
+        ``reason`` :data:`ZERO_TEST_REASON` (exitCode stays 0). Never raises.
+    """
+    name, argv = check.name, list(check.cmd)
+    display = check.display_cmd or " ".join(argv)
+    if not argv:
+        return skip_result(name, display or name, SKIP_EMPTY, check.optional)
+    if argv[0] == "skip" and len(argv) > 1 and argv[1] == ":":
+        return skip_result(name, display, SKIP_EXPLICIT, check.optional)
+    if should_stop is not None and _safe_stop(should_stop):
+        return skip_result(name, display, SKIP_CANCELLED, check.optional)
+    try:
+        return _run(check, argv, display, project, Path(log_path), default_timeout_ms, should_stop, index, merge)
+    except Exception as exc:  # noqa: BLE001 - a check must never raise
+        log.exception("check %s crashed in the runner", name)
+        out: dict[str, Any] = {
+            "name": name,
+            "cmd": display,
+            "passed": False,
+            "durationMs": 0,
+            "exitCode": None,
+            "outputTail": f"[runner-error] {exc}",
+            "timeout": False,
+            "reason": f"internal runner error: {exc}",
+        }
+        if check.optional:
+            out["optional"] = True
+        out["aborted"] = False
+        return out
+
+
+def _safe_stop(should_stop: Callable[[], bool]) -> bool:
+    try:
+        return bool(should_stop())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _run(
+    check: CheckDef,
+    argv: list[str],
+    display: str,
+    project: str | os.PathLike[str],
+    log_path: Path,
+    default_timeout_ms: int,
+    should_stop: Callable[[], bool] | None,
+    index: int,
+    merge: bool,
+) -> dict[str, Any]:
+    part = parts_dir_for(log_path) / part_file_name(index, check.name)
+    log_note = ""
+    try:
+        part.parent.mkdir(parents=True, exist_ok=True)
+        with open(part, "wb"):
+            pass
+    except OSError as exc:
+        log_note = f"[log-error] {exc}\n"
+        fd, tmp = tempfile.mkstemp(prefix="tianshu-check-", suffix=".log")
+        os.close(fd)
+        part = Path(tmp)
+        merge = True
+    header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
+    start = len(header.encode("utf-8"))
+    timeout_ms = check.timeout_ms or default_timeout_ms
+    res = run_process(
+        argv,
+        cwd=project,
+        log_path=part,
+        timeout_ms=timeout_ms,
+        header=header,
+        should_stop=(lambda: _safe_stop(should_stop)) if should_stop is not None else None,
+    )
+    tail = (log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
+    if log_note and part.parent == Path(tempfile.gettempdir()):
+        part.unlink(missing_ok=True)
+    elif merge:
+        _merge_part(part, log_path)
+        _remove_dir_if_empty(part.parent)
+    result: dict[str, Any] = {
+        "name": check.name,
+        "cmd": display,
+        "passed": res.error is None and not res.timed_out and not res.killed and res.exit_code == 0,
+        "durationMs": res.duration_ms,
+        "exitCode": None if (res.error is not None or res.timed_out or res.killed) else res.exit_code,
+        "outputTail": tail,
+        "timeout": res.timed_out,
+    }
+    if res.error is not None:
+        if "[spawn-error]" not in tail:
+            result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
+        result["reason"] = SPAWN_REASON_PREFIX + res.error
+    elif (
+        not check.optional
+        and result["passed"]
+        and result["exitCode"] == 0
+        and is_test_check(check.name, argv)
+        and detect_zero_tests(tail)
+    ):
+        result["passed"] = False
+        result["outputTail"] = (tail + ZERO_TEST_MARK)[-OUTPUT_TAIL_CHARS:]
+        result["reason"] = ZERO_TEST_REASON
+    if check.optional:
+        result["optional"] = True
+    result["aborted"] = res.killed
+    return result
+
+
+def run_checks(
+    checks: Sequence[CheckDef],
+    project: str | os.PathLike[str],
+    log_path: str | os.PathLike[str],
+    default_timeout_ms: int = 300_000,
+    concurrency: int = 1,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """Run checks serially (``concurrency`` ≤ 1 or one check) or with a bounded worker pool
+    (20-acceptance §3.2 parallel mode). Results are in declaration order.
+
+    In parallel mode workers claim indices in order; once ``should_stop`` returns True no new check
+    is started and the unclaimed ones become skips (``task cancelled, not run``). Part files are
+    appended to ``log_path`` in declaration order at the end and the parts directory is removed
+    (kept, with a warning, if merging fails). Never raises.
+    """
+    n = len(checks)
+    lp = Path(log_path)
+    if n == 0:
+        return []
+    workers = max(1, min(int(concurrency or 1), 4, n))
+    if workers == 1:
+        return [run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=True) for i, c in enumerate(checks)]
+    results: list[dict[str, Any] | None] = [None] * n
+    lock = threading.Lock()
+    next_index = [0]
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next_index[0]
+                if i >= n:
+                    return
+                next_index[0] += 1
+            c = checks[i]
+            if should_stop is not None and _safe_stop(should_stop):
+                results[i] = skip_result(c.name, c.display_cmd or c.name, SKIP_CANCELLED, c.optional)
+                continue
+            results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False)
+
+    threads = [threading.Thread(target=worker, name=f"check-worker-{k}", daemon=True) for k in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    parts = parts_dir_for(lp)
+    for i, c in enumerate(checks):
+        _merge_part(parts / part_file_name(i, c.name), lp)
+    if parts.exists():
+        _remove_dir_if_empty(parts)
+    return [
+        r if r is not None else skip_result(checks[i].name, checks[i].display_cmd, SKIP_CANCELLED, checks[i].optional)
+        for i, r in enumerate(results)
+    ]

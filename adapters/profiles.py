@@ -1,0 +1,345 @@
+"""Agent profile registry: ``agent-profiles.json``, built-ins, resolution (40-agents-tasks §1.6–§1.8).
+
+A *profile* is data, not code: it says how to start an agent (``command`` + ``argsTemplate``), how
+the prompt reaches it (``promptMode``), where it runs (``cwd``) and for how long (``timeoutMs``).
+
+* :func:`load_profiles` merges the built-ins with ``<home>/agent-profiles.json``
+  (``{"profiles": {<agentId>: AgentProfile}}``); a user entry **replaces the whole built-in entry**
+  (no deep merge). The file is re-read on every call, so edits apply without a restart.
+* :func:`resolve_agent` turns an agent id into a :class:`ResolvedAgent`: the absolute executable to
+  start, or ``ok=False`` with a human message saying why it cannot run.
+* :func:`list_agents` resolves every known profile (for ``query_info``).
+
+Simplifications against the original (documented, deliberate): the desktop (``gui``) driver is not
+part of this build, so GUI profiles are listed but never ``ok``; the ``executableDiscovery``
+directory scan is not implemented — an empty ``command`` is looked up on ``PATH`` through
+``executableDiscovery.fallbackCommand`` / ``fileNames``; ``research`` profiles are never ``ok``
+(the original allows them only via the directory scan).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..core.errors import ErrorCode, TianshuError
+
+PROFILES_FILE = "agent-profiles.json"
+"""File name of the user profile file inside the data home."""
+
+GUI_UNAVAILABLE_NOTE = "desktop driver not available in this build"
+"""``note`` of the built-in GUI profiles (40-agents-tasks §1.7): listed, not runnable."""
+
+DEFAULT_AGENT_TIMEOUT_MS = 1_800_000
+"""Default ``timeoutMs`` of a profile: 30 min (40-agents-tasks §1.6)."""
+
+GuiAdapterName = Literal[
+    "traework-gui",
+    "zcode-gui",
+    "codex-gui",
+    "kimicode-gui",
+    "qoder-gui",
+    "opendesign-gui",
+    "minimax-gui",
+]
+
+
+class AgentProfile(BaseModel):
+    """One entry of ``agent-profiles.json`` (40-agents-tasks §1.6).
+
+    JSON keys are camelCase (``displayName``, ``argsTemplate``, ``promptMode``, ``timeoutMs``,
+    ``authNote``); Python attributes are snake_case. Unknown keys (``gui``, ``killTree``,
+    ``executableDiscovery``, ``opendesign`` …) are kept verbatim in ``model_extra`` so GUI fields
+    survive a round trip; dump with ``model_dump(by_alias=True, exclude_none=True)``.
+
+    Validation is strict (no silent coercion: ``"timeoutMs": "5"`` or ``"env": {"A": 1}`` is
+    rejected).
+
+    Fields (default):
+        display_name (``displayName``, ""), type ("cli", the only value), driver ("spawn"|"gui"),
+        adapter (GUI adapter name or None), status ("ready"|"research"|"unsupported"),
+        command (str or None: executable name or path; ``<…>`` is a placeholder),
+        args_template (``argsTemplate``, []: argv after the command, with the placeholders
+        ``<prompt:arg>``, ``<prompt:file>``, ``<prompt:stdin>``), prompt_mode
+        (``promptMode``, "arg"|"stdin"|"file"), cwd ("task": the project, "home": the user's
+        home), env ({}: overlaid on the server's environment), timeout_ms (``timeoutMs``,
+        1800000, > 0), auth_note (``authNote``, ""), note (None).
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
+
+    display_name: str = Field("", alias="displayName")
+    type: Literal["cli"] = "cli"
+    driver: Literal["spawn", "gui"] = "spawn"
+    adapter: GuiAdapterName | None = None
+    status: Literal["ready", "research", "unsupported"] = "ready"
+    command: str | None = None
+    args_template: list[str] = Field(default_factory=list, alias="argsTemplate")
+    prompt_mode: Literal["arg", "stdin", "file"] = Field("arg", alias="promptMode")
+    cwd: Literal["task", "home"] = "task"
+    env: dict[str, str] = Field(default_factory=dict)
+    timeout_ms: int = Field(DEFAULT_AGENT_TIMEOUT_MS, gt=0, alias="timeoutMs")
+    auth_note: str = Field("", alias="authNote")
+    note: str | None = None
+
+    @property
+    def effective_adapter(self) -> str | None:
+        """The GUI adapter this profile asks for: ``adapter``, or ``traework-gui`` for a GUI
+        driver without one (40-agents-tasks §1.6); None for a spawn (CLI) profile."""
+        if self.adapter:
+            return self.adapter
+        return "traework-gui" if self.driver == "gui" else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The profile as it is written in ``agent-profiles.json`` (camelCase, None omitted)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def _builtin_data() -> dict[str, dict[str, Any]]:
+    """Raw built-in profiles (40-agents-tasks §1.7), as they would appear in the JSON file."""
+    data: dict[str, dict[str, Any]] = {
+        "codex": {
+            "displayName": "Codex CLI",
+            "type": "cli",
+            "driver": "spawn",
+            "status": "ready",
+            "command": None,
+            "argsTemplate": ["exec", "<prompt:arg>", "--skip-git-repo-check", "--sandbox", "workspace-write"],
+            "promptMode": "arg",
+            "cwd": "task",
+            "env": {},
+            "timeoutMs": DEFAULT_AGENT_TIMEOUT_MS,
+            "authNote": "reuses the ~/.codex login",
+            "executableDiscovery": {"dirs": [], "fileNames": ["codex"], "fallbackCommand": "codex"},
+        }
+    }
+    gui = {
+        "zcode": "ZCode (desktop)",
+        "traework": "TraeWork (TRAE SOLO CN desktop)",
+        "kimicode": "Kimi Code (desktop)",
+        "qoder": "Qoder (desktop)",
+        "opendesign": "Open Design (desktop)",
+        "minimax": "MiniMax Code (desktop)",
+    }
+    for agent_id, name in gui.items():
+        data[agent_id] = {
+            "displayName": name,
+            "type": "cli",
+            "driver": "gui",
+            "adapter": f"{agent_id}-gui",
+            "status": "unsupported",
+            "command": None,
+            "argsTemplate": [],
+            "promptMode": "arg",
+            "cwd": "task",
+            "env": {},
+            "timeoutMs": DEFAULT_AGENT_TIMEOUT_MS,
+            "note": GUI_UNAVAILABLE_NOTE,
+        }
+    return data
+
+
+def builtin_profiles() -> dict[str, AgentProfile]:
+    """Return fresh copies of the built-in profiles, keyed by agent id (40-agents-tasks §1.7).
+
+    ``codex`` is the historic CLI built-in (``codex exec <prompt> --skip-git-repo-check --sandbox
+    workspace-write``, found on PATH); zcode, traework, kimicode, qoder, opendesign and minimax are
+    GUI profiles marked ``unsupported`` (listed, not runnable in this build).
+    """
+    return {agent_id: AgentProfile.model_validate(raw) for agent_id, raw in _builtin_data().items()}
+
+
+def _describe_validation(path: Path, agent_id: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        where = f"field '{loc}'" if loc else "entry"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return f"{path}: profile '{agent_id}' is invalid: " + "; ".join(parts)
+
+
+def load_profiles(home: Path) -> dict[str, AgentProfile]:
+    """Return every profile: the built-ins, then ``<home>/agent-profiles.json`` on top.
+
+    Each user entry replaces the whole built-in entry of the same id (no deep merge,
+    40-agents-tasks §1.6). The file is optional; it is re-read on every call.
+
+    Args:
+        home: the data home (``TIANSHU_MCP_HOME``).
+
+    Returns:
+        ``{agentId: AgentProfile}``, built-in ids first, then user-only ids in file order.
+
+    Raises:
+        TianshuError(CONFIG_UNREADABLE): the file exists but cannot be read (a directory, no
+            permission).
+        TianshuError(CONFIG_INVALID): invalid UTF-8/JSON, the top level or ``profiles`` is not an
+            object, an empty agent id, or a profile failing validation. The message names the file
+            and the offending agent id and field.
+    """
+    profiles = builtin_profiles()
+    path = Path(home) / PROFILES_FILE
+    try:
+        raw_bytes = path.read_bytes()
+    except FileNotFoundError:
+        return profiles
+    except OSError as exc:  # IsADirectoryError, PermissionError, …
+        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, f"{path}: cannot read agent profiles ({exc.strerror or exc})") from exc
+    try:
+        data = json.loads(raw_bytes.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: not valid UTF-8 ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise TianshuError(
+            ErrorCode.CONFIG_INVALID, f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: the top level must be an object {{\"profiles\": {{...}}}}")
+    user = data.get("profiles", {})
+    if not isinstance(user, dict):
+        raise TianshuError(
+            ErrorCode.CONFIG_INVALID,
+            f"{path}: 'profiles' must be an object mapping agent ids to profiles, got {type(user).__name__}",
+        )
+    for agent_id, raw in user.items():
+        if not agent_id.strip():
+            raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: a profile has an empty agent id")
+        try:
+            profiles[agent_id] = AgentProfile.model_validate(raw)
+        except ValidationError as exc:
+            raise TianshuError(ErrorCode.CONFIG_INVALID, _describe_validation(path, agent_id, exc)) from exc
+    return profiles
+
+
+@dataclass
+class ResolvedAgent:
+    """An agent id resolved against its profile (40-agents-tasks §1.8).
+
+    Attributes:
+        id: the agent id.
+        display_name: ``profile.displayName`` or the id.
+        profile: the profile, or None when the id is not configured.
+        command: absolute path of the executable to start, or None when not runnable.
+        ok: True when the agent can be started by this build.
+        message: human text: where the command was found, or why the agent cannot run.
+        source: "explicit" (the profile's command is an existing path), "path" (found on PATH),
+            or None when not ok.
+    """
+
+    id: str
+    display_name: str
+    profile: AgentProfile | None
+    command: str | None
+    ok: bool
+    message: str
+    source: Literal["explicit", "path"] | None = None
+
+    def to_info(self) -> dict[str, Any]:
+        """Summary for ``query_info``: ``{id, displayName, driver, status, ok, message, command,
+        source}`` (driver/status None for an unknown id, command/source None when not ok)."""
+        return {
+            "id": self.id,
+            "displayName": self.display_name,
+            "driver": self.profile.driver if self.profile else None,
+            "status": self.profile.status if self.profile else None,
+            "ok": self.ok,
+            "message": self.message,
+            "command": self.command,
+            "source": self.source,
+        }
+
+
+def _not_ok(agent_id: str, profile: AgentProfile | None, message: str) -> ResolvedAgent:
+    name = (profile.display_name if profile else "") or agent_id
+    return ResolvedAgent(agent_id, name, profile, None, False, message)
+
+
+def _looks_like_path(command: str) -> bool:
+    return os.sep in command or (os.altsep is not None and os.altsep in command) or command.startswith("~")
+
+
+def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgent:
+    """Resolve one profile (already loaded) to a runnable command; see :func:`resolve_agent`."""
+    if profile is None:
+        return _not_ok(agent_id, None, f"agent '{agent_id}' is not configured; add a profile to {PROFILES_FILE}")
+    if profile.status == "unsupported":
+        detail = profile.note or "marked unsupported"
+        return _not_ok(agent_id, profile, f"agent '{agent_id}' is unsupported: {detail}")
+    if profile.driver == "gui":
+        return _not_ok(agent_id, profile, f"agent '{agent_id}' needs the desktop (gui) driver: {GUI_UNAVAILABLE_NOTE}")
+    if profile.status == "research":
+        return _not_ok(
+            agent_id,
+            profile,
+            f"agent '{agent_id}' is marked research and is not runnable in this build; set \"status\": \"ready\"",
+        )
+    command = (profile.command or "").strip()
+    candidates: list[str]
+    if command:
+        if command.startswith("<"):
+            return _not_ok(
+                agent_id,
+                profile,
+                f"agent '{agent_id}' has a placeholder command '{command}'; set the executable in {PROFILES_FILE}",
+            )
+        candidates = [command]
+    else:
+        disc = (profile.model_extra or {}).get("executableDiscovery")
+        candidates = []
+        if isinstance(disc, dict):
+            fallback = disc.get("fallbackCommand")
+            if isinstance(fallback, str) and fallback.strip():
+                candidates.append(fallback.strip())
+            names = disc.get("fileNames")
+            if isinstance(names, list):
+                candidates.extend(n for n in names if isinstance(n, str) and n.strip() and n not in candidates)
+        if not candidates:
+            return _not_ok(agent_id, profile, f"agent '{agent_id}' has no command; set \"command\" in {PROFILES_FILE}")
+
+    name = profile.display_name or agent_id
+    for cand in candidates:
+        if _looks_like_path(cand) or os.path.isabs(cand):
+            path = Path(cand).expanduser()
+            if path.is_file():
+                return ResolvedAgent(agent_id, name, profile, os.path.abspath(path), True, f"command {os.path.abspath(path)}", "explicit")
+            continue
+        found = shutil.which(cand)
+        if found:
+            found = os.path.abspath(found)
+            return ResolvedAgent(agent_id, name, profile, found, True, f"command {found} (found on PATH)", "path")
+    first = candidates[0]
+    if _looks_like_path(first) or os.path.isabs(first):
+        return _not_ok(agent_id, profile, f"command '{first}' does not exist")
+    return _not_ok(agent_id, profile, f"command '{first}' not found on PATH")
+
+
+def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:
+    """Resolve ``agent_id`` to an executable (40-agents-tasks §1.8, simplified).
+
+    Order: unknown id → not ok (``agent '<id>' is not configured; add a profile to
+    agent-profiles.json``); status unsupported → not ok (the note); driver gui → not ok; status
+    research → not ok; command ``<…>`` → placeholder, not ok; command an existing file path →
+    ``explicit``; otherwise ``shutil.which`` on the server's PATH → ``path``; otherwise not ok
+    (``command '<c>' not found on PATH``). An empty command tries
+    ``executableDiscovery.fallbackCommand`` then ``fileNames`` on PATH. Profiles are re-read on
+    every call (no cache).
+
+    Raises:
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.
+    """
+    return resolve_profile(agent_id, load_profiles(home).get(agent_id))
+
+
+def list_agents(home: Path) -> list[ResolvedAgent]:
+    """Resolve every profile (built-ins first, then user-only ids) for ``query_info``.
+
+    Raises:
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.
+    """
+    return [resolve_profile(agent_id, profile) for agent_id, profile in load_profiles(home).items()]

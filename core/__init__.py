@@ -1,0 +1,1 @@
+"""core layer of tianshu-mcp (see 00-design §2)."""

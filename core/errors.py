@@ -1,0 +1,60 @@
+"""Stable error codes (00-design §7).
+
+Every tool error reaches the host as ``Error: [CODE] message`` with ``isError: true``. The codes
+below are the complete, documented list; tests and hosts match on them, so never rename one.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ErrorCode(str, Enum):
+    """Upper-snake identifiers for every failure a tool or a task can report."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    """A parameter violates the tool's input schema or a cross-field rule (10-tools §1.2–§1.3)."""
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    """tools/call named a tool that does not exist (10-tools §2.5)."""
+    TASK_NOT_FOUND = "TASK_NOT_FOUND"
+    """No task (or verify record) with that id exists under the data home."""
+    PATH_NOT_ABSOLUTE = "PATH_NOT_ABSOLUTE"
+    """projectPath is relative (10-tools §3.1 rule 1)."""
+    PATH_NOT_FOUND = "PATH_NOT_FOUND"
+    """projectPath does not exist or is not a directory (10-tools §3.1 rule 2)."""
+    PATH_IS_HOME = "PATH_IS_HOME"
+    """projectPath is the user's home directory itself (10-tools §3.1 rule 4)."""
+    PATH_IS_SYSTEM = "PATH_IS_SYSTEM"
+    """projectPath is a root or system directory (10-tools §3.1 rule 5)."""
+    IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
+    """The idempotencyKey is already bound to a call with different arguments (10-tools §3.2)."""
+    INVALID_STATE = "INVALID_STATE"
+    """The task's status does not allow the requested action."""
+    CONFIG_UNREADABLE = "CONFIG_UNREADABLE"
+    """A configuration file exists but cannot be read (a directory, no permission)."""
+    CONFIG_INVALID = "CONFIG_INVALID"
+    """A configuration file is not valid JSON or violates its schema; the message names the file."""
+    PREFECT_UNAVAILABLE = "PREFECT_UNAVAILABLE"
+    """The Prefect API did not become ready in time, or a call to it failed."""
+    SPAWN_FAILED = "SPAWN_FAILED"
+    """A child process (agent, check) could not be started."""
+    INTERNAL = "INTERNAL"
+    """An unexpected exception; the message carries its text."""
+
+
+class TianshuError(Exception):
+    """An error with a stable code, rendered to hosts as ``Error: [CODE] message``.
+
+    Args:
+        code: one of :class:`ErrorCode`.
+        message: human text (English); never contains secrets or raw idempotency keys.
+    """
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def render(self) -> str:
+        """Return the wire text ``Error: [CODE] message``."""
+        return f"Error: [{self.code.value}] {self.message}"

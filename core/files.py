@@ -1,0 +1,131 @@
+"""Crash-safe files of the data home: atomic JSON/text writes, jsonl append, tail reads.
+
+Rules from 40-agents-tasks §2.13: a write goes to ``<target>.<pid>.<12 hex>.tmp`` and is renamed
+into place (retried on transient EPERM/EBUSY/EACCES), so a reader never sees half a file and no
+``.tmp`` survives a failure.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+_RETRY_ERRNOS = {errno.EPERM, errno.EBUSY, errno.EACCES}
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename).
+
+    Raises:
+        OSError: when the directory cannot be created or the rename keeps failing (10 tries).
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        for attempt in range(10):
+            try:
+                os.replace(tmp, target)
+                return
+            except OSError as exc:
+                if exc.errno not in _RETRY_ERRNOS or attempt == 9:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+    finally:
+        if tmp.exists():
+            tmp.unlink(missing_ok=True)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write UTF-8 ``text`` atomically; see :func:`atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
+    """Write ``value`` as 2-space indented UTF-8 JSON atomically (non-ASCII kept verbatim)."""
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    """Read a JSON file.
+
+    Raises:
+        FileNotFoundError: when absent. OSError: unreadable. json.JSONDecodeError: invalid JSON.
+    """
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def read_json_safe(path: str | os.PathLike[str]) -> Any | None:
+    """Read a JSON file, returning ``None`` when it is absent, unreadable or invalid."""
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
+
+
+def append_jsonl(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append one JSON object as a line (``O_APPEND``, one ``write`` call, so lines never interleave)."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl_tail(path: str | os.PathLike[str], max_bytes: int = 65536) -> list[dict[str, Any]]:
+    """Parse the JSON lines in the last ``max_bytes`` bytes of ``path``; bad lines are skipped."""
+    text = read_text_tail(path, max_bytes)
+    out: list[dict[str, Any]] = []
+    for line in (text or "").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
+
+
+def read_text_tail(path: str | os.PathLike[str], max_bytes: int) -> str | None:
+    """Return the text of the last ``max_bytes`` bytes of ``path``, starting at a line boundary.
+
+    Follows 40-agents-tasks §2.4: missing → None; size ≤ n → all; otherwise read bytes
+    ``[size-n-1, size)`` and drop the partial first line. Invalid UTF-8 is replaced, never raised.
+    """
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            if size <= max_bytes:
+                return fh.read().decode("utf-8", errors="replace")
+            fh.seek(size - max_bytes - 1)
+            data = fh.read()
+    except OSError:
+        return None
+    if data[:1] == b"\n":
+        data = data[1:]
+    else:
+        cut = data.find(b"\n")
+        data = data[cut + 1 :] if cut >= 0 else b""
+    return data.decode("utf-8", errors="replace")
+
+
+def tail_lines(path: str | os.PathLike[str], lines: int, max_bytes: int = 256 * 1024) -> str | None:
+    """Return the last ``lines`` lines of a text file (reading at most ``max_bytes`` from its end)."""
+    text = read_text_tail(path, max_bytes)
+    if text is None:
+        return None
+    parts = text.splitlines()
+    return "\n".join(parts[-lines:]) if lines > 0 else ""

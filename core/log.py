@@ -1,0 +1,41 @@
+"""Logging: stderr and ``<home>/logs/server.log``, never stdout (10-tools §4, 00-design §6)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from pathlib import Path
+
+LOGGER_NAME = "tianshu_mcp"
+
+
+class _UtcFormatter(logging.Formatter):
+    converter = time.gmtime
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        ct = self.converter(record.created)
+        return time.strftime("%Y-%m-%dT%H:%M:%S", ct) + f".{int(record.msecs):03d}Z"
+
+
+def setup_logging(home: Path, level: int = logging.INFO) -> logging.Logger:
+    """Route the ``tianshu_mcp`` logger to stderr and ``<home>/logs/server.log``.
+
+    Lines read ``[<ISO-8601 UTC>] [<LEVEL>] <msg>``. Idempotent: calling twice adds no handler.
+    Returns the configured logger.
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(level)
+    if getattr(logger, "_tianshu_configured", False):
+        return logger
+    fmt = _UtcFormatter("[%(asctime)s] [%(levelname)s] %(message)s")
+    (home / "logs").mkdir(parents=True, exist_ok=True)
+    for handler in (
+        logging.StreamHandler(sys.stderr),
+        logging.FileHandler(home / "logs" / "server.log", encoding="utf-8"),
+    ):
+        handler.setFormatter(fmt)
+        logger.addHandler(handler)
+    logger.propagate = False
+    logger._tianshu_configured = True  # type: ignore[attr-defined]
+    return logger

@@ -1,0 +1,82 @@
+"""The task model: statuses, error types, event vocabulary, meta block (40-agents-tasks §2, 10-tools §2.6)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Mapping
+
+
+class TaskStatus(str, Enum):
+    """Task statuses as hosts see them (40-agents-tasks §2.1)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    VERIFY_START = "verify_start"
+    FIXING = "fixing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NEEDS_ATTENTION = "needs_attention"
+    NEEDS_USER = "needs_user"
+    CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+
+
+ACTIVE = frozenset({"queued", "running", "verify_start", "fixing"})
+TERMINAL = frozenset({"succeeded", "failed", "needs_attention", "cancelled", "interrupted"})
+ALL_STATUSES = frozenset(s.value for s in TaskStatus)
+
+ERROR_TYPES = frozenset(
+    {"timeout", "spawn", "setup_failed", "agent_failed", "verify_failed", "cancelled", "interrupted",
+     "agent_unresolved", "internal"}
+)
+ABORT_SOURCES = frozenset({"user", "shutdown", "timeout", "internal"})
+
+# Events a host sees in query_task's recentEvents (10-tools §3.4); `note` never appears there.
+AGENT_EVENT_NAMES = (
+    "task_dispatched",
+    "confirmation_dialog_detected",
+    "awaiting_user_authorization",
+    "file_modification_started",
+    "rework_triggered",
+)
+
+
+def is_wait_settled(status: str) -> bool:
+    """A wait stops at a terminal status or at ``needs_user`` (10-tools §3.3)."""
+    return status in TERMINAL or status == "needs_user"
+
+
+# Key order of the meta block for task-derived metas (10-tools §2.6), plus our Prefect links.
+_META_KEYS = (
+    "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "changedFiles",
+    "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
+    "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
+    "latestVerificationVerdict", "agentEndReason", "flowRunId", "flowRunUrl", "prefectApiUrl",
+    "idempotencyKey",
+)
+
+
+def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
+    """Build the meta block of a task (10-tools §2.6).
+
+    Args:
+        task: the task's ``task.json`` details (camelCase keys).
+        status: the status derived from the flow-run state (the only owner of status).
+
+    Returns:
+        An ordered dict: ``ok`` (status == succeeded), ``taskId``, ``status``, …, ``round`` (=
+        rounds used), ``message`` (always present), ``flowRunId``/``flowRunUrl``/
+        ``prefectApiUrl``; keys whose value is None are omitted.
+    """
+    src = dict(task)
+    src["status"] = status
+    src["round"] = int(task.get("roundsUsed") or 0)
+    src["message"] = task.get("lastMessage") or ""
+    if task.get("reportMd") or task.get("reportJson"):
+        src["reportFiles"] = {k: v for k, v in (("md", task.get("reportMd")), ("json", task.get("reportJson"))) if v}
+    meta: dict[str, Any] = {"ok": status == "succeeded"}
+    for key in _META_KEYS:
+        value = src.get(key)
+        if value is not None:
+            meta[key] = value
+    return meta

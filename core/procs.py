@@ -1,0 +1,348 @@
+"""Child processes we start: own session, stdin at EOF, output to a file, tree kill (00-design §5).
+
+Every agent, check or helper process is started through :func:`spawn`:
+
+* argv only, never a shell;
+* ``start_new_session=True``, so its process group is its own and killing it never hits us;
+* stdin is ``/dev/null`` (or the prompt text, written then closed, when a profile asks for stdin);
+* stdout and stderr go to a file opened in append mode, never to a pipe a grandchild could hold
+  open and hang us;
+* a :class:`ProcRecord` ``{pid, pgid, createTime}`` identifies it, so a later kill (even from
+  another process, via the record saved in the task dir) never hits a reused pid.
+
+:func:`kill_tree` sends SIGTERM to the group and every known descendant, then SIGKILL to whatever
+is left after a grace period; it works on TERM-trapping and ``setsid``'d descendants and never
+raises.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import psutil
+
+log = logging.getLogger("tianshu_mcp")
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+@dataclass(frozen=True)
+class ProcRecord:
+    """Identity of a started process: ``pid``, process group ``pgid``, ``createTime`` (epoch s)."""
+
+    pid: int
+    pgid: int
+    createTime: float  # noqa: N815 (wire/json name)
+
+    def to_json(self) -> dict[str, float | int]:
+        """Return ``{"pid", "pgid", "createTime"}``."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> "ProcRecord":
+        """Inverse of :meth:`to_json`. Raises KeyError/TypeError/ValueError on a bad record."""
+        return cls(int(data["pid"]), int(data["pgid"]), float(data["createTime"]))  # type: ignore[arg-type]
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`run_process`.
+
+    ``exit_code`` is None when the process could not start, timed out or was killed;
+    ``duration_ms`` is wall time in milliseconds; ``error`` carries a spawn failure's text.
+    """
+
+    exit_code: int | None
+    timed_out: bool
+    killed: bool
+    duration_ms: int
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the process ran to exit code 0 on its own."""
+        return self.exit_code == 0 and not self.timed_out and not self.killed and self.error is None
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``).
+
+    A grandchild whose parent dies is then re-parented to us instead of init, so
+    :func:`kill_tree` still finds it among our descendants. Returns False where unsupported.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except OSError:
+        return False
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    log_path: str | os.PathLike[str],
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+    header: str | None = None,
+) -> tuple[subprocess.Popen[bytes], ProcRecord]:
+    """Start ``argv`` in its own session with output appended to ``log_path``.
+
+    Args:
+        argv: program and arguments (no shell).
+        cwd: working directory.
+        log_path: file receiving stdout and stderr (created, appended to).
+        env: full environment for the child (default: this process's environment).
+        stdin_text: when given, written to the child's stdin, which is then closed; otherwise the
+            child's stdin is ``/dev/null`` (at EOF).
+        header: a line written to the log before the child's output.
+
+    Returns:
+        ``(popen, record)``.
+
+    Raises:
+        OSError: the program cannot be started (not found, not executable, bad cwd).
+    """
+    path = Path(log_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "ab") as out:
+        if header:
+            out.write(header.encode("utf-8", errors="replace"))
+            out.flush()
+        proc = subprocess.Popen(  # noqa: S603 - argv, never a shell
+            list(argv),
+            cwd=os.fspath(cwd),
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    if stdin_text is not None and proc.stdin is not None:
+        threading.Thread(target=_feed_stdin, args=(proc, stdin_text), daemon=True).start()
+    try:
+        create_time = psutil.Process(proc.pid).create_time()
+    except psutil.Error:
+        create_time = 0.0
+    return proc, ProcRecord(proc.pid, proc.pid, create_time)
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(text.encode("utf-8"))
+    except OSError:
+        pass
+    finally:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _members(record: ProcRecord) -> list[psutil.Process]:
+    """Every live process belonging to the record: the root, its descendants, its group/session."""
+    found: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(record.pid)
+        if not record.createTime or abs(root.create_time() - record.createTime) < 0.05:
+            found[root.pid] = root
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+    except psutil.Error:
+        pass
+    me = os.getpid()
+    my_pgid = os.getpgid(0)
+    for proc in psutil.process_iter():
+        if proc.pid in found or proc.pid == me:
+            continue
+        try:
+            pgid = os.getpgid(proc.pid)
+            sid = os.getsid(proc.pid)
+        except OSError:
+            continue
+        if record.pgid != my_pgid and (pgid == record.pgid or sid == record.pgid):
+            found[proc.pid] = proc
+            try:
+                for child in proc.children(recursive=True):
+                    found.setdefault(child.pid, child)
+            except psutil.Error:
+                pass
+    found.pop(me, None)
+    return list(found.values())
+
+
+def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0) -> bool:
+    """Kill the process tree of ``record``: SIGTERM, then SIGKILL after ``grace_s`` seconds.
+
+    Targets the recorded root (only if its create time still matches, so a reused pid is never
+    hit), all its descendants and every process in its process group or session. Never kills
+    this process or a group it shares. Never raises.
+
+    Returns:
+        True when nothing of the tree is alive any more (within ``total_s`` seconds).
+    """
+    deadline = time.monotonic() + total_s
+    try:
+        members = _members(record)
+        if not members:
+            return True
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for proc in members:
+                try:
+                    proc.send_signal(sig)
+                except psutil.Error:
+                    pass
+            wait_until = time.monotonic() + (grace_s if sig == signal.SIGTERM else max(0.1, deadline - time.monotonic()))
+            while time.monotonic() < wait_until and any(_alive(p) for p in members):
+                _reap(members)
+                time.sleep(0.05)
+            # keep what we already found (a setsid'd grandchild is no longer reachable once its
+            # parent died) and add descendants forked meanwhile; is_running() checks create time
+            known = {p.pid: p for p in members if _alive(p)}
+            for p in _members(record):
+                if _alive(p):
+                    known.setdefault(p.pid, p)
+            members = list(known.values())
+            if not members:
+                return True
+        return not any(_alive(p) for p in members)
+    except Exception as exc:  # noqa: BLE001 - a kill must never raise
+        log.warning("kill_tree(%s) failed: %s", record.pid, exc)
+        return False
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """True for a running process; a zombie (dead, not yet reaped) counts as dead."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _reap(procs_: list[psutil.Process]) -> None:
+    """Reap those of ``procs_`` that are our own exited children (others are reaped by their parent)."""
+    for proc in procs_:
+        try:
+            os.waitpid(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        except OSError:
+            pass
+
+
+def tree_alive(record: ProcRecord) -> bool:
+    """True when any process of the record's tree (root, descendants, group) is still alive."""
+    return any(_alive(p) for p in _members(record))
+
+
+def run_process(
+    argv: Sequence[str],
+    *,
+    cwd: str | os.PathLike[str],
+    log_path: str | os.PathLike[str],
+    timeout_ms: int | None,
+    env: Mapping[str, str] | None = None,
+    stdin_text: str | None = None,
+    header: str | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_start: Callable[[ProcRecord], None] | None = None,
+    poll_s: float = 0.1,
+) -> RunResult:
+    """Run ``argv`` to completion under a timeout, killing its whole tree on timeout or stop.
+
+    Args:
+        timeout_ms: wall-clock limit in ms (None or ≤0: none). On expiry the tree is killed and
+            ``timed_out`` is set.
+        should_stop: polled every ``poll_s`` s; returning True kills the tree (``killed``).
+        on_start: called with the :class:`ProcRecord` once the process is running (e.g. to
+            persist it for a kill from another process).
+        Other args: see :func:`spawn`.
+
+    Returns:
+        A :class:`RunResult`; a spawn failure is reported in ``error`` (never raised). The
+        trailer ``[exit] code=<c> (timeout)|(killed)| duration=<ms>ms`` is appended to the log.
+    """
+    start = time.monotonic()
+    try:
+        proc, record = spawn(argv, cwd=cwd, log_path=log_path, env=env, stdin_text=stdin_text, header=header)
+    except OSError as exc:
+        _append(log_path, f"[spawn-error] {exc}\n")
+        return RunResult(None, False, False, int((time.monotonic() - start) * 1000), str(exc))
+    deadline = start + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
+    timed_out = killed = False
+    try:
+        if on_start is not None:
+            on_start(record)
+        while True:
+            try:
+                proc.wait(timeout=poll_s)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                timed_out = True
+                break
+            if should_stop is not None and should_stop():
+                killed = True
+                break
+    finally:
+        if timed_out or killed or proc.poll() is None:
+            kill_tree(record)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        else:
+            # the root exited on its own: a background grandchild still in its group must not linger
+            kill_tree(record, grace_s=0.3)
+    code = None if (timed_out or killed) else proc.returncode
+    duration = int((time.monotonic() - start) * 1000)
+    mark = " (timeout)" if timed_out else " (killed)" if killed else ""
+    _append(log_path, f"\n[exit] code={code if code is not None else 'null'}{mark} duration={duration}ms\n")
+    return RunResult(code, timed_out, killed, duration)
+
+
+def _append(path: str | os.PathLike[str], text: str) -> None:
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError:
+        pass
+
+
+def save_record(path: str | os.PathLike[str], record: ProcRecord) -> None:
+    """Persist ``record`` as JSON at ``path`` (atomic), so another process can kill the tree."""
+    from .files import atomic_write_json
+
+    atomic_write_json(path, record.to_json())
+
+
+def kill_recorded(path: str | os.PathLike[str]) -> bool:
+    """Kill the tree whose :class:`ProcRecord` was saved at ``path``; True when nothing survives.
+
+    A missing or corrupt record means there is nothing to kill (True). Never raises.
+    """
+    from .files import read_json_safe
+
+    data = read_json_safe(path)
+    if not isinstance(data, dict):
+        return True
+    try:
+        record = ProcRecord.from_json(data)
+    except (KeyError, TypeError, ValueError):
+        return True
+    return kill_tree(record)

@@ -1,0 +1,106 @@
+"""Data home and server configuration (40-agents-tasks §2.13, 00-design §3).
+
+The data home is ``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``; everything tianshu-mcp writes lives
+under it, Prefect's own home included (``<home>/prefect``). ``config.json`` is re-read lazily; an
+invalid file keeps the last valid value (defaults if it never was valid) and is reported once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .files import read_json
+
+log = logging.getLogger("tianshu_mcp")
+
+
+def data_home() -> Path:
+    """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it."""
+    raw = os.environ.get("TIANSHU_MCP_HOME") or str(Path.home() / ".tianshu-mcp")
+    home = Path(raw).expanduser().resolve()
+    home.mkdir(parents=True, exist_ok=True)
+    return home
+
+
+def tasks_dir(home: Path | None = None) -> Path:
+    """``<home>/tasks``: one directory per task or verify record."""
+    return (home or data_home()) / "tasks"
+
+
+def task_dir(task_id: str, home: Path | None = None) -> Path:
+    """``<home>/tasks/<task_id>``."""
+    return tasks_dir(home) / task_id
+
+
+class ConcurrencyConfig(BaseModel):
+    """``concurrency`` section: ``maxRunning`` 1..32 (default 2) = work pool concurrency limit."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    max_running: int = Field(2, ge=1, le=32, alias="maxRunning")
+
+
+class PrefectConfig(BaseModel):
+    """``prefect`` section: where the API lives.
+
+    ``apiUrl`` set → scale-out mode, tianshu hosts neither API nor worker (00-design §3).
+    ``port`` → the embedded API port (next free one if taken).
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    api_url: str | None = Field(None, alias="apiUrl")
+    port: int = Field(4200, ge=1, le=65535)
+    ready_timeout_ms: int = Field(120000, gt=0, alias="readyTimeoutMs")
+
+
+class ServerConfig(BaseModel):
+    """``<home>/config.json`` (40-agents-tasks §2.13). Unknown keys are ignored."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
+    default_task_timeout_ms: int = Field(1800000, gt=0, alias="defaultTaskTimeoutMs")
+    verify_command_timeout_ms: int = Field(300000, gt=0, alias="verifyCommandTimeoutMs")
+    verify_concurrency: int = Field(2, ge=1, le=4, alias="verifyConcurrency")
+    prefect: PrefectConfig = Field(default_factory=PrefectConfig)
+
+
+class _ConfigCache:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stamp: tuple[str, str] | None = None
+        self._value = ServerConfig()
+
+    def load(self, home: Path) -> ServerConfig:
+        path = home / "config.json"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return ServerConfig()
+        except OSError as exc:
+            log.warning("config.json unreadable (%s); keeping the last valid config", exc)
+            return self._value
+        stamp = (str(path), hashlib.sha256(data).hexdigest())
+        with self._lock:
+            if stamp == self._stamp:
+                return self._value
+            try:
+                value = ServerConfig.model_validate(read_json(path))
+            except (ValueError, ValidationError) as exc:
+                log.warning("config.json invalid, keeping the last valid config: %s", exc)
+                self._stamp = stamp
+                return self._value
+            self._stamp, self._value = stamp, value
+            return value
+
+
+_cache = _ConfigCache()
+
+
+def load_config(home: Path | None = None) -> ServerConfig:
+    """Return the current ``config.json`` (hot-reloaded by content hash; defaults when absent)."""
+    return _cache.load(home or data_home())

@@ -1,0 +1,123 @@
+"""The task directory: ``task.json`` details and the ``task.jsonl`` event stream (40-agents-tasks §2.3–§2.4).
+
+``<home>/tasks/<taskId>/`` holds everything about one task. ``task.json`` is rewritten atomically
+under a file lock (the MCP server and the flow-run process both write it); ``task.jsonl`` is
+append-only. Status is *not* owned here: it is the flow-run state's (00-design §4); ``task.json``
+carries the details (rounds used, phase, changed files, errorType, last message, report paths…).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .files import append_jsonl, atomic_write_json, read_json_safe, read_jsonl_tail
+from .ids import is_record_id
+from .model import AGENT_EVENT_NAMES
+from .settings import data_home
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC timestamp with milliseconds, e.g. ``2026-11-30T09:15:00.123Z``."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TaskStore:
+    """Reads and writes task directories under ``<home>/tasks``.
+
+    Args:
+        home: the data home (default :func:`core.settings.data_home`).
+    """
+
+    def __init__(self, home: Path | None = None) -> None:
+        self.home = home or data_home()
+        self.root = self.home / "tasks"
+
+    def dir(self, task_id: str) -> Path:
+        """The task's directory. Raises ValueError when ``task_id`` is not a task/verify id."""
+        if not is_record_id(task_id):
+            raise ValueError(f"not a task id: {task_id!r}")
+        return self.root / task_id
+
+    def _lock(self, task_id: str) -> FileLock:
+        return FileLock(str(self.dir(task_id) / ".task.lock"), timeout=30)
+
+    def create(self, task_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """Create the task dir and its ``task.json`` (``createdAt``/``updatedAt`` set), append ``created``."""
+        d = self.dir(task_id)
+        d.mkdir(parents=True, exist_ok=True)
+        now = utc_now()
+        record = {"taskId": task_id, "roundsUsed": 0, "createdAt": now, "updatedAt": now, **fields}
+        with self._lock(task_id):
+            atomic_write_json(d / "task.json", record)
+        self.event(task_id, "created", "queued", "task created")
+        return record
+
+    def read(self, task_id: str) -> dict[str, Any] | None:
+        """Return ``task.json`` or None when the task does not exist (or the id is malformed)."""
+        try:
+            value = read_json_safe(self.dir(task_id) / "task.json")
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def exists(self, task_id: str) -> bool:
+        """True when ``task.json`` exists for ``task_id``."""
+        try:
+            return (self.dir(task_id) / "task.json").is_file()
+        except ValueError:
+            return False
+
+    def update(self, task_id: str, **fields: Any) -> dict[str, Any]:
+        """Merge ``fields`` into ``task.json`` under the task lock; a None value deletes the key.
+
+        Returns the new record. Raises FileNotFoundError when the task does not exist.
+        """
+        path = self.dir(task_id) / "task.json"
+        with self._lock(task_id):
+            record = read_json_safe(path)
+            if not isinstance(record, dict):
+                raise FileNotFoundError(str(path))
+            for key, value in fields.items():
+                if value is None:
+                    record.pop(key, None)
+                else:
+                    record[key] = value
+            record["updatedAt"] = utc_now()
+            atomic_write_json(path, record)
+            return record
+
+    def event(
+        self,
+        task_id: str,
+        event: str,
+        state: str,
+        detail: str | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> None:
+        """Append ``{"ts","event","state","detail"?,"data"?}`` to ``task.jsonl``."""
+        rec: dict[str, Any] = {"ts": utc_now(), "event": event, "state": state}
+        if detail is not None:
+            rec["detail"] = detail
+        if data is not None:
+            rec["data"] = data
+        append_jsonl(self.dir(task_id) / "task.jsonl", rec)
+
+    def recent_agent_events(self, task_id: str, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` host-visible events (10-tools §3.4), oldest first, from a 64 KiB tail."""
+        events = read_jsonl_tail(self.dir(task_id) / "task.jsonl", 65536)
+        picked = [
+            {k: e[k] for k in ("ts", "event", "detail", "data") if k in e}
+            for e in events
+            if e.get("event") in AGENT_EVENT_NAMES
+        ]
+        return picked[-limit:] if limit > 0 else []
+
+    def list_ids(self, prefixes: tuple[str, ...] = ("tsk_",)) -> list[str]:
+        """Ids of the task dirs present (unordered), filtered by id prefix."""
+        if not self.root.is_dir():
+            return []
+        return [p.name for p in self.root.iterdir() if p.name.startswith(prefixes) and is_record_id(p.name)]

@@ -1,0 +1,91 @@
+"""Work pool, work queues and deployments (00-design §4).
+
+* work pool ``tianshu`` (type process), concurrency limit = ``concurrency.maxRunning``;
+* one work queue per project, ``project-<key>``, concurrency limit 1, created on demand;
+* deployment ``run-task`` (flow ``run-task``) whose entrypoint is a module path, so any worker
+  with this package installed can load it (no source storage, no Docker).
+
+Registration goes through the client API, never ``Flow.deploy()``/``serve()``, which print to
+stdout (50-prefect-lab P5).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prefect.client.orchestration import PrefectClient
+from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
+from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+from prefect.utilities.callables import parameter_schema
+from prefect.workers.process import ProcessWorker
+
+from .topology import WORK_POOL
+
+log = logging.getLogger("tianshu_mcp")
+
+RUN_TASK_ENTRYPOINT = "tianshu_mcp.flows.run_task:run_task_flow"
+
+
+def queue_name(project_key: str) -> str:
+    """The work queue of a project: ``project-<16 hex>``."""
+    return f"project-{project_key}"
+
+
+async def ensure_work_pool(client: PrefectClient, max_running: int) -> None:
+    """Create work pool ``tianshu`` (process type) or align its concurrency limit with ``max_running``."""
+    try:
+        pool = await client.read_work_pool(WORK_POOL)
+    except ObjectNotFound:
+        template = ProcessWorker.get_default_base_job_template()
+        try:
+            await client.create_work_pool(
+                WorkPoolCreate(name=WORK_POOL, type="process", base_job_template=template,
+                               concurrency_limit=max_running, description="tianshu-mcp tasks")
+            )
+            log.info("created work pool %s (concurrency limit %d)", WORK_POOL, max_running)
+            return
+        except ObjectAlreadyExists:
+            pool = await client.read_work_pool(WORK_POOL)
+    if pool.concurrency_limit != max_running:
+        await client.update_work_pool(WORK_POOL, WorkPoolUpdate(concurrency_limit=max_running))
+        log.info("work pool %s concurrency limit %s -> %d", WORK_POOL, pool.concurrency_limit, max_running)
+
+
+async def ensure_project_queue(client: PrefectClient, project_key: str) -> str:
+    """Create the project's work queue (limit 1) when missing; return its name. ≈30 ms."""
+    name = queue_name(project_key)
+    try:
+        await client.read_work_queue_by_name(name, work_pool_name=WORK_POOL)
+        return name
+    except ObjectNotFound:
+        pass
+    try:
+        await client.create_work_queue(name, work_pool_name=WORK_POOL, concurrency_limit=1,
+                                       description="one task at a time per project")
+    except ObjectAlreadyExists:
+        pass
+    return name
+
+
+async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypoint: str) -> Any:
+    """Upsert deployment ``<flow.name>/<name>`` on work pool ``tianshu``; return its id."""
+    flow_id = await client.create_flow_from_name(flow.name)
+    return await client.create_deployment(
+        flow_id=flow_id,
+        name=name,
+        work_pool_name=WORK_POOL,
+        entrypoint=entrypoint,
+        parameter_openapi_schema=parameter_schema(flow).model_dump_for_openapi(),
+        enforce_parameter_schema=False,
+        description=(flow.description or "").strip().splitlines()[0] if flow.description else None,
+    )
+
+
+async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
+    """Create the pool and every deployment; return ``{deployment name: id}``."""
+    from ..flows.run_task import run_task_flow
+
+    await ensure_work_pool(client, max_running)
+    dep = await ensure_deployment(client, run_task_flow, "run-task", RUN_TASK_ENTRYPOINT)
+    return {"run-task/run-task": dep}

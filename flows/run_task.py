@@ -1,0 +1,186 @@
+"""Flow ``run-task``: one tianshu task = one flow run (00-design §4, 40-agents-tasks §3).
+
+Reads like the seed's loop: baseline → rounds of (dispatch → verify → decide), with a repair plan
+between a failed round and the next. Every round is its own named task run
+(``dispatch-round-{r}``, ``verify-round-{r}``, ``repair-plan-{r}``), so the Prefect UI shows the
+rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Failed(Failed)``,
+``Failed(NeedsAttention)``, ``Cancelled`` or ``Cancelled(Interrupted)``; details go to
+``task.json`` through :func:`tasks.common.record`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import flow
+from prefect.states import Cancelled, Completed, Failed, State
+
+from ..core.files import read_json_safe
+from ..core.procs import become_subreaper, kill_recorded
+from ..core.settings import data_home
+from ..core.taskstore import TaskStore, utc_now
+from ..tasks.baseline import capture_baseline_task
+from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, record, store
+from ..tasks.dispatch import dispatch_round
+from ..tasks.repair import write_repair_plan
+from ..tasks.verify import verify_round_task
+from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED
+
+
+def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
+    """on_cancellation / on_crashed: kill the recorded agent tree (it runs in its own session,
+    so Prefect's own process-group kill does not reach it; 50-prefect-lab P3)."""
+    task_id = (flow_run.parameters or {}).get("task_id")
+    if task_id:
+        kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
+
+
+def _finish(task_id: str, status: str, message: str, error_type: str | None = None, **extra: Any) -> None:
+    st = store()
+    now = utc_now()
+    record(task_id, lastMessage=message, errorType=error_type, finishedAt=now, phase=None, **extra)
+    st.event(task_id, status, status, message[:500])
+
+
+def _cancel_marker(task_id: str) -> dict[str, Any] | None:
+    data = read_json_safe(store().dir(task_id) / CANCEL_FILE)
+    return data if isinstance(data, dict) else None
+
+
+def _end_killed(task_id: str) -> State:
+    marker = _cancel_marker(task_id) or {}
+    if marker.get("source") == "shutdown":
+        msg = "server exited; the agent process was terminated"
+        _finish(task_id, "interrupted", msg, "interrupted", abortSource="shutdown")
+        return Cancelled(name=INTERRUPTED, message=msg)
+    reason = marker.get("reason")
+    msg = "cancelled" + (f": {reason}" if reason else "")
+    _finish(task_id, "cancelled", msg, "cancelled", abortSource="user")
+    return Cancelled(message=msg)
+
+
+@flow(
+    name="run-task",
+    description="Dispatch a brief to an agent, verify against the git baseline, rework on failure.",
+    on_cancellation=[_kill_agent_hook],
+    on_crashed=[_kill_agent_hook],
+    log_prints=False,
+    validate_parameters=True,
+)
+def run_task_flow(
+    task_id: str,
+    project_path: str,
+    agent_id: str,
+    auto_verify: bool = True,
+    auto_fix_rounds: int = 0,
+    task_timeout_ms: int = 1800000,
+    feedback: str | None = None,
+) -> State:
+    """Run task ``task_id`` to a final state.
+
+    Args:
+        task_id: ``tsk_…``; its directory already holds ``task.json`` (written by run_task).
+        project_path: normalised absolute project path (also a UI-visible parameter).
+        agent_id: the agent profile id.
+        auto_verify: verify after each agent round (default True).
+        auto_fix_rounds: rework rounds allowed after a failed verification (0..10).
+        task_timeout_ms: the agent's wall-clock limit per round, ms.
+        feedback: manual rework feedback for the first round of this run.
+
+    Returns:
+        The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
+    """
+    become_subreaper()
+    st = store()
+    meta = st.read(task_id)
+    if meta is None:
+        return Failed(message=f"task {task_id} has no task.json under {st.root}")
+    record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
+    baseline = capture_baseline_task(task_id, project_path)
+    rnd = int(meta.get("roundsUsed") or 0)
+    next_feedback = feedback
+    while True:
+        if _cancel_marker(task_id):
+            return _end_killed(task_id)
+        record(task_id, phase="running", lastMessage=f"round {rnd}: agent running")
+        st.event(task_id, "started", "running", f"round {rnd}: agent running")
+        result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback)
+        record(task_id, logFile=result.get("logFile"))
+        st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
+        if result.get("killed") or result.get("cancelRequested"):
+            return _end_killed(task_id)
+        if result.get("hardFailure"):
+            etype = result.get("errorType") or "spawn"
+            msg = f"agent could not start: {result.get('error')} (log {result.get('logFile')})"
+            if etype == "setup_failed":
+                _finish(task_id, "needs_attention", f"setup failed: {result.get('error')}", "setup_failed")
+                return Failed(name=NEEDS_ATTENTION, message=f"setup failed: {result.get('error')}")
+            _finish(task_id, "failed", msg, etype)
+            return Failed(message=msg)
+        if result.get("timeout"):
+            msg = f"agent timed out after {task_timeout_ms} ms; its process tree was killed (log {result.get('logFile')})"
+            _finish(task_id, "failed", msg, "timeout", abortSource="timeout")
+            st.event(task_id, "timeout_killed", "failed", msg)
+            return Failed(message=msg)
+        if not auto_verify:
+            if not result.get("ok"):
+                msg = f"agent failed (exit={result.get('exitCode')}). Log {result.get('logFile')}"
+                _finish(task_id, "failed", msg, "agent_failed", roundsUsed=rnd + 1)
+                return Failed(message=msg)
+            msg = f"done: agent exited 0 in {result.get('durationMs')} ms (verification off). Log {result.get('logFile')}"
+            _finish(task_id, "succeeded", msg, roundsUsed=rnd + 1)
+            return Completed(name=SUCCEEDED, message=msg)
+
+        record(task_id, phase="verify_start", lastMessage=f"round {rnd}: verifying")
+        st.event(task_id, "verify_start", "verify_start", f"round {rnd}: verification started")
+        verdict = verify_round_task.with_options(task_run_name=f"verify-round-{rnd}")(task_id, rnd, baseline)
+        record(
+            task_id,
+            roundsUsed=rnd + 1,
+            reportMd=verdict["mdPath"],
+            reportJson=verdict["jsonPath"],
+            reportRound=verdict["round"],
+            verificationSource="auto",
+            latestVerificationVerdict="passed" if verdict["passed"] else "failed",
+            changedFiles=verdict["changedFiles"],
+            diffstat=verdict["diffstat"],
+        )
+        st.event(task_id, "verify_round", "verify_start", f"round {rnd}: {'passed' if verdict['passed'] else 'failed'}")
+        if _cancel_marker(task_id):
+            return _end_killed(task_id)
+        if verdict["blockingIssues"]:
+            issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
+            msg = f"verification blocked (round {rnd}): {issues}"
+            _finish(task_id, "needs_attention", msg, "verify_failed")
+            return Failed(name=NEEDS_ATTENTION, message=msg)
+        if verdict["passed"]:
+            msg = f"verification passed (round {rnd}). {verdict['message']}"
+            _finish(task_id, "succeeded", msg)
+            return Completed(name=SUCCEEDED, message=msg)
+        if auto_fix_rounds > rnd:
+            record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
+            st.event(
+                task_id, "rework_triggered", "fixing",
+                f"round {rnd} failed verification, automatic rework round {rnd + 1}",
+                {"round": rnd + 1, "mode": "auto", "failedChecks": verdict["failedChecks"]},
+            )
+            try:
+                plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{rnd}")(
+                    task_id, verdict["round"], verdict["jsonPath"], verdict["mdPath"]
+                )
+            except Exception as exc:  # noqa: BLE001 - an unreadable report ends the task, coded
+                msg = f"internal error writing the repair plan: {exc}"
+                _finish(task_id, "failed", msg, "internal")
+                return Failed(message=msg)
+            next_feedback = plan["feedback"]
+            rnd += 1
+            continue
+        if auto_fix_rounds == 0:
+            msg = (f"verification failed (round {rnd}); automatic rework is off. "
+                   f"Use manage_task(action=\"rework\") or read the report. {verdict['message']}")
+            _finish(task_id, "failed", msg, "verify_failed")
+            return Failed(message=msg)
+        msg = (f"verification failed; automatic rework rounds exhausted ({rnd + 1}/{auto_fix_rounds + 1} rounds used). "
+               f"Human attention suggested. {verdict['message']}")
+        _finish(task_id, "needs_attention", msg)
+        return Failed(name=NEEDS_ATTENTION, message=msg)

@@ -1,0 +1,47 @@
+"""Mapping flow-run states to task statuses (00-design §4).
+
+The flow-run state is the only owner of a task's status. RUNNING is refined by the phase the flow
+wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` while verifying,
+``fixing`` while writing the repair plan).
+"""
+
+from __future__ import annotations
+
+# Custom state names the run-task flow ends with.
+SUCCEEDED = "Succeeded"
+NEEDS_ATTENTION = "NeedsAttention"
+INTERRUPTED = "Interrupted"
+
+_PHASES = frozenset({"running", "verify_start", "fixing"})
+
+
+def status_from_state(state_type: str | None, state_name: str | None, phase: str | None) -> str:
+    """Return the tianshu status for a flow-run state.
+
+    Args:
+        state_type: Prefect ``StateType`` value (``SCHEDULED``, ``RUNNING``, …) or None (no run).
+        state_name: the state's name (``Scheduled``, ``Late``, ``NeedsAttention``, …).
+        phase: the phase last written by the flow (``running``/``verify_start``/``fixing``).
+
+    Returns:
+        One of the statuses of 40-agents-tasks §2.1. SCHEDULED/PENDING → queued;
+        RUNNING/CANCELLING → the phase; PAUSED → needs_user; COMPLETED → succeeded;
+        FAILED → failed or needs_attention (by name); CANCELLED → cancelled or interrupted
+        (name ``Interrupted``); CRASHED → interrupted.
+    """
+    st = (state_type or "").upper()
+    if st in ("", "SCHEDULED", "PENDING"):
+        return "queued"
+    if st in ("RUNNING", "CANCELLING"):
+        return phase if phase in _PHASES else "running"
+    if st == "PAUSED":
+        return "needs_user"
+    if st == "COMPLETED":
+        return "succeeded"
+    if st == "FAILED":
+        return "needs_attention" if state_name == NEEDS_ATTENTION else "failed"
+    if st == "CANCELLED":
+        return "interrupted" if state_name == INTERRUPTED else "cancelled"
+    if st == "CRASHED":
+        return "interrupted"
+    return "running"

@@ -1,0 +1,331 @@
+"""Tool handlers: arguments (already schema-checked) → service → text + meta (10-tools §1–§3).
+
+Each handler returns a ``CallToolResult`` built by :mod:`.format`; semantic failures raise
+:class:`~tianshu_mcp.core.errors.TianshuError`, which the server renders as
+``Error: [CODE] message``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, Callable
+
+import anyio
+import mcp_types as types
+
+from ..adapters.profiles import list_agents, resolve_agent
+from ..core.errors import ErrorCode, TianshuError
+from ..core.files import read_json_safe, tail_lines
+from ..core.model import ACTIVE, TERMINAL, is_wait_settled
+from ..core.paths import check_project_path, norm_path
+from ..core.settings import load_config
+from .format import ok_result
+from .service import TaskService, TaskView, dirty_count
+
+WAIT_DEFAULT_MS = 50000
+WAIT_MAX_MS = 600000
+WAIT_POLL_S = 0.5
+
+_LABELS = {
+    "queued": "queued (waiting for the project's slot and the global limit)",
+    "running": "running (the agent is at work)",
+    "verify_start": "verifying (acceptance checks running)",
+    "fixing": "reworking (writing the repair plan for the next round)",
+    "succeeded": "[PASS] task succeeded",
+    "failed": "[FAIL] task failed",
+    "needs_attention": "[WARN] needs attention (a human should look)",
+    "needs_user": 'waiting for the user (resume with manage_task(action="continue"))',
+    "cancelled": "cancelled",
+    "interrupted": "interrupted (server restart/exit)",
+}
+
+
+def status_phrase(view: TaskView) -> str:
+    """``status: <label>`` + `` (N rounds used)`` when rounds were used (10-tools §2.7)."""
+    used = int(view.task.get("roundsUsed") or 0)
+    return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({used} round{'s' if used != 1 else ''} used)" if used else "")
+
+
+def _branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    extra = [k for k, v in args.items() if v is not None and k not in allowed]
+    if extra:
+        raise TianshuError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{branch} does not accept: {', '.join(sorted(extra))} (allowed: {', '.join(allowed)})",
+        )
+
+
+def _validate_override(override: Any) -> None:
+    from ..acceptance.config import AcceptanceConfigError, validate_override
+
+    try:
+        validate_override(override)
+    except AcceptanceConfigError as exc:
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"acceptanceOverride invalid — {exc.message}") from exc
+
+
+class Handlers:
+    """The tools' behaviour. ``service`` does the Prefect and task-dir work."""
+
+    def __init__(self, service: TaskService) -> None:
+        self.service = service
+        self.runtime = service.runtime
+
+    def table(self) -> dict[str, Callable[[dict[str, Any], Any], Awaitable[types.CallToolResult]]]:
+        """``{tool name: handler(args, ctx)}``."""
+        return {
+            "run_task": self.run_task,
+            "query_task": self.query_task,
+            "manage_task": self.manage_task,
+            "query_info": self.query_info,
+            "wait_task": self.wait_task,
+        }
+
+    # --- run_task ----------------------------------------------------------------------------
+    async def run_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """10-tools §1.2–§1.3 and §3.1: validate, gate, resolve the agent, submit the flow run."""
+        if "acceptanceOverride" in args:
+            _validate_override(args["acceptanceOverride"])
+        if args.get("dryRun") is True:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "dryRun is not available in this version")
+        home = self.runtime.home
+        agent_id = args.get("agentId") or "codex"
+        raw_path = args.get("projectPath")
+        if raw_path is None:
+            agent = resolve_agent(agent_id, home)
+            if not agent.ok:
+                return self._agent_unavailable(agent_id, "", agent.message)
+            raise TianshuError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"agent '{agent_id}' needs projectPath; project-less dispatch is only supported for ZCode. "
+                "Give projectPath or use agentId=zcode.",
+            )
+        project = check_project_path(raw_path)
+        agent = resolve_agent(agent_id, home)
+        if not agent.ok:
+            return self._agent_unavailable(agent_id, project.norm, agent.message)
+        self._agent_gates(agent_id, args)
+
+        dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
+        active = [v for v in await self.service.list_tasks(project.norm, None, 200) if v.status in ACTIVE or v.status == "needs_user"]
+        view = await self.service.submit(project, {**args, "agentId": agent.id}, agent)
+        task = view.task
+        rounds = task["autoFixRounds"]
+        lines = [
+            f"task submitted: {task['taskId']}",
+            f"agent: {agent.id}" + (f" ({agent.message})" if agent.message else ""),
+            f"project: {project.norm}" + (f" (resolved through a symlink from {project.raw})" if project.via_symlink else ""),
+            "auto verification: " + ("on" if task["autoVerify"] else "off")
+            + (f", up to {rounds} automatic rework round{'s' if rounds != 1 else ''}" if rounds else " (no automatic rework)"),
+            f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
+            f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
+            f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
+            f"Prefect flow run: {self.runtime.flow_run_url(task['flowRunId'])}",
+        ]
+        meta = view.meta(self.runtime)
+        if active:
+            lines.append(f"note: this project already has an unfinished task {active[0].task['taskId']} "
+                         f"({active[0].status}); this one waits behind it.")
+            meta["projectActiveTask"] = {"taskId": active[0].task["taskId"], "status": active[0].status}
+        if dirty:
+            lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
+                         "and not attributed to the agent.")
+        return ok_result("\n".join(lines), meta)
+
+    def _agent_unavailable(self, agent_id: str, project: str, reason: str) -> types.CallToolResult:
+        return ok_result(
+            f"agent '{agent_id}' is not available: {reason}",
+            {"ok": False, "projectPath": project, "agentId": agent_id, "message": reason},
+        )
+
+    @staticmethod
+    def _agent_gates(agent_id: str, args: dict[str, Any]) -> None:
+        """Agent-specific parameter gates of 10-tools §1.3 (8)."""
+        def bad(msg: str) -> None:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, msg)
+
+        if args.get("allowCreateProject") is not None and agent_id != "zcode":
+            bad(f"allowCreateProject is ZCode-only; agent '{agent_id}' does not support it. Remove it and retry.")
+        if args.get("modelSource") is not None and agent_id != "qoder":
+            bad("modelSource is a Qoder CN-only parameter")
+        if args.get("reasoningLevel") in ("极高", "xhigh", "最大", "关闭思考") and agent_id != "qoder":
+            bad("this reasoning level alias is only supported by the Qoder CN adapter")
+        if args.get("designDirection") is not None and agent_id != "opendesign":
+            bad("designDirection is an Open Design-only parameter")
+        if args.get("contextWindow") is not None and agent_id != "minimax":
+            bad("contextWindow is a MiniMax Code-only parameter")
+
+    # --- query_task --------------------------------------------------------------------------
+    async def query_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """Status, last message, agent log tail (``tailLines``, 40) and events (``eventLimit``, 10)."""
+        view = await self.service.view(args["taskId"])
+        task = view.task
+        tail_n = int(args.get("tailLines", 40))
+        limit = int(args.get("eventLimit", 10))
+        lines = [status_phrase(view)]
+        if task.get("lastMessage"):
+            lines.append(f"last message: {task['lastMessage']}")
+        used = int(task.get("roundsUsed") or 0)
+        log_file = task.get("logFile") or str(self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")
+        tail = tail_lines(log_file, tail_n)
+        if tail:
+            lines.append(f"--- agent log tail ({len(tail.splitlines())} lines) ---\n{tail}")
+        else:
+            lines.append("(no agent log yet)")
+        events = self.service.store.recent_agent_events(task["taskId"], limit)
+        if events:
+            lines.append(f"--- recent events ({len(events)}, oldest first) ---")
+            lines.extend(f"[{e['ts']}] {e['event']}" + (f" — {e['detail']}" if e.get("detail") else "") for e in events)
+        meta = view.meta(self.runtime)
+        meta["recentEvents"] = events
+        return ok_result("\n".join(lines), meta)
+
+    # --- manage_task -------------------------------------------------------------------------
+    async def manage_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """cancel / continue / rework with the branch whitelists of 10-tools §1.2."""
+        action = args["action"]
+        allowed = {
+            "cancel": ("taskId", "action", "reason"),
+            "continue": ("taskId", "action", "message"),
+            "rework": ("taskId", "action", "feedback", "repairHint"),
+        }[action]
+        _branch_whitelist(f"action={action}", args, allowed)
+        task_id = args["taskId"]
+        if action == "cancel":
+            view, settled, text = await self.service.cancel(task_id, args.get("reason"))
+            return ok_result(text, view.meta(self.runtime))
+        if action == "continue":
+            if not (args.get("message") or "").strip():
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, "action=continue needs a non-empty message")
+            view = await self.service.view(task_id)
+            if view.status != "needs_user":
+                raise TianshuError(ErrorCode.INVALID_STATE, f"task status is {view.status}; only needs_user can be continued")
+            raise TianshuError(ErrorCode.INVALID_STATE,
+                               f"continue is only supported for desktop-app agents (agentId={view.task.get('agentId')})")
+        view = await self.service.rework(task_id, args.get("feedback"), args.get("repairHint"))
+        hint = args.get("repairHint")
+        text = (f"task {task_id} re-queued (manual rework)" + (", with feedback" if args.get("feedback") else "")
+                + (f", with a structured repair hint ({len(hint)} chars)" if hint else "") + ".\n"
+                + f"current status: {view.status}, rounds used {int(view.task.get('roundsUsed') or 0)}.\n"
+                + f"Poll with query_task({task_id}) for the new round.")
+        return ok_result(text, view.meta(self.runtime))
+
+    # --- query_info --------------------------------------------------------------------------
+    async def query_info(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """type=tasks | report | profiles (10-tools §3.5)."""
+        kind = args["type"]
+        allowed = {
+            "tasks": ("type", "projectPath", "status", "limit"),
+            "report": ("type", "taskId", "round"),
+            "profiles": ("type",),
+        }[kind]
+        _branch_whitelist(f"type={kind}", args, allowed)
+        if kind == "tasks":
+            return await self._list(args)
+        if kind == "report":
+            return self._report(args)
+        return await self._profiles()
+
+    async def _list(self, args: dict[str, Any]) -> types.CallToolResult:
+        project = args.get("projectPath")
+        norm = None
+        if project is not None:
+            import os
+
+            norm = norm_path(os.path.realpath(project)) if os.path.exists(project) else norm_path(os.path.abspath(project))
+        views = await self.service.list_tasks(norm, args.get("status"), int(args.get("limit", 50)))
+        if not views:
+            return ok_result("no task matches.", {"ok": True, "message": "empty list"})
+        rows = [f"tasks ({len(views)}; columns: taskId / status / agent / project / brief)"]
+        for v in views:
+            t = v.task
+            rows.append(f"{t['taskId']}\t{v.status:<15}\t{t.get('agentId', ''):<8}\t{t.get('projectPath', '')}\t{t.get('task', '')[:60]}")
+        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(views)} task(s)"})
+
+    def _report(self, args: dict[str, Any]) -> types.CallToolResult:
+        if not args.get("taskId"):
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "type=report needs a non-empty taskId")
+        task = self.service.read_task(args["taskId"])
+        tdir = self.service.store.dir(task["taskId"])
+        if "round" in args and args["round"] is not None:
+            path = tdir / f"report-{int(args['round'])}.md"
+            if not path.is_file():
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"round {int(args['round'])} has no report ({path})")
+        else:
+            rounds = sorted(int(p.stem.split("-")[1]) for p in tdir.glob("report-*.md") if p.stem.split("-")[1].isdigit())
+            if not rounds:
+                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task['taskId']} has no acceptance report yet "
+                                   "(verification off or not run yet)")
+            path = tdir / f"report-{rounds[-1]}.md"
+        return ok_result(path.read_text(encoding="utf-8"), None)
+
+    async def _profiles(self) -> types.CallToolResult:
+        agents = await anyio.to_thread.run_sync(list_agents, self.runtime.home)
+        rows = ["agents and executable probe results (columns: status / id / name / driver / profileStatus / message)"]
+        for a in agents:
+            p = a.profile
+            rows.append(f"{'[PASS] available' if a.ok else '[FAIL] unavailable'}\t{a.id}\t{a.display_name}\t"
+                        f"driver={p.driver or 'unknown'}\tprofileStatus={p.status or 'unknown'}\t{a.message}"
+                        + (f" [source: {a.source}]" if a.source else ""))
+        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(agents)} agent(s)", "checks": []})
+
+    # --- wait_task ---------------------------------------------------------------------------
+    async def wait_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """Wait for a stop point (terminal or needs_user), polling every 500 ms (10-tools §3.3)."""
+        single, many = args.get("taskId"), args.get("taskIds")
+        if (single is None) == (many is None):
+            which = "neither was given" if single is None else "both were given"
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
+        ids = [single] if single is not None else list(many)
+        missing = [i for i in ids if not self.service.store.exists(i)]
+        if missing:
+            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {', '.join(missing)}")
+        requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))
+        timeout_ms = min(requested, WAIT_MAX_MS)
+        clamp = f" (timeoutMs above the maximum, clamped to {WAIT_MAX_MS} ms)" if requested > WAIT_MAX_MS else ""
+        start = time.monotonic()
+        deadline = start + timeout_ms / 1000
+        while True:
+            views = await self.service.views([self.service.read_task(i) for i in ids])
+            stopped = next((v for v in views if is_wait_settled(v.status)), None)
+            waited = int((time.monotonic() - start) * 1000)
+            if stopped is not None or time.monotonic() >= deadline:
+                break
+            await self._progress(ctx, waited, timeout_ms)
+            await anyio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+        secs = f"{waited / 1000:.1f}"
+        if single is not None:
+            view = views[0]
+            meta = view.meta(self.runtime)
+            meta.update(waitSettled=stopped is not None, waitedMs=waited)
+            if stopped is not None:
+                nxt = ('use manage_task(action="continue") then wait again' if view.status == "needs_user"
+                       else f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")')
+                return ok_result(f"task reached a stop point (waited {secs} s): {status_phrase(view)}\nnext: {nxt}", meta)
+            return ok_result(f"wait timed out ({secs} s): {status_phrase(view)}{clamp}\n"
+                             "the task is unaffected; call wait_task again to keep waiting.", meta)
+        listing = "\n".join(f"- {v.task['taskId']}: {status_phrase(v)}" for v in views)
+        if stopped is not None:
+            meta = stopped.meta(self.runtime)
+            meta.update(waitSettled=True, waitedMs=waited)
+            return ok_result(f"a task reached a stop point (waited {secs} s): {stopped.task['taskId']} — {status_phrase(stopped)}\n"
+                             f"next: query_info(type=\"report\", taskId=\"{stopped.task['taskId']}\")\nall tasks now:\n{listing}", meta)
+        return ok_result(f"wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
+                         f"call wait_task again to keep waiting.\nall tasks now:\n{listing}",
+                         {"ok": False, "message": "wait timed out", "waitSettled": False, "waitedMs": waited})
+
+    @staticmethod
+    async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
+        """Send an MCP progress notification when the client gave a progress token."""
+        try:
+            meta = getattr(ctx, "meta", None)
+            token = getattr(meta, "progress_token", None) if meta is not None else None
+            if token is None and isinstance(meta, dict):
+                token = meta.get("progressToken")
+            if token is not None:
+                await ctx.session.send_progress_notification(token, waited_ms, total_ms, "waiting for a stop point")
+        except Exception:  # noqa: BLE001 - progress is best effort
+            pass
+
+
+__all__ = ["Handlers", "status_phrase", "TERMINAL", "read_json_safe"]

@@ -1,0 +1,186 @@
+"""Tool definitions: names, plain JSON Schema inputSchemas, annotations and ``_meta`` (10-tools §1).
+
+Input schemas are plain JSON Schema: optional fields are simply not ``required`` (never an
+``anyOf`` with ``null``, which some hosts render as an empty parameter list). Cross-field rules
+(branch whitelists, exactly-one-of) live in the handlers. The wire form of the whole list is
+pinned by ``tests/snapshots/list_tools.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+STR1: dict[str, Any] = {"type": "string", "minLength": 1}
+
+ACCEPTANCE_CHECK: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": STR1,
+        "cmd": {
+            "oneOf": [STR1, {"type": "array", "items": STR1, "minItems": 1}],
+            "description": "argv array (preferred) or a string split by the splitCmd rules; never run through a shell",
+        },
+        "timeoutMs": {"type": "integer", "exclusiveMinimum": 0},
+        "optional": {"type": "boolean"},
+    },
+    "required": ["name", "cmd"],
+}
+
+ACCEPTANCE_OVERRIDE: dict[str, Any] = {
+    "type": "object",
+    "description": "Task-level acceptance override (same format as .tianshu-mcp/acceptance.json); replaces fields wholesale.",
+    "properties": {
+        "checks": {"type": "array", "items": ACCEPTANCE_CHECK},
+        "visual": {"type": "object"},
+        "requireChanges": {"type": "boolean"},
+        "verifyConcurrency": {"type": "number"},
+    },
+}
+
+IDEMPOTENCY_KEY: dict[str, Any] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 128,
+    "description": "Same key + same arguments returns the original task instead of dispatching again (24 h).",
+}
+
+
+@dataclass(frozen=True)
+class ToolDef:
+    """One tool: ``name``, ``description``, ``input_schema``, ``capability`` (read|write|execute),
+    ``require_approval`` and the destructive/open-world/idempotent hints (10-tools §1.1)."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    capability: str
+    require_approval: bool
+    destructive: bool
+    open_world: bool
+    idempotent: bool
+
+    def annotations(self) -> dict[str, Any]:
+        """MCP annotations; readOnlyHint = (capability == "read"); all hints explicit booleans."""
+        return {
+            "title": self.name,
+            "readOnlyHint": self.capability == "read",
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+    def meta(self) -> dict[str, Any]:
+        """Tool ``_meta``: ``{requireApproval, capability}``."""
+        return {"requireApproval": self.require_approval, "capability": self.capability}
+
+
+RUN_TASK = ToolDef(
+    name="run_task",
+    description=(
+        "Dispatch a coding task to an external agent on a git project. Returns a taskId at once; the task "
+        "runs as a Prefect flow run (baseline -> agent -> acceptance -> automatic rework). Poll with "
+        "query_task or wait_task (suggested every 5-10 s)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "projectPath": {**STR1, "description": "Absolute path of the project (a git repository)."},
+            "task": {**STR1, "description": "The brief for the agent."},
+            "agentId": {**STR1, "description": "Agent profile id (agent-profiles.json); default \"codex\"."},
+            "model": STR1,
+            "reasoningLevel": {"type": "string", "enum": ["低", "中", "高", "low", "medium", "high", "max", "极高", "xhigh", "最大", "关闭思考", "on", "off"]},
+            "modelSource": {"type": "string", "enum": ["default", "custom"]},
+            "mode": {"type": "string", "enum": ["Work", "Code", "Design"]},
+            "planDoc": STR1,
+            "designSystem": STR1,
+            "designDirection": STR1,
+            "contextWindow": STR1,
+            "context": {"type": "string", "description": "Extra context or constraints appended to the brief."},
+            "autoVerify": {"type": "boolean", "description": "Verify after each agent round (default true)."},
+            "autoFixRounds": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Automatic rework rounds after a failed verification (default 0)."},
+            "allowCreateProject": {"type": "boolean"},
+            "taskTimeoutMs": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent wall-clock limit per round, ms."},
+            "idempotencyKey": IDEMPOTENCY_KEY,
+            "acceptanceOverride": ACCEPTANCE_OVERRIDE,
+            "dryRun": {"type": "boolean"},
+        },
+        "required": ["task"],
+    },
+    capability="write", require_approval=True, destructive=False, open_world=True, idempotent=True,
+)
+
+QUERY_TASK = ToolDef(
+    name="query_task",
+    description="Status, last message, agent log tail and recent events of a task.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "taskId": STR1,
+            "tailLines": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent log lines to show (default 40)."},
+            "eventLimit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Recent events to show (default 10)."},
+        },
+        "required": ["taskId"],
+    },
+    capability="read", require_approval=False, destructive=False, open_world=False, idempotent=False,
+)
+
+MANAGE_TASK = ToolDef(
+    name="manage_task",
+    description=(
+        "Task lifecycle: action=cancel (kills the agent's process tree), action=continue (resume a "
+        "needs_user task with message), action=rework (re-queue a finished task with feedback)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "taskId": STR1,
+            "action": {"type": "string", "enum": ["cancel", "continue", "rework"]},
+            "reason": {"type": "string"},
+            "message": {"type": "string"},
+            "feedback": {"type": "string"},
+            "repairHint": {"type": "string", "maxLength": 4000},
+        },
+        "required": ["taskId", "action"],
+    },
+    capability="write", require_approval=True, destructive=True, open_world=False, idempotent=False,
+)
+
+QUERY_INFO = ToolDef(
+    name="query_info",
+    description="type=tasks: task list (filters projectPath, status, limit); type=report: a round's report markdown; type=profiles: agents and whether they can run.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["tasks", "report", "profiles"]},
+            "projectPath": STR1,
+            "status": {"type": "string"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 200},
+            "taskId": STR1,
+            "round": {"type": "integer", "minimum": 0},
+        },
+        "required": ["type"],
+    },
+    capability="read", require_approval=False, destructive=False, open_world=False, idempotent=False,
+)
+
+WAIT_TASK = ToolDef(
+    name="wait_task",
+    description=(
+        "Block until a task (taskId) or the first of several (taskIds, 1-20) reaches a stop point "
+        "(terminal status or needs_user), or timeoutMs passes (default 50000, max 600000). Read-only."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "taskId": STR1,
+            "taskIds": {"type": "array", "items": STR1, "minItems": 1, "maxItems": 20},
+            "timeoutMs": {"type": "integer", "exclusiveMinimum": 0},
+        },
+    },
+    capability="read", require_approval=False, destructive=False, open_world=False, idempotent=False,
+)
+
+# tools/list order (10-tools §1); the visual and verify tools join with their issues.
+TOOL_DEFS: tuple[ToolDef, ...] = (RUN_TASK, QUERY_TASK, MANAGE_TASK, QUERY_INFO, WAIT_TASK)
+TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOL_DEFS}

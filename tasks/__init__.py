@@ -1,0 +1,1 @@
+"""tasks layer of tianshu-mcp (see 00-design §2)."""

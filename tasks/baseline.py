@@ -1,0 +1,32 @@
+"""Prefect task ``baseline``: capture the git baseline once per task (20-acceptance §4.1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from ..acceptance.git import Baseline, capture_baseline
+from ..core.files import atomic_write_json, read_json_safe
+from .common import store
+
+
+@task(name="baseline", task_run_name="baseline", retries=0)
+def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
+    """Capture (or reuse) ``<taskDir>/baseline.json`` before the agent starts.
+
+    A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
+    against the pre-work state. Returns the baseline as JSON (camelCase keys).
+    """
+    path = store().dir(task_id) / "baseline.json"
+    existing = read_json_safe(path)
+    if isinstance(existing, dict):
+        return existing
+    data = capture_baseline(project_path).model_dump(by_alias=True, mode="json")
+    atomic_write_json(path, data)
+    return data
+
+
+def load_baseline(data: dict[str, Any]) -> Baseline:
+    """Rebuild a :class:`Baseline` from its JSON form."""
+    return Baseline.model_validate(data)

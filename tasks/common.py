@@ -1,0 +1,27 @@
+"""Shared helpers of the Prefect tasks: the task store and the one writer of task details."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.settings import data_home
+from ..core.taskstore import TaskStore
+
+AGENT_PROC_FILE = "agent-proc.json"
+CANCEL_FILE = "cancel.json"
+
+
+def store() -> TaskStore:
+    """The task store of this process's data home (``$TIANSHU_MCP_HOME``)."""
+    return TaskStore(data_home())
+
+
+def record(task_id: str, **fields: Any) -> dict[str, Any]:
+    """Write task details (the single writer used by the flow); None deletes a key."""
+    return store().update(task_id, **fields)
+
+
+def cancel_requested(task_dir: Path) -> bool:
+    """True once manage_task(cancel) has written ``cancel.json`` into the task dir."""
+    return (task_dir / CANCEL_FILE).exists()

@@ -1,0 +1,76 @@
+"""Prefect task ``dispatch-round-{r}``: hand the brief to the agent for one round (40-agents-tasks §1.9–§1.10)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from ..adapters.cli import AgentRunContext, run_cli_agent
+from ..adapters.profiles import resolve_agent
+from ..core.errors import TianshuError
+from ..core.procs import kill_recorded, save_record
+from ..core.settings import data_home
+from .common import AGENT_PROC_FILE, cancel_requested, store
+
+
+@task(name="dispatch", retries=0)
+def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, Any]:  # noqa: A002
+    """Run the task's agent for round ``round`` with the previous round's ``feedback``.
+
+    The agent's :class:`~tianshu_mcp.core.procs.ProcRecord` is saved to ``agent-proc.json`` so that
+    manage_task(cancel) or a cancellation hook in another process can kill its tree; the tree is
+    also killed in this task's ``finally`` (a flow process terminated by the worker gets there
+    too).
+
+    Returns:
+        ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
+        "hardFailure", "errorType", "cancelRequested"}``; a profile that cannot be resolved or a
+        malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
+        ``agent_unresolved`` / ``setup_failed``.
+    """
+    st = store()
+    meta = st.read(task_id) or {}
+    tdir = st.dir(task_id)
+    proc_file = tdir / AGENT_PROC_FILE
+    try:
+        agent = resolve_agent(meta["agentId"], data_home())
+    except TianshuError as exc:
+        return {"ok": False, "hardFailure": True, "errorType": "setup_failed", "error": exc.render(),
+                "killed": False, "timeout": False, "exitCode": None}
+    if not agent.ok:
+        return {"ok": False, "hardFailure": True, "errorType": "agent_unresolved", "error": agent.message,
+                "killed": False, "timeout": False, "exitCode": None}
+    ctx = AgentRunContext(
+        task_id=task_id,
+        project_path=meta["projectPath"],
+        task_dir=tdir,
+        round=round,
+        task=meta["task"],
+        context=meta.get("context"),
+        feedback=feedback,
+        timeout_ms=int(meta.get("taskTimeoutMs") or 0),
+    )
+    try:
+        result = run_cli_agent(
+            ctx,
+            agent,
+            should_stop=lambda: cancel_requested(tdir),
+            on_start=lambda rec: save_record(proc_file, rec),
+        )
+    finally:
+        kill_recorded(proc_file)
+    out = {
+        "ok": result.ok,
+        "exitCode": result.exit_code,
+        "timeout": result.timeout,
+        "killed": result.killed,
+        "error": result.error,
+        "durationMs": result.duration_ms,
+        "logFile": str(result.log_file),
+        "hardFailure": bool(result.hard_failure),
+        "errorType": result.error_type,
+    }
+    out["cancelRequested"] = cancel_requested(tdir)
+    return out
+

@@ -1,0 +1,29 @@
+"""Prefect task ``repair-plan-{r}``: turn a failed round into the next round's brief (40-agents-tasks §3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from ..acceptance.repair import feedback_text, render_repair_plan
+from ..core.files import atomic_write_text, read_json
+from .common import store
+
+
+@task(name="repair-plan", retries=0)
+def write_repair_plan(task_id: str, failed_round: int, report_json: str, report_md: str) -> dict[str, Any]:
+    """Write ``rework-<taskId>-r<failedRound>.md`` and return the next round's feedback.
+
+    Returns:
+        ``{"planPath", "feedback"}``. Raises OSError/ValueError when the report cannot be read
+        (the flow turns that into failed/internal).
+    """
+    st = store()
+    meta = st.read(task_id) or {}
+    report = read_json(report_json)
+    plan = render_repair_plan(report, task_id, meta.get("task", ""), Path(report_md))
+    plan_path = st.dir(task_id) / f"rework-{task_id}-r{failed_round}.md"
+    atomic_write_text(plan_path, plan)
+    return {"planPath": str(plan_path), "feedback": feedback_text(report, plan_path)}

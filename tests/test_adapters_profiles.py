@@ -1,0 +1,194 @@
+"""Agent profile registry: merge, validation errors, resolution (40-agents-tasks §1.6–§1.8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from tianshu_mcp.adapters.profiles import (
+    GUI_UNAVAILABLE_NOTE,
+    AgentProfile,
+    list_agents,
+    load_profiles,
+    resolve_agent,
+)
+from tianshu_mcp.core.errors import ErrorCode, TianshuError
+
+GUI_IDS = ["zcode", "traework", "kimicode", "qoder", "opendesign", "minimax"]
+
+
+def write_profiles(home: Path, payload: object) -> Path:
+    path = home / "agent-profiles.json"
+    path.write_text(payload if isinstance(payload, str) else json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def make_executable(path: Path) -> Path:
+    path.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n", encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def test_builtins_without_a_file(tmp_path: Path) -> None:
+    profiles = load_profiles(tmp_path)
+    assert list(profiles)[:1] == ["codex"]
+    codex = profiles["codex"]
+    assert codex.driver == "spawn" and codex.prompt_mode == "arg" and codex.timeout_ms == 1_800_000
+    assert codex.args_template == ["exec", "<prompt:arg>", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+    for gid in GUI_IDS:
+        p = profiles[gid]
+        assert (p.driver, p.status, p.note) == ("gui", "unsupported", GUI_UNAVAILABLE_NOTE)
+        assert p.effective_adapter == f"{gid}-gui"
+
+
+def test_gui_builtins_are_listed_but_not_runnable(tmp_path: Path) -> None:
+    agents = {a.id: a for a in list_agents(tmp_path)}
+    assert set(GUI_IDS) | {"codex"} <= set(agents)
+    for gid in GUI_IDS:
+        assert agents[gid].ok is False and agents[gid].command is None
+        assert GUI_UNAVAILABLE_NOTE in agents[gid].message
+        assert agents[gid].to_info()["driver"] == "gui"
+
+
+def test_user_entry_replaces_the_whole_builtin(tmp_path: Path) -> None:
+    write_profiles(
+        tmp_path,
+        {"profiles": {"codex": {"command": sys.executable, "promptMode": "stdin"}, "mine": {"command": "x", "gui": {"cdpPort": 1}}}},
+    )
+    profiles = load_profiles(tmp_path)
+    codex = profiles["codex"]
+    # no deep merge: the built-in argsTemplate, displayName and discovery are gone
+    assert codex.args_template == [] and codex.display_name == "" and codex.prompt_mode == "stdin"
+    assert "executableDiscovery" not in (codex.model_extra or {})
+    # unknown keys survive (GUI fields)
+    assert profiles["mine"].to_json()["gui"] == {"cdpPort": 1}
+    assert list(profiles)[-1] == "mine"
+
+
+def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
+    p = AgentProfile.model_validate({"displayName": "D", "argsTemplate": ["a"], "timeoutMs": 5, "authNote": "n"})
+    assert p.to_json() == {
+        "displayName": "D",
+        "type": "cli",
+        "driver": "spawn",
+        "status": "ready",
+        "argsTemplate": ["a"],
+        "promptMode": "arg",
+        "cwd": "task",
+        "env": {},
+        "timeoutMs": 5,
+        "authNote": "n",
+    }
+
+
+@pytest.mark.parametrize(
+    ("payload", "needles"),
+    [
+        ("{not json", ["invalid JSON"]),
+        ({"profiles": []}, ["'profiles' must be an object"]),
+        ([1, 2], ["top level"]),
+        ({"profiles": {"tele": {"command": "x", "promptMode": "telepathy"}}}, ["'tele'", "promptMode"]),
+        ({"profiles": {"bad": {"timeoutMs": 0}}}, ["'bad'", "timeoutMs"]),
+        ({"profiles": {"bad": {"env": {"A": 1}}}}, ["'bad'", "env.A"]),
+        ({"profiles": {"bad": "codex"}}, ["'bad'"]),
+    ],
+    ids=["invalid-json", "profiles-list", "top-level-list", "bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object"],
+)
+def test_malformed_profiles_file_is_config_invalid(tmp_path: Path, payload: object, needles: list[str]) -> None:
+    path = write_profiles(tmp_path, payload)
+    with pytest.raises(TianshuError) as info:
+        load_profiles(tmp_path)
+    assert info.value.code is ErrorCode.CONFIG_INVALID
+    assert str(path) in info.value.message
+    for needle in needles:
+        assert needle in info.value.message
+    # resolution surfaces the same coded error rather than silently ignoring the file
+    with pytest.raises(TianshuError):
+        resolve_agent("codex", tmp_path)
+
+
+def test_profiles_file_that_is_a_directory_is_config_unreadable(tmp_path: Path) -> None:
+    (tmp_path / "agent-profiles.json").mkdir()
+    with pytest.raises(TianshuError) as info:
+        load_profiles(tmp_path)
+    assert info.value.code is ErrorCode.CONFIG_UNREADABLE
+    assert str(tmp_path / "agent-profiles.json") in info.value.message
+    assert info.value.render().startswith("Error: [CONFIG_UNREADABLE] ")
+
+
+def test_unknown_agent_is_not_ok(tmp_path: Path) -> None:
+    r = resolve_agent("nope", tmp_path)
+    assert (r.ok, r.command, r.profile, r.source) == (False, None, None, None)
+    assert r.message == "agent 'nope' is not configured; add a profile to agent-profiles.json"
+
+
+def test_command_explicit_path(tmp_path: Path) -> None:
+    exe = make_executable(tmp_path / "my agent")
+    write_profiles(tmp_path, {"profiles": {"a": {"displayName": "A", "command": str(exe)}}})
+    r = resolve_agent("a", tmp_path)
+    assert (r.ok, r.source, r.command, r.display_name) == (True, "explicit", str(exe), "A")
+
+
+def test_command_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = make_executable(bindir / "tianshu-test-agent")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    write_profiles(tmp_path, {"profiles": {"a": {"command": "tianshu-test-agent"}}})
+    r = resolve_agent("a", tmp_path)
+    assert (r.ok, r.source, r.command) == (True, "path", str(exe))
+    assert r.display_name == "a"
+
+
+def test_builtin_codex_is_discovered_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = make_executable(bindir / "codex")
+    monkeypatch.setenv("PATH", str(bindir))
+    r = resolve_agent("codex", tmp_path)
+    assert (r.ok, r.source, r.command) == (True, "path", str(exe))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    r = resolve_agent("codex", tmp_path)
+    assert r.ok is False and r.message == "command 'codex' not found on PATH"
+
+
+def test_command_missing(tmp_path: Path) -> None:
+    write_profiles(
+        tmp_path,
+        {"profiles": {"gone": {"command": "tianshu-no-such-agent-xyz"}, "gonepath": {"command": str(tmp_path / "nope" / "agent")}}},
+    )
+    r = resolve_agent("gone", tmp_path)
+    assert (r.ok, r.command, r.source) == (False, None, None)
+    assert r.message == "command 'tianshu-no-such-agent-xyz' not found on PATH"
+    r = resolve_agent("gonepath", tmp_path)
+    assert r.ok is False and "does not exist" in r.message
+
+
+def test_placeholder_unsupported_gui_and_research_are_not_ok(tmp_path: Path) -> None:
+    write_profiles(
+        tmp_path,
+        {
+            "profiles": {
+                "ph": {"command": "<path to agent>"},
+                "uns": {"command": sys.executable, "status": "unsupported", "note": "vendor dropped the CLI"},
+                "gui": {"command": sys.executable, "driver": "gui"},
+                "res": {"command": sys.executable, "status": "research"},
+            }
+        },
+    )
+    ph, uns, gui, res = (resolve_agent(i, tmp_path) for i in ("ph", "uns", "gui", "res"))
+    assert not ph.ok and "placeholder" in ph.message
+    assert not uns.ok and "vendor dropped the CLI" in uns.message
+    assert not gui.ok and "gui" in gui.message
+    assert not res.ok and "research" in res.message
+
+
+def test_profiles_are_reread_on_every_call(tmp_path: Path) -> None:
+    assert resolve_agent("late", tmp_path).ok is False
+    write_profiles(tmp_path, {"profiles": {"late": {"command": sys.executable}}})
+    assert resolve_agent("late", tmp_path).ok is True
