@@ -50,6 +50,7 @@ __all__ = [
     "scan_signals",
     "parse_porcelain",
     "is_git_repo",
+    "list_untracked",
     "MAX_HASH_BYTES",
     "UNTRACKED_HASH_CAP",
 ]
@@ -76,6 +77,14 @@ _BINARY_EXT = frozenset(
 LOCKFILE_RE = re.compile(
     r"(^|/)(package-lock\.json|yarn\.lock|pnpm-lock\.yaml|Cargo\.lock|go\.sum|Pipfile\.lock|poetry\.lock|composer\.lock)$"
 )
+
+CACHE_PATH_RE = re.compile(
+    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|\.tox|\.nox|node_modules)/"
+    r"|\.py[co]$"
+)
+"""port: untracked tool caches (pytest/mypy/ruff caches, ``__pycache__``, ``node_modules``) that a
+repo without a .gitignore accumulates when tests run; never counted as task output."""
+
 
 _BASE_ARGS = (
     "git",
@@ -322,12 +331,13 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
             h = DELETED_HASH  # port: a pre-existing deletion
         if h is not None:
             dirty_hashes[f] = h
-    for f in untracked[:UNTRACKED_HASH_CAP]:
+    hashable = [f for f in untracked if not CACHE_PATH_RE.search(f)]  # port: caches are never analysed
+    for f in hashable[:UNTRACKED_HASH_CAP]:
         h = _sha1(root / f)
         if h is not None:
             dirty_hashes[f] = h
             untracked_hashes[f] = h
-    truncated = max(0, len(untracked) - UNTRACKED_HASH_CAP)
+    truncated = max(0, len(hashable) - UNTRACKED_HASH_CAP)
     n = len(entries)
     if head is None:
         message = "No HEAD (empty repository)." + (f" Working tree has {n} entries." if n else "")
@@ -596,13 +606,27 @@ def _ext_hint_note(task_text: str, files: Sequence[str]) -> str | None:
     )
 
 
-def analyze_changes(baseline: Baseline, project: str | os.PathLike[str], task_text: str = "") -> Analysis:
+def list_untracked(project: str | os.PathLike[str]) -> list[str]:
+    """Current untracked files (top-level-relative), ``[]`` for a non-repo or on git failure."""
+    entries = _status_entries(project) if is_git_repo(project) else None
+    return parse_porcelain(entries or [])[1]
+
+
+def analyze_changes(
+    baseline: Baseline,
+    project: str | os.PathLike[str],
+    task_text: str = "",
+    exclude_untracked: Iterable[str] = (),
+) -> Analysis:
     """Net changes since the baseline (20-acceptance §4.2). Never modifies the repo.
 
     Tracked rows: ``base..HEAD`` (when HEAD moved) merged with ``HEAD..worktree``; pre-existing dirty
     files whose content still equals the baseline hash are excluded. Untracked files are included
     whole (new ones, or pre-existing ones whose content changed); identical pre-existing ones are
     excluded. Signals are scanned over added lines plus included untracked text files.
+
+    port: untracked files matching :data:`CACHE_PATH_RE` and those in ``exclude_untracked`` (the
+    engine passes the files the acceptance checks themselves created) are left out, with a note.
 
     Returns:
         :class:`Analysis`; a non-repo yields an empty analysis with an explanatory note.
@@ -670,13 +694,23 @@ def analyze_changes(baseline: Baseline, project: str | os.PathLike[str], task_te
     notes: list[str] = []
     pre_untracked = set(baseline.pre_existing_untracked)
     unattributable_set = (
-        set(baseline.pre_existing_untracked[UNTRACKED_HASH_CAP:]) if baseline.untracked_hash_truncated else set()
+        set([f for f in baseline.pre_existing_untracked if not CACHE_PATH_RE.search(f)][UNTRACKED_HASH_CAP:])
+        if baseline.untracked_hash_truncated
+        else set()
     )
     unattributable = 0
+    excluded = set(exclude_untracked)
+    n_cache = n_check_made = 0
     untracked_files: list[str] = []
     untracked_text: list[str] = []
     for f in untracked_now:
         if f in tracked_set:
+            continue
+        if CACHE_PATH_RE.search(f):
+            n_cache += 1
+            continue
+        if f in excluded:
+            n_check_made += 1
             continue
         if f in unattributable_set:
             unattributable += 1
@@ -718,6 +752,10 @@ def analyze_changes(baseline: Baseline, project: str | os.PathLike[str], task_te
             f"{unattributable} untracked file(s) beyond the baseline's {UNTRACKED_HASH_CAP}-file hash cap cannot be "
             "attributed and were left out of this analysis."
         )
+    if n_cache:
+        notes.append(f"{n_cache} untracked tool-cache file(s) (__pycache__, .pytest_cache, node_modules, …) were ignored.")
+    if n_check_made:
+        notes.append(f"{n_check_made} untracked file(s) created by the acceptance checks themselves were ignored.")
     if baseline.dirty:
         a_cnt = len(baseline.pre_existing_changed)
         b_cnt = len(baseline.pre_existing_untracked)

@@ -15,8 +15,8 @@ import mcp_types as types
 
 from ..adapters.profiles import list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
-from ..core.files import read_json_safe, tail_lines
-from ..core.model import ACTIVE, TERMINAL, is_wait_settled
+from ..core.files import tail_lines
+from ..core.model import ACTIVE, is_wait_settled
 from ..core.paths import check_project_path, norm_path
 from ..core.settings import load_config
 from .format import ok_result
@@ -317,15 +317,13 @@ class Handlers:
     @staticmethod
     async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
         """Send an MCP progress notification when the client gave a progress token."""
+        meta = getattr(ctx, "meta", None) or {}
+        token = meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict) else None
+        if token is None:
+            return
         try:
-            meta = getattr(ctx, "meta", None)
-            token = getattr(meta, "progress_token", None) if meta is not None else None
-            if token is None and isinstance(meta, dict):
-                token = meta.get("progressToken")
-            if token is not None:
-                await ctx.session.send_progress_notification(token, waited_ms, total_ms, "waiting for a stop point")
+            await ctx.session.send_progress_notification(
+                token, waited_ms, total_ms, "waiting for a stop point", related_request_id=ctx.request_id
+            )
         except Exception:  # noqa: BLE001 - progress is best effort
             pass
-
-
-__all__ = ["Handlers", "status_phrase", "TERMINAL", "read_json_safe"]

@@ -115,11 +115,12 @@ class TaskService:
         flow run cannot be created the task dir is removed (nothing half-written) and
         ``PREFECT_UNAVAILABLE`` is raised.
         """
+        await self.client()  # Prefect must be imported by the start-up thread first (import lock)
         from ..deployments.setup import ensure_project_queue
 
         cfg = load_config(self.runtime.home)
         task_id = new_task_id()
-        timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeoutMs or cfg.default_task_timeout_ms
+        timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
         fields: dict[str, Any] = {
             "workspaceMode": "project",
             "projectPath": project.norm,
@@ -173,6 +174,7 @@ class TaskService:
 
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
         """Attach the flow-run status to each task (one batched Prefect read)."""
+        await self.client()
         from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
         ids = [uuid.UUID(t["flowRunId"]) for t in tasks if t.get("flowRunId")]
@@ -220,6 +222,8 @@ class TaskService:
             ``(view, settled, text)``.
         """
         import anyio
+
+        await self.client()
         from prefect.states import Cancelled, Cancelling
 
         view = await self.view(task_id)
@@ -267,6 +271,40 @@ class TaskService:
             return view, True, f"cancelled {task_id}" if not interrupted else "interrupted"
         return view, False, (f"cancel requested for {task_id}, not final yet after {wait_s:.0f} s; "
                              "check again with query_task")
+
+    # --- rework ------------------------------------------------------------------------------
+    async def rework(self, task_id: str, feedback: str | None, repair_hint: str | None) -> TaskView:
+        """Re-queue a final task on the same flow run (40-agents-tasks §2.8, 00-design §4).
+
+        The flow run's ``feedback`` parameter is replaced and its state forced to
+        ``Scheduled(AwaitingRework)``; the next run continues at round ``roundsUsed`` against the
+        stored baseline. Raises INVALID_STATE when the task is not final.
+        """
+        await self.client()
+        from prefect.states import Scheduled
+
+        view = await self.view(task_id)
+        if view.status not in TERMINAL:
+            raise TianshuError(ErrorCode.INVALID_STATE, f"task is still in progress (status={view.status}); cannot rework")
+        client = await self.client()
+        flow_run = await client.read_flow_run(view.task["flowRunId"])
+        parts = []
+        if repair_hint and repair_hint.strip():
+            parts.append("## Structured repair hint\n" + repair_hint.strip())
+        if feedback and feedback.strip():
+            parts.append(feedback.strip())
+        params = dict(flow_run.parameters or {})
+        params["feedback"] = "\n\n".join(parts) or None
+        await client.update_flow_run(flow_run.id, parameters=params)
+        (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
+        self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
+                          cancelRequestedAt=None, phase=None, lastMessage="manual rework queued")
+        detail = ("rework requested, feedback: " + feedback.strip()[:200]) if feedback and feedback.strip() else "rework requested (no extra feedback)"
+        if repair_hint:
+            detail += f", structured hint {len(repair_hint)} chars"
+        self.store.event(task_id, "rework_triggered", "queued", detail, {"mode": "manual"})
+        await client.set_flow_run_state(flow_run.id, Scheduled(name="AwaitingRework"), force=True)
+        return await self.view(task_id)
 
     def _finish_cancel(self, task_id: str, msg: str, interrupted: bool) -> None:
         status = "interrupted" if interrupted else "cancelled"

@@ -26,13 +26,18 @@ _NON_FINAL = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING", "PAUSED")
 
 
 async def _runs_of_home(client: Any, home_tag: str) -> list[Any]:
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterStateType, FlowRunFilterTags
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+        FlowRunFilterTags,
+    )
     from prefect.client.schemas.objects import StateType
 
     return await client.read_flow_runs(
         flow_run_filter=FlowRunFilter(
             tags=FlowRunFilterTags(all_=[home_tag]),
-            state=FlowRunFilterStateType(any_=[StateType(s) for s in _NON_FINAL]),  # type: ignore[arg-type]
+            state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType(s) for s in _NON_FINAL])),
         ),
         limit=200,
     )

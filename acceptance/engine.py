@@ -1,0 +1,324 @@
+"""The verify pipeline of one round (20-acceptance §3, without the visual stage).
+
+:func:`verify_round`: allocate the round (never overwrite a report) → baseline (captured if none
+was given) → resolve checks (a config error becomes a blocking issue) → ``git-diff-check`` first →
+command checks → code analysis → zero-change gate → verdict and message → repair directives
+(failed rounds) → ``report-<N>.md``/``.json``. Check failures never raise; they are the verdict.
+
+Plain Python: no Prefect, no adapters. The Prefect task ``verify-round-{r}`` is a thin wrapper.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from ..core.errors import ErrorCode
+from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
+from .git import Analysis, Baseline, analyze_changes, capture_baseline, git_diff_check, list_untracked
+from .repair import extract_repair_directives
+from .report import write_report
+from .runner import ZERO_TEST_REASON, run_checks
+
+__all__ = [
+    "VerifyRequest",
+    "VerifyOutcome",
+    "VerificationActiveError",
+    "verify_round",
+    "next_round",
+    "build_message",
+    "NO_CHANGES_CHECK",
+]
+
+log = logging.getLogger("tianshu_mcp")
+
+NO_CHANGES_CHECK = "no-changes"
+_REPORT_RE = re.compile(r"^report-(\d+)\.(md|json)$")
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class VerificationActiveError(RuntimeError):
+    """A verification of the same task is already running in this process (20-acceptance §3.0)."""
+
+
+_active: set[str] = set()
+_active_lock = threading.Lock()
+
+
+@dataclass
+class VerifyRequest:
+    """Input of :func:`verify_round` (20-acceptance §3 request).
+
+    Attributes:
+        task_id: task or verify-record id.
+        project_path: normalised project root.
+        task_dir: ``<home>/tasks/<id>``: receives verify-N.log, report-N.md/json.
+        round: requested 0-based round (raised past existing reports).
+        baseline: pre-work baseline (None → captured now: a pure health check).
+        home: data home (global acceptance layer).
+        acceptance_override: the task's ``acceptanceOverride`` (raw dict).
+        extra_checks: verify_task ``extraChecks``; ``checks_mode`` ``append``/``replace``.
+        project_verify: projects.json ``verify`` entries.
+        task_text: the task brief (extension-hint note).
+        verify_command_timeout_ms: default per-check timeout, ms.
+        verify_concurrency: server default check parallelism (1..4), overridden by the layers.
+        should_stop: cancellation probe.
+    """
+
+    task_id: str
+    project_path: str
+    task_dir: Path
+    round: int
+    baseline: Baseline | None
+    home: Path
+    acceptance_override: Mapping[str, Any] | None = None
+    extra_checks: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None
+    checks_mode: Literal["append", "replace"] | str = "append"
+    task_text: str = ""
+    verify_command_timeout_ms: int = 300_000
+    verify_concurrency: int = 2
+    should_stop: Callable[[], bool] | None = None
+    project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None
+
+
+@dataclass
+class VerifyOutcome:
+    """Result of :func:`verify_round`.
+
+    ``report`` is the dict written to ``json_path``; ``failed_checks`` = names of failing mandatory
+    checks (not passed, not skipped, not optional); ``blocking_issues`` = ``[{code, message}]``.
+    """
+
+    round: int
+    passed: bool
+    report: dict[str, Any]
+    md_path: Path
+    json_path: Path
+    failed_checks: list[str] = field(default_factory=list)
+    blocking_issues: list[dict[str, str]] = field(default_factory=list)
+    baseline: Baseline | None = None
+
+
+def next_round(task_dir: str | Path, requested: int) -> int:
+    """``max(requested, highest existing report-N.(md|json) + 1)`` (20-acceptance §3.0)."""
+    d = Path(task_dir)
+    best = requested
+    try:
+        for p in d.iterdir():
+            m = _REPORT_RE.match(p.name)
+            if m:
+                best = max(best, int(m.group(1)) + 1)
+    except OSError:
+        pass
+    return best
+
+
+def build_message(
+    checks: Sequence[Mapping[str, Any]],
+    analysis: Mapping[str, Any],
+    blocking: Sequence[Mapping[str, Any]],
+    cancelled: bool,
+    zero_test: Sequence[str],
+) -> str:
+    """The verdict message (20-acceptance §3.5, English; visual/content bits omitted).
+
+    Applicable bits joined by ``"; "`` and ended with ``"."``; none → ``"Acceptance passed."``.
+    """
+    bits: list[str] = []
+    for issue in blocking:
+        bits.append(f"Acceptance blocked [{issue.get('code')}]: {issue.get('message')}")
+    if cancelled:
+        bits.append("task cancelled, verification incomplete")
+    failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and not c.get("optional")]
+    if failed:
+        bits.append(f"failed checks: {', '.join(str(c.get('name')) for c in failed)}")
+    if zero_test:
+        bits.append(f"test commands ran zero tests: {', '.join(zero_test)}")
+    if any(c.get("name") == NO_CHANGES_CHECK and not c.get("passed") for c in checks):
+        bits.append("no file changes detected relative to the pre-work baseline")
+    opt_failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and c.get("optional")]
+    if opt_failed:
+        bits.append(
+            f"optional checks failed (do not affect the verdict): {', '.join(str(c.get('name')) for c in opt_failed)}"
+        )
+    sig = analysis.get("signals") or {}
+    if (sig.get("consoleDebug") or 0) > 0 or (sig.get("todo") or 0) > 0:
+        bits.append("suspicious markers present, review the report")
+    warnings = analysis.get("warnings") or []
+    if warnings:
+        bits.append(f"{len(warnings)} warning(s)")
+    if not bits:
+        return "Acceptance passed."
+    text = "; ".join(bits)
+    text = text[0].upper() + text[1:]
+    return text.rstrip(".") + "."
+
+
+def _safe_stop(should_stop: Callable[[], bool] | None) -> bool:
+    if should_stop is None:
+        return False
+    try:
+        return bool(should_stop())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def verify_round(req: VerifyRequest) -> VerifyOutcome:
+    """Run one acceptance round and write its report (20-acceptance §3.0–§3.5, §5).
+
+    Args:
+        req: see :class:`VerifyRequest`.
+
+    Returns:
+        :class:`VerifyOutcome` (round actually used, verdict, report dict and file paths).
+
+    Raises:
+        VerificationActiveError: the same ``task_id`` is already being verified in this process.
+        OSError: the report cannot be written (task dir not writable).
+
+    A configuration error (any layer unreadable/invalid) does not raise: it becomes
+    ``blockingIssues [{code: CONFIG_UNREADABLE|CONFIG_INVALID, message naming the file}]``, no
+    command check runs, requireChanges is off and the round fails.
+    """
+    with _active_lock:
+        if req.task_id in _active:
+            raise VerificationActiveError(f"Verification already active: {req.task_id}")
+        _active.add(req.task_id)
+    try:
+        return _verify(req)
+    finally:
+        with _active_lock:
+            _active.discard(req.task_id)
+
+
+def _verify(req: VerifyRequest) -> VerifyOutcome:
+    task_dir = Path(req.task_dir)
+    task_dir.mkdir(parents=True, exist_ok=True)
+    rnd = next_round(task_dir, req.round)
+    started_at = _now_iso()
+    project = req.project_path
+    default_timeout = req.verify_command_timeout_ms or 300_000
+
+    # 2. baseline
+    baseline = req.baseline if req.baseline is not None else capture_baseline(project)
+
+    # 3. resolve checks
+    blocking: list[dict[str, str]] = []
+    resolve_notes: list[str] = []
+    resolved: ResolvedChecks | None = None
+    try:
+        resolved = resolve_checks(
+            project,
+            req.home,
+            req.acceptance_override,
+            extra_checks=req.extra_checks,
+            checks_mode=req.checks_mode,
+            project_verify=req.project_verify,
+        )
+        resolve_notes = list(resolved.notes)
+        log.info("acceptance config layers task=%s %s", req.task_id, summarize_resolved(resolved))
+    except AcceptanceConfigError as exc:
+        blocking.append({"code": exc.code.value, "message": exc.message})
+        resolve_notes = [exc.message]
+    except Exception as exc:  # noqa: BLE001 - surfaced as a blocking issue, never raised
+        log.exception("resolving acceptance checks failed for %s", req.task_id)
+        msg = f"resolving the acceptance configuration failed: {exc}"
+        blocking.append({"code": ErrorCode.INTERNAL.value, "message": msg})
+        resolve_notes = [msg]
+    require_changes = resolved.require_changes if resolved is not None and not blocking else False
+    check_defs = resolved.checks if resolved is not None and not blocking else []
+    concurrency = (
+        resolved.verify_concurrency
+        if resolved is not None and resolved.verify_concurrency is not None
+        else req.verify_concurrency
+    ) or 1
+
+    # 5. git-diff-check, always first
+    checks: list[dict[str, Any]] = [git_diff_check(project, baseline)]
+
+    # 6. command checks (untracked files they create are not task output)
+    log_path = task_dir / f"verify-{rnd}.log"
+    before = set(list_untracked(project)) if baseline.is_repo and check_defs else set()
+    checks.extend(
+        run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
+    )
+    created = (set(list_untracked(project)) - before) if baseline.is_repo and check_defs else set()
+
+    # 8. analysis
+    try:
+        analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created)
+    except Exception as exc:  # noqa: BLE001 - analysis is informational; never sink the round
+        log.exception("change analysis failed for %s", req.task_id)
+        analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
+    analysis.notes.extend(resolve_notes)
+    analysis_json = analysis.to_json()
+
+    # 9. zero-change gate
+    if baseline.is_repo and not analysis.has_changes:
+        if require_changes:
+            checks.append(
+                {
+                    "name": NO_CHANGES_CHECK,
+                    "cmd": "requireChanges gate",
+                    "passed": False,
+                    "durationMs": 0,
+                    "exitCode": None,
+                    "outputTail": "fail-closed: zero file changes relative to the pre-work baseline",
+                    "timeout": False,
+                    "reason": "requireChanges is on by default, but no task output was detected",
+                }
+            )
+        else:
+            analysis_json["notes"].append(
+                "requireChanges=false: zero changes relative to the pre-work baseline; reported only, not blocking."
+            )
+    elif not baseline.is_repo and require_changes:
+        analysis_json["notes"].append(
+            "requireChanges=true, but the project is not a git repository; the zero-change gate was skipped."
+        )
+
+    # 11. verdict
+    cancelled = _safe_stop(req.should_stop) or any(c.get("aborted") for c in checks)
+    failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and not c.get("optional")]
+    zero_test = [str(c["name"]) for c in checks if c.get("reason") == ZERO_TEST_REASON]
+    passed = not cancelled and not blocking and not failed
+    message = build_message(checks, analysis_json, blocking, cancelled, zero_test)
+    report: dict[str, Any] = {
+        "round": rnd,
+        "taskId": req.task_id,
+        "projectPath": project,
+        "startedAt": started_at,
+        "finishedAt": _now_iso(),
+        "passed": passed,
+        "verdict": "passed" if passed else "failed",
+        "checks": checks,
+        "analysis": analysis_json,
+        "files": {},
+        "message": message,
+    }
+    if blocking:
+        report["blockingIssues"] = blocking
+    if not passed:
+        report["repairDirectives"] = extract_repair_directives(report)
+    md_path, json_path = write_report(task_dir, report)
+    log.info(
+        "task %s round %s acceptance: %s (%d checks)", req.task_id, rnd, "passed" if passed else "failed", len(checks)
+    )
+    return VerifyOutcome(
+        round=rnd,
+        passed=passed,
+        report=report,
+        md_path=md_path,
+        json_path=json_path,
+        failed_checks=[str(c["name"]) for c in failed],
+        blocking_issues=blocking,
+        baseline=baseline,
+    )

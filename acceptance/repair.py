@@ -1,0 +1,365 @@
+"""Repair directives, the repair plan and the next round's feedback text.
+
+Sources: 20-acceptance §6 (``extractRepairDirectives``: only the ``typecheck`` and ``diffstat``
+sources, English text), 40-agents-tasks §3 "Repair plan" and "Feedback text" (English).
+The feedback text always carries the failing checks' names and the tails of their outputs, so a
+failing test's name reaches the next round's prompt.
+
+Plain Python: no Prefect, no adapters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timezone
+from pathlib import Path, PurePosixPath
+from typing import Any, Callable, Mapping
+
+from ..core.files import atomic_write_text
+from .git import LOCKFILE_RE
+from .report import fence, summarize_report
+
+__all__ = [
+    "extract_repair_directives",
+    "render_repair_plan",
+    "repair_plan_path",
+    "write_repair_plan",
+    "feedback_text",
+    "failing_checks",
+]
+
+PLAN_TAIL_CHARS = 2000
+FEEDBACK_TAIL_CHARS = 1500
+FEEDBACK_MAX_DIRECTIVES = 10
+
+_TYPECHECK_NAME_RE = re.compile(r"typecheck|tsc|--noEmit|mypy|pyright", re.I)
+_TS_PRETTY_RE = re.compile(r"^(.+?)\((\d+),(\d+)\):\s*error\s+(TS\d+):\s*(.+)$")
+_TS_PLAIN_RE = re.compile(r"^(.+?):(\d+):(\d+)\s+-\s+error\s+(TS\d+):\s*(.+)$")
+
+NO_ITEMS_REASON = (
+    "this round's failures cannot be turned into directly actionable directives "
+    "(e.g. test failures have no stable file/line)"
+)
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def failing_checks(report: Mapping[str, Any], include_optional: bool = False) -> list[dict[str, Any]]:
+    """Checks with ``not passed and not skipped`` (and not optional unless asked)."""
+    return [
+        c
+        for c in report.get("checks") or []
+        if not c.get("passed") and not c.get("skipped") and (include_optional or not c.get("optional"))
+    ]
+
+
+def _rel_file(file: str, project: str) -> str:
+    f = file.strip()
+    if os.path.isabs(f) or re.match(r"^[A-Za-z]:[\\/]", f):
+        root = os.path.normpath(project) if project else ""
+        norm = os.path.normpath(f)
+        if root and norm != root and norm.startswith(root.rstrip(os.sep) + os.sep):
+            return PurePosixPath(*Path(os.path.relpath(norm, root)).parts).as_posix()
+        return f
+    return f.replace("\\", "/")
+
+
+def _typecheck_source(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    project = str(report.get("projectPath") or "")
+    items: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for c in report.get("checks") or []:
+        if c.get("passed") or c.get("skipped"):
+            continue
+        if not _TYPECHECK_NAME_RE.search(f"{c.get('name', '')} {c.get('cmd', '')}"):
+            continue
+        for raw in str(c.get("outputTail") or "").split("\n"):
+            line = raw.strip()
+            if not line:
+                continue
+            m = _TS_PRETTY_RE.match(line) or _TS_PLAIN_RE.match(line)
+            if not m:
+                continue
+            file, ln, _col, code, msg = m.groups()
+            rel = _rel_file(file, project)
+            key = f"{rel}:{ln}:{code}:{msg.strip()}"
+            if key in seen:
+                continue
+            seen.add(key)
+            items.append(
+                {
+                    "file": rel,
+                    "line": int(ln),
+                    "issue": f"{code}: {msg.strip()}",
+                    "action": f"fix this type error (per the {code} diagnostic)",
+                    "source": "typecheck",
+                }
+            )
+    return items
+
+
+def _diffstat_source(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    a = report.get("analysis") or {}
+    items: list[dict[str, Any]] = []
+    for entry in a.get("bigFileChanges") or []:
+        items.append(
+            {
+                "file": str(entry).replace("\\", "/"),
+                "issue": "single-file change too large (>500 lines)",
+                "action": "split the change or confirm such a large change is really necessary",
+                "source": "diffstat",
+            }
+        )
+    for f in [*(a.get("changedFiles") or []), *(a.get("untrackedFiles") or [])]:
+        if LOCKFILE_RE.search(f):
+            items.append(
+                {
+                    "file": f,
+                    "issue": "lockfile modified",
+                    "action": "confirm the dependency change is intended; revert the lockfile if it is not",
+                    "source": "diffstat",
+                }
+            )
+    sig = a.get("signals") or {}
+    if (sig.get("todo") or 0) > 0:
+        items.append(
+            {
+                "issue": f"added/changed lines contain TODO/FIXME/HACK ({sig['todo']} hit(s))",
+                "action": "implement or remove these to-do markers",
+                "source": "diffstat",
+            }
+        )
+    if (sig.get("consoleDebug") or 0) > 0:
+        items.append(
+            {
+                "issue": f"added/changed lines contain console.log/debugger ({sig['consoleDebug']} hit(s))",
+                "action": "remove the debug output",
+                "source": "diffstat",
+            }
+        )
+    if (sig.get("secretLike") or 0) > 0:
+        items.append(
+            {
+                "issue": f"added/changed lines contain secret/token-like literals ({sig['secretLike']} hit(s))",
+                "action": "read them from environment variables or configuration; never hard-code credentials",
+                "source": "diffstat",
+            }
+        )
+    return items
+
+
+_SOURCES: list[tuple[str, Callable[[Mapping[str, Any]], list[dict[str, Any]]]]] = [
+    ("typecheck", _typecheck_source),
+    ("diffstat", _diffstat_source),
+]
+
+
+def extract_repair_directives(report: Mapping[str, Any]) -> dict[str, Any]:
+    """Structured repair directives of a failed round (20-acceptance §6). Never raises.
+
+    Returns:
+        ``{"items": [{file?, line?, issue, action, source}], "sources": [ids with ≥1 item],
+        "fallbackReason"?: str}`` (``fallbackReason`` only when there are no items).
+    """
+    items: list[dict[str, Any]] = []
+    sources: list[str] = []
+    errors: list[str] = []
+    for sid, fn in _SOURCES:
+        try:
+            got = fn(report)
+        except Exception as exc:  # noqa: BLE001 - one bad source must not sink the others
+            errors.append(f"{sid}: {exc}")
+            continue
+        if got:
+            items.extend(got)
+            sources.append(sid)
+    out: dict[str, Any] = {"items": items, "sources": sources}
+    if not items:
+        out["fallbackReason"] = (
+            f"structured extraction failed ({'; '.join(errors)})" if errors else NO_ITEMS_REASON
+        )
+    return out
+
+
+def _loc(item: Mapping[str, Any]) -> str:
+    if not item.get("file"):
+        return "(no specific file)"
+    return f"`{item['file']}{':' + str(item['line']) if item.get('line') else ''}`"
+
+
+def _block(text: str) -> list[str]:
+    f = fence(text)
+    return [f, text.rstrip("\n"), f]
+
+
+def repair_plan_path(task_dir: str | os.PathLike[str], task_id: str, failed_round: int) -> Path:
+    """``<task_dir>/rework-<taskId>-r<failedRound>.md`` (40-agents-tasks §3)."""
+    return Path(task_dir) / f"rework-{task_id}-r{failed_round}.md"
+
+
+def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, report_md: str | os.PathLike[str]) -> str:
+    """The repair plan markdown for the round after a failed one (40-agents-tasks §3, English).
+
+    Sections: title ``# Repair plan (rework round <N+1>)`` + bullets (task, project, time, verdict
+    counts); ``## 1. Original task goal`` (task[:2000]); ``## 2. Failing checks (must fix)`` with
+    per check cmd, exit code (+ timed out), duration (ms), reason and output tail[-2000:];
+    ``## 2.5 Structured repair directives`` (or the unavailable variant); ``## 3. Passed checks
+    (do not break)``; ``## 3.1 Skipped checks``; ``## 4. Code analysis``; ``## 5. Repair
+    requirements`` (4 rules); the full report path.
+    """
+    checks = report.get("checks") or []
+    failing = failing_checks(report)
+    optional_failing = [c for c in failing_checks(report, include_optional=True) if c.get("optional")]
+    passed = [c for c in checks if c.get("passed") and not c.get("skipped")]
+    skipped = [c for c in checks if c.get("skipped")]
+    failed_round = int(report.get("round", 0))
+    lines = [
+        f"# Repair plan (rework round {failed_round + 1})",
+        "",
+        f"- Task: {task_id}",
+        f"- Project: {report.get('projectPath', '')}",
+        f"- Time: {_now_iso()}",
+        f"- Acceptance verdict: **FAILED** ({len(failing)} failed / {len(passed)} passed / {len(skipped)} skipped)",
+        "",
+        "## 1. Original task goal",
+        "",
+        (task_text or "(not recorded)")[:2000],
+        "",
+        "## 2. Failing checks (must fix)",
+        "",
+    ]
+    blocking = report.get("blockingIssues") or []
+    for issue in blocking:
+        lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
+    if blocking:
+        lines.append("")
+    if not failing and not blocking:
+        lines += ["(no failing command check; see the message below)", ""]
+    for i, c in enumerate(failing, 1):
+        code = c.get("exitCode")
+        lines += [
+            f"### 2.{i} {c.get('name')}",
+            "",
+            f"- Command: `{c.get('cmd')}`",
+            f"- Exit code: {code if code is not None else 'n/a'}{' (timed out)' if c.get('timeout') else ''}",
+            f"- Duration: {c.get('durationMs', 0)}ms",
+        ]
+        if c.get("reason"):
+            lines.append(f"- Reason: {c['reason']}")
+        tail = str(c.get("outputTail") or "")[-PLAN_TAIL_CHARS:]
+        if tail:
+            lines += ["- Output tail:", "", *_block(tail)]
+        lines.append("")
+    rd = report.get("repairDirectives") or {}
+    items = rd.get("items") or []
+    if items:
+        lines += ["## 2.5 Structured repair directives (directly actionable)", ""]
+        lines += [f"- {_loc(it)} — {it.get('issue')} → **{it.get('action')}**" for it in items]
+    else:
+        reason = rd.get("fallbackReason") or "this round's report has no structured directives"
+        lines += [
+            "## 2.5 Structured repair directives (unavailable, fall back to the full report)",
+            "",
+            f"Reason: {reason}",
+            "",
+            "Read the full failing output in section 2 and fix the root cause.",
+        ]
+    lines += ["", "## 3. Passed checks (do not break)", ""]
+    lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in passed] or ["(none)"]
+    lines += ["", "## 3.1 Skipped checks", ""]
+    lines += [f"- {c.get('name')} — {c.get('reason', '')}" for c in skipped] or ["(none)"]
+    if optional_failing:
+        lines += ["", "Optional checks that failed (do not affect the verdict):"]
+        lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in optional_failing]
+    a = report.get("analysis") or {}
+    ds = a.get("diffstat") or {}
+    lines += [
+        "",
+        "## 4. Code analysis",
+        "",
+        f"- Changed files: {len(a.get('changedFiles') or [])} tracked + {len(a.get('untrackedFiles') or [])} untracked",
+    ]
+    lines += [f"  - {f}" for f in a.get("changedFiles") or []]
+    lines += [f"  - (untracked) {f}" for f in a.get("untrackedFiles") or []]
+    lines.append(f"- diffstat: +{ds.get('totalAdd', 0)} -{ds.get('totalDel', 0)}")
+    sig = a.get("signals") or {}
+    if any((sig.get(k) or 0) > 0 for k in ("todo", "consoleDebug", "commentedBlock", "secretLike")):
+        lines.append(
+            f"- Signals: TODO {sig.get('todo', 0)}, console/debugger {sig.get('consoleDebug', 0)}, "
+            f"commented blocks {sig.get('commentedBlock', 0)}, secret-like {sig.get('secretLike', 0)}"
+        )
+    lines += [f"- [WARN] {w}" for w in a.get("warnings") or []]
+    lines += [f"- [INFO] {n}" for n in a.get("notes") or []]
+    lines += [
+        "",
+        "## 5. Repair requirements",
+        "",
+        "1. Fix every item in section 2 at its root cause; make targeted changes, do not refactor broadly.",
+        "2. Keep every check in section 3 passing; run the failing commands yourself before finishing.",
+        "3. Do not delete, skip or weaken tests or checks, and do not edit the acceptance configuration, to make them pass.",
+        "4. When the fixes are done, end the round normally; acceptance re-runs automatically.",
+        "",
+        f"> Full acceptance report: `{report_md}`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_repair_plan(
+    task_dir: str | os.PathLike[str],
+    report: Mapping[str, Any],
+    task_id: str,
+    task_text: str,
+    report_md: str | os.PathLike[str],
+) -> Path:
+    """Render the plan and write it atomically to :func:`repair_plan_path`. Raises OSError."""
+    path = repair_plan_path(task_dir, task_id, int(report.get("round", 0)))
+    atomic_write_text(path, render_repair_plan(report, task_id, task_text, report_md))
+    return path
+
+
+def feedback_text(report: Mapping[str, Any], plan_path: str | os.PathLike[str]) -> str:
+    """The feedback fed into the next round's prompt (40-agents-tasks §3 "Feedback text", English).
+
+    Lines: the header, the repair plan path, ≤10 structured directives, the report summary
+    (:func:`summarize_report`), then each failing check's name, exit code and output tail
+    (last 1500 chars), the full report path and the closing line. Always names every failing
+    check and carries its output tail.
+    """
+    lines = [
+        "[Previous round failed acceptance — fix the failing items below in a targeted way; do not refactor broadly]",
+        "",
+        f"Repair plan: `{plan_path}` (absolute path in the MCP task data directory; read it first and address every item)",
+        "",
+    ]
+    items = (report.get("repairDirectives") or {}).get("items") or []
+    if items:
+        lines.append(
+            f"[Structured repair directives (summary, at most {FEEDBACK_MAX_DIRECTIVES}; the full list is in the repair plan)]"
+        )
+        lines += [f"- {_loc(it)} — {it.get('issue')} → {it.get('action')}" for it in items[:FEEDBACK_MAX_DIRECTIVES]]
+        lines.append("")
+    lines += [summarize_report(report), ""]
+    failing = failing_checks(report)
+    if failing:
+        lines += ["Failing check output (tail):", ""]
+        for c in failing:
+            code = c.get("exitCode")
+            lines.append(
+                f"### {c.get('name')} — `{c.get('cmd')}` — exit {code if code is not None else 'n/a'}"
+                f"{' (timed out)' if c.get('timeout') else ''}"
+            )
+            if c.get("reason"):
+                lines.append(f"Reason: {c['reason']}")
+            tail = str(c.get("outputTail") or "")[-FEEDBACK_TAIL_CHARS:]
+            if tail:
+                lines += _block(tail)
+            lines.append("")
+    md = (report.get("files") or {}).get("md")
+    if md:
+        lines.append(f"Full acceptance report: {md}")
+    lines.append("When the fixes are done, end this round normally.")
+    return "\n".join(lines)

@@ -1,0 +1,132 @@
+"""The MCP stdio server: a thin protocol edge over :class:`.handlers.Handlers` (00-design §7).
+
+Built on the SDK's low-level ``Server`` rather than ``MCPServer``: our tools need hand-written
+plain JSON Schemas and coded validation errors, while ``MCPServer`` derives schemas from Python
+signatures (``anyOf`` with ``null`` for optionals) and reports pydantic's raw error dump.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+from .. import __version__
+from ..core.errors import ErrorCode, TianshuError
+from .format import error_result, validate_arguments
+from .handlers import Handlers
+from .runtime import Runtime
+from .service import TaskService
+from .tools import TOOL_DEFS, TOOLS_BY_NAME
+
+log = logging.getLogger("tianshu_mcp")
+
+INSTRUCTIONS = (
+    "tianshu-mcp dispatches coding tasks to external agents and verifies the result objectively. "
+    "run_task returns a taskId at once (the task is a Prefect flow run); then wait_task (or poll "
+    "query_task every 5-10 s) until a stop point; read the report with query_info(type=\"report\"). "
+    "A needs_user task is resumed with manage_task(action=\"continue\", message=...). Errors read "
+    "'Error: [CODE] message'; every success ends with a ---tianshu-mcp-meta--- JSON block."
+)
+
+
+def tool_list() -> list[types.Tool]:
+    """The wire tool list (order of 10-tools §1, minus tools not built yet)."""
+    return [
+        types.Tool(
+            name=t.name,
+            title=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            annotations=types.ToolAnnotations(**{
+                "title": t.name,
+                "read_only_hint": t.capability == "read",
+                "destructive_hint": t.destructive,
+                "idempotent_hint": t.idempotent,
+                "open_world_hint": t.open_world,
+            }),
+            _meta=t.meta(),
+        )
+        for t in TOOL_DEFS
+    ]
+
+
+def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
+    """Assemble the low-level MCP server and its task service for ``runtime``."""
+    service = TaskService(runtime)
+    handlers = Handlers(service)
+    table = handlers.table()
+
+    async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tool_list())
+
+    async def on_call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        name = params.name
+        tool = TOOLS_BY_NAME.get(name)
+        if tool is None:
+            return error_result(TianshuError(ErrorCode.UNKNOWN_TOOL, f"tool {name} not found"))
+        try:
+            args = validate_arguments(name, tool.input_schema, params.arguments)
+            return await table[name](args, ctx)
+        except TianshuError as err:
+            return error_result(err)
+        except Exception as exc:  # noqa: BLE001 - an escaping exception becomes a coded error
+            log.exception("tool %s failed", name)
+            return error_result(TianshuError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Server[Any]) -> AsyncIterator[dict[str, Any]]:
+        runtime.start_background()
+        try:
+            yield {}
+        finally:
+            await shutdown(runtime, service)
+
+    server: Server[Any] = Server(
+        "tianshu-mcp",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+    )
+    return server, service
+
+
+async def shutdown(runtime: Runtime, service: TaskService) -> None:
+    """Interrupt active tasks (host mode), close the client, stop Prefect (40-agents-tasks §2.9)."""
+    from .sweep import shutdown_interrupt
+
+    try:
+        if runtime.hosting and runtime._ready.is_set() and not runtime._error:  # noqa: SLF001
+            n = await shutdown_interrupt(service)
+            if n:
+                log.info("shutdown: interrupted %d active task(s)", n)
+    finally:
+        await service.close()
+        runtime.stop()
+
+
+async def serve_stdio(runtime: Runtime) -> None:
+    """Serve MCP over stdin/stdout until the client closes stdin.
+
+    While serving, fd 1 belongs to JSON-RPC: the SDK diverts fd 1 to stderr for everyone else,
+    and ``sys.stdout`` is pointed at stderr so a stray ``print`` can never reach the wire, not
+    even when flushed at exit (00-design §6).
+    """
+    server, _ = build_server(runtime)
+    async with stdio_server() as (read_stream, write_stream):
+        real_stdout = sys.stdout
+        sys.stdout = sys.stderr
+        try:
+            log.info("tianshu-mcp connected (stdio). data home: %s, tools: %d, Prefect UI: %s",
+                     runtime.home, len(TOOL_DEFS), runtime.ui_url)
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+        finally:
+            sys.stdout = real_stdout

@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""A scripted CLI agent standing in for an LLM coding agent in tests and the demo.
+
+Called as ``scripted_agent.py <prompt>`` with the project as its working directory. It edits
+``calc.py`` of the fixture project (see ``fixture_project.py``):
+
+* without ``test_add_negative`` in its prompt it makes a wrong fix (``abs(a) + abs(b)``), so the
+  first verification fails on that test;
+* with it (the repair feedback names the failing test) it makes the right fix (``a + b``).
+
+``SCRIPTED_MODE`` (set through the profile's ``env``) changes the behaviour:
+``normal`` (default), ``hang`` (start a grandchild that ignores SIGTERM, then sleep: for cancel
+and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change nothing),
+``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin).
+It always prints to stdout and stderr, like real agents do.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+WRONG = "def add(a, b):\n    return abs(a) + abs(b)\n"
+RIGHT = "def add(a, b):\n    return a + b\n"
+
+
+def main() -> int:
+    prompt = sys.argv[1] if len(sys.argv) > 1 else ""
+    mode = os.environ.get("SCRIPTED_MODE", "normal")
+    print(f"scripted agent: mode={mode}, prompt of {len(prompt)} chars", flush=True)
+    print("scripted agent: thinking…", file=sys.stderr, flush=True)
+    if mode == "noisy":
+        data = sys.stdin.read()  # stdin must be at EOF: this returns at once
+        print(f"scripted agent: stdin gave {len(data)} bytes", flush=True)
+        for i in range(50):
+            print(f"noise line {i} " + "x" * 80, flush=True)
+            print(f"err line {i}", file=sys.stderr, flush=True)
+    if mode == "hang":
+        child = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+        gc = subprocess.Popen([sys.executable, "-c", child])
+        with open(os.environ.get("SCRIPTED_PIDFILE", "agent-pids.txt"), "a") as fh:
+            fh.write(f"{os.getpid()} {gc.pid}\n")
+        time.sleep(600)
+        return 0
+    if mode == "noop":
+        return 0
+    if mode == "new-file":
+        with open("NOTES.md", "w") as fh:
+            fh.write("# notes\n\nadded by the scripted agent\n")
+        return 0
+    with open("calc.py", "w") as fh:
+        fh.write(RIGHT if "test_add_negative" in prompt else WRONG)
+    print("scripted agent: edited calc.py", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
