@@ -436,6 +436,20 @@ def detect_pytest(project: str | os.PathLike[str]) -> str | None:
     return None
 
 
+_VENV_DIRS = (".venv", "venv", "env")
+
+
+def _project_venv_pytest(root: Path) -> str | None:
+    """port: ``<project>/{.venv,venv,env}/bin/pytest`` (``Scripts/pytest.exe`` on Windows) when
+    present, so the project's own dependencies are importable; None otherwise."""
+    for d in _VENV_DIRS:
+        for rel in (("bin", "pytest"), ("Scripts", "pytest.exe")):
+            cand = root / d / rel[0] / rel[1]
+            if cand.is_file() and os.access(cand, os.X_OK):
+                return str(cand)
+    return None
+
+
 def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDef], list[str]]:
     """Default checks from the project's tech stack (20-acceptance §2.3, extended for pytest).
 
@@ -443,7 +457,7 @@ def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDe
        typecheck/lint/test/build present (mandatory); tsconfig is then ignored.
     2. else ``tsconfig.json`` → ``typecheck-tsc`` ``npx tsc --noEmit`` (optional).
     3. independently: pytest project (:func:`detect_pytest`) → ``pytest`` ``pytest -q``
-       (**mandatory**); ``go.mod`` → ``go-test`` (optional); ``Cargo.toml`` → ``cargo-test`` (optional).
+       (**mandatory**; the project's ``.venv``/``venv``/``env`` pytest when present); ``go.mod`` → ``go-test`` (optional); ``Cargo.toml`` → ``cargo-test`` (optional).
 
     Returns:
         ``(checks, notes)``; an empty project gives ``([], [])``. Never raises.
@@ -473,8 +487,11 @@ def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDe
         checks.append(CheckDef.make("typecheck-tsc", ["npx", "tsc", "--noEmit"], optional=True))
     why = detect_pytest(root)
     if why is not None:
-        checks.append(CheckDef.make("pytest", ["pytest", "-q"], optional=False))
+        exe = _project_venv_pytest(root)
+        checks.append(CheckDef.make("pytest", [exe or "pytest", "-q"], optional=False))
         notes.append(f"Python tests detected ({why}): pytest -q is a mandatory check.")
+        if exe:
+            notes.append(f"Using the project's virtualenv pytest: {exe}.")
     if (root / "go.mod").is_file():
         checks.append(CheckDef.make("go-test", ["go", "test", "./..."], optional=True))
     if (root / "Cargo.toml").is_file():

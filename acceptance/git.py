@@ -16,7 +16,10 @@ Deliberate deviations from the original (each marked ``port:`` in the code):
 * a baseline taken in a repository without commits diffs against the empty tree, so files the
   agent committed or staged are not lost; ``git-diff-check`` does the same instead of failing;
 * ``+``-lines are attributed by tracking diff headers, so an added line that itself starts with
-  ``++`` still counts.
+  ``++`` still counts;
+* untracked tool caches (:data:`CACHE_PATH_RE`) and files the acceptance checks themselves created
+  (passed by the engine) are not task output: a repo without a .gitignore would otherwise pass the
+  zero-change gate just because pytest wrote ``.pytest_cache``.
 """
 
 from __future__ import annotations
@@ -79,11 +82,11 @@ LOCKFILE_RE = re.compile(
 )
 
 CACHE_PATH_RE = re.compile(
-    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|\.tox|\.nox|node_modules)/"
+    r"(^|/)(__pycache__|\.pytest_cache|\.mypy_cache|\.ruff_cache|\.hypothesis|\.tox|\.nox|\.venv|node_modules)/"
     r"|\.py[co]$"
 )
-"""port: untracked tool caches (pytest/mypy/ruff caches, ``__pycache__``, ``node_modules``) that a
-repo without a .gitignore accumulates when tests run; never counted as task output."""
+"""port: untracked tool caches (pytest/mypy/ruff caches, ``__pycache__``, ``.venv``, ``node_modules``)
+that a repo without a .gitignore accumulates when tests run; never hashed nor counted as task output."""
 
 
 _BASE_ARGS = (

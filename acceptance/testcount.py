@@ -27,6 +27,7 @@ _TEST_ARGV_RES = [
         r"\bvitest\b",
         r"\bjest\b",
         r"\bmocha\b",
+        r"\bunittest\b",  # port: so unittest's "Ran 0 tests" (exit 0 on 3.11) is caught too
     )
 ]
 
@@ -36,7 +37,8 @@ def is_test_check(name: str, argv: Sequence[str]) -> bool:
 
     ``"test" in name.lower()`` (so ``latest-build`` counts, as in the original) or the lower-cased,
     space-joined argv matches ``node --test``, ``npm run test``, ``pytest``, ``go test``,
-    ``cargo test``, ``vitest``, ``jest`` or ``mocha``. ``npm test`` (no ``run``) only via the name.
+    ``cargo test``, ``vitest``, ``jest``, ``mocha`` or (port) ``unittest``. ``npm test`` (no ``run``)
+    only via the name.
     """
     if "test" in (name or "").lower():
         return True

@@ -56,10 +56,10 @@ def _branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...
 
 
 def _validate_override(override: Any) -> None:
-    from ..acceptance.config import AcceptanceConfigError, validate_override
+    from ..acceptance.config import AcceptanceConfigError, parse_layer
 
     try:
-        validate_override(override)
+        parse_layer(override, "override", "acceptanceOverride")
     except AcceptanceConfigError as exc:
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"acceptanceOverride invalid — {exc.message}") from exc
 

@@ -11,7 +11,8 @@ Called as ``scripted_agent.py <prompt>`` with the project as its working directo
 ``SCRIPTED_MODE`` (set through the profile's ``env``) changes the behaviour:
 ``normal`` (default), ``hang`` (start a grandchild that ignores SIGTERM, then sleep: for cancel
 and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change nothing),
-``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin).
+``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin), ``sleep`` (append start
+and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between, then fix).
 It always prints to stdout and stderr, like real agents do.
 """
 
@@ -42,6 +43,13 @@ def main() -> int:
             fh.write(f"{os.getpid()} {gc.pid}\n")
         time.sleep(600)
         return 0
+    if mode == "sleep":
+        trace = os.environ["SCRIPTED_TRACE"]
+        with open(trace, "a") as fh:
+            fh.write(f"start {os.getcwd()} {time.time()}\n")
+        time.sleep(float(os.environ.get("SCRIPTED_SLEEP", "3")))
+        with open(trace, "a") as fh:
+            fh.write(f"end {os.getcwd()} {time.time()}\n")
     if mode == "noop":
         return 0
     if mode == "new-file":

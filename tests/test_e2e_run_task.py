@@ -1,0 +1,119 @@
+"""The main job end to end: run_task on a real git repo through a Prefect flow run, a CLI agent,
+verification and rework, driven by the real MCP SDK client over stdio (issue: walking skeleton §9, §11)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import mcp_client, meta_of, task_runs, text_of
+from fixture_project import make_calc_repo
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
+
+
+async def run_and_wait(home: Path, args: dict[str, Any], timeout_ms: int = 180000) -> tuple[dict, dict]:
+    async with mcp_client(home) as client:
+        submitted = await client.call_tool("run_task", args)
+        assert not submitted.is_error, text_of(submitted)
+        sub = meta_of(submitted)
+        done = await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": timeout_ms})
+        assert not done.is_error, text_of(done)
+        return sub, meta_of(done)
+
+
+async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Path, prefect_api: Any) -> None:
+    sub, meta = await run_and_wait(ts_home, {
+        "projectPath": str(calc_repo), "task": "Fix the bug in add() in calc.py", "agentId": "scripted", "autoFixRounds": 2,
+    })
+    assert sub["status"] == "queued" and sub["ok"] is False
+    assert sub["flowRunId"] and sub["flowRunUrl"].endswith(sub["flowRunId"]) and sub["prefectApiUrl"].startswith("http://127.0.0.1:")
+    assert meta["status"] == "succeeded", meta
+    assert meta["ok"] is True and meta["waitSettled"] is True
+    assert meta["round"] == 2  # rounds used
+    assert "calc.py" in meta["changedFiles"]
+    tdir = ts_home / "tasks" / sub["taskId"]
+    r0 = json.loads((tdir / "report-0.json").read_text())
+    r1 = json.loads((tdir / "report-1.json").read_text())
+    assert (r0["verdict"], r1["verdict"]) == ("failed", "passed")
+    assert [c["name"] for c in r0["checks"]][0] == "git-diff-check"
+    assert "test_add_negative" in next(c for c in r0["checks"] if c["name"] == "pytest")["outputTail"]
+    # the repair plan fed the failing test's name to round 1
+    plan = (tdir / f"rework-{sub['taskId']}-r0.md").read_text()
+    assert "test_add_negative" in plan
+    assert "test_add_negative" in (tdir / "prompt-1.txt").read_text()
+    assert "return a + b" in (calc_repo / "calc.py").read_text()
+    # the flow run: deployment run-task, named by the task id, tagged, COMPLETED, one task run per round
+    run = prefect_api.get(f"/flow_runs/{sub['flowRunId']}").json()
+    assert run["name"] == sub["taskId"]
+    assert run["state"]["type"] == "COMPLETED" and run["state"]["name"] == "Succeeded"
+    assert f"agent:scripted" in run["tags"] and any(t.startswith("project:") for t in run["tags"])
+    dep = prefect_api.get(f"/deployments/{run['deployment_id']}").json()
+    assert dep["name"] == "run-task"
+    names = [tr["name"] for tr in task_runs(prefect_api, sub["flowRunId"])]
+    for expected in ("baseline", "dispatch-round-0", "verify-round-0", "repair-plan-0", "dispatch-round-1", "verify-round-1"):
+        assert expected in names, names
+    assert "dispatch-round-2" not in names
+    # events: the automatic rework is visible to query_task
+    async with mcp_client(ts_home) as client:
+        q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
+    rework = [e for e in q["recentEvents"] if e["event"] == "rework_triggered"]
+    assert rework and rework[0]["data"]["mode"] == "auto" and "pytest" in rework[0]["data"]["failedChecks"]
+
+
+async def test_no_rework_means_failed_verify_failed(ts_home: Path, calc_repo: Path) -> None:
+    _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 0})
+    assert meta["status"] == "failed" and meta["errorType"] == "verify_failed" and meta["round"] == 1
+
+
+async def test_rounds_exhausted_means_needs_attention(ts_home: Path, calc_repo: Path) -> None:
+    _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted-noop", "autoFixRounds": 1})
+    assert meta["status"] == "needs_attention" and meta["round"] == 2
+    assert "errorType" not in meta  # rounds exhausted keeps errorType empty (40-agents-tasks §3 f)
+
+
+async def test_agent_that_cannot_start_fails_spawn_without_a_round(ts_home: Path, calc_repo: Path) -> None:
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "not-executable", "autoFixRounds": 2})
+    assert meta["status"] == "failed" and meta["errorType"] == "spawn" and meta["round"] == 0
+    assert not list((ts_home / "tasks" / sub["taskId"]).glob("report-*"))
+
+
+async def test_agent_that_only_adds_a_file_passes_the_zero_change_gate(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "notes", checks=[{"name": "always", "cmd": ["true"]}])
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "task": "Write notes", "agentId": "scripted-newfile"})
+    assert meta["status"] == "succeeded", meta
+    report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
+    assert report["analysis"]["untrackedFiles"] == ["NOTES.md"]
+    assert not any(c["name"] == "no-changes" for c in report["checks"])
+
+
+async def test_agent_that_changes_nothing_fails_the_zero_change_gate(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "idle", checks=[{"name": "always", "cmd": ["true"]}])
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "task": "Do something", "agentId": "scripted-noop"})
+    assert meta["status"] == "failed" and meta["errorType"] == "verify_failed"
+    report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
+    assert report["checks"][-1]["name"] == "no-changes" and report["checks"][-1]["passed"] is False
+
+
+async def test_agent_timeout_kills_the_tree_and_fails_timeout(ts_home: Path, calc_repo: Path) -> None:
+    import psutil
+
+    _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Hang", "agentId": "scripted-timeout"})
+    assert meta["status"] == "failed" and meta["errorType"] == "timeout"
+    pids = [int(p) for line in (ts_home / "timeout-pids.txt").read_text().split("\n") if line for p in line.split()]
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not alive
+
+
+async def test_malformed_acceptance_json_needs_attention_naming_the_file(ts_home: Path, calc_repo: Path) -> None:
+    cfg = calc_repo / ".tianshu-mcp" / "acceptance.json"
+    cfg.write_text('{"checks": [{"name": "x"}]')  # invalid JSON
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 2})
+    assert meta["status"] == "needs_attention" and meta["errorType"] == "verify_failed"
+    assert "CONFIG_INVALID" in meta["message"] and "acceptance.json" in meta["message"]
+    assert meta["round"] == 1  # a configuration error is not reworked
+    report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
+    assert report["blockingIssues"][0]["code"] == "CONFIG_INVALID"

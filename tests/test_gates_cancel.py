@@ -1,0 +1,134 @@
+"""Concurrency gates (work pool limit = maxRunning, one queue per project with limit 1) and
+cancellation (00-design §4–§5; walking-skeleton issue §6 and §10)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from conftest import mcp_client, meta_of, text_of
+from fixture_project import make_calc_repo
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
+
+
+def intervals(trace: Path, repos: list[Path]) -> list[tuple[str, float, float]]:
+    """(repo, start, end) of every sleep-mode agent run in ``repos`` from the trace file."""
+    starts: dict[str, list[float]] = {}
+    out = []
+    wanted = {str(r) for r in repos}
+    for line in trace.read_text().splitlines():
+        kind, cwd, ts = line.split(" ")
+        if cwd not in wanted:
+            continue
+        if kind == "start":
+            starts.setdefault(cwd, []).append(float(ts))
+        else:
+            out.append((cwd, starts[cwd].pop(0), float(ts)))
+    return out
+
+
+def max_overlap(spans: list[tuple[str, float, float]]) -> int:
+    events = sorted([(s, 1) for _, s, _ in spans] + [(e, -1) for _, _, e in spans])
+    cur = best = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+async def submit(client: Any, repo: Path, agent: str) -> dict[str, Any]:
+    r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": agent, "autoVerify": False})
+    assert not r.is_error, text_of(r)
+    return meta_of(r)
+
+
+async def wait_all(client: Any, ids: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for task_id in ids:
+        r = await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 120000})
+        out.append(meta_of(r))
+    return out
+
+
+async def test_one_project_runs_serially_and_the_second_waits_queued(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "serial")
+    async with mcp_client(ts_home) as client:
+        a = await submit(client, repo, "scripted-sleep")
+        b = await submit(client, repo, "scripted-sleep")
+        assert b["projectActiveTask"]["taskId"] == a["taskId"]
+        saw_b_queued_while_a_running = False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            qa = meta_of(await client.call_tool("query_task", {"taskId": a["taskId"]}))
+            qb = meta_of(await client.call_tool("query_task", {"taskId": b["taskId"]}))
+            if qa["status"] == "running" and qb["status"] == "queued":
+                saw_b_queued_while_a_running = True
+            if qa["status"] == "succeeded":
+                break
+            await anyio.sleep(0.3)
+        done = await wait_all(client, [a["taskId"], b["taskId"]])
+    assert saw_b_queued_while_a_running
+    assert [d["status"] for d in done] == ["succeeded", "succeeded"]
+    spans = intervals(ts_home / "sleep-trace.txt", [repo])
+    assert len(spans) == 2 and max_overlap(spans) == 1
+
+
+async def test_projects_run_side_by_side_never_above_max_running(ts_home: Path, tmp_path: Path) -> None:
+    repos = [make_calc_repo(tmp_path / f"p{i}") for i in range(3)]
+    async with mcp_client(ts_home) as client:
+        ids = [(await submit(client, repo, "scripted-sleep"))["taskId"] for repo in repos]
+        done = await wait_all(client, ids)
+    assert all(d["status"] == "succeeded" for d in done)
+    spans = intervals(ts_home / "sleep-trace.txt", repos)
+    assert len(spans) == 3
+    assert max_overlap(spans) == 2  # side by side, and capped by concurrency.maxRunning = 2
+
+
+def _tree_pids(home: Path) -> list[int]:
+    path = home / "hang-pids.txt"
+    return [int(p) for line in path.read_text().splitlines() for p in line.split()] if path.exists() else []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def test_cancel_queued_at_once_and_running_tree_within_5s(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "cancel")
+    (ts_home / "hang-pids.txt").unlink(missing_ok=True)
+    async with mcp_client(ts_home) as client:
+        running = await submit(client, repo, "scripted-hang")
+        queued = await submit(client, repo, "scripted-hang")
+        # wait until the first agent and its SIGTERM-ignoring grandchild exist
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_tree_pids(ts_home)) < 2:
+            await anyio.sleep(0.2)
+        pids = _tree_pids(ts_home)
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+
+        t0 = time.monotonic()
+        r = await client.call_tool("manage_task", {"taskId": queued["taskId"], "action": "cancel", "reason": "not needed"})
+        assert not r.is_error and meta_of(r)["status"] == "cancelled"
+        assert time.monotonic() - t0 < 3
+
+        t0 = time.monotonic()
+        r = await client.call_tool("manage_task", {"taskId": running["taskId"], "action": "cancel", "reason": "stop"})
+        elapsed = time.monotonic() - t0
+        meta = meta_of(r)
+        assert meta["status"] == "cancelled", text_of(r)
+        assert elapsed < 5, elapsed
+        assert not any(_alive(p) for p in pids)
+        assert meta["errorType"] == "cancelled" and meta["cancelReason"] == "stop" and meta["abortSource"] == "user"
+        # cancelling a final task is a no-op, not an error
+        r = await client.call_tool("manage_task", {"taskId": running["taskId"], "action": "cancel"})
+        assert not r.is_error and "already final" in text_of(r)
+    assert len(_tree_pids(ts_home)) == 2  # the queued task never started an agent

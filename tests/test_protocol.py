@@ -1,0 +1,166 @@
+"""The tool surface on the wire: list snapshot, annotations, _meta, coded errors, bad input
+(10-tools §1–§3.1, 00-design §7). Drives the installed console script with the SDK client."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import TESTS, mcp_client, meta_of, text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
+
+SNAPSHOT = TESTS / "snapshots" / "list_tools.json"
+
+
+def _walk(node: object):
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_list_tools_matches_snapshot(ts_home: Path, mode: str) -> None:
+    async with mcp_client(ts_home, mode=mode) as client:
+        tools = (await client.list_tools()).tools
+    wire = [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools]
+    if os.environ.get("UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOT.write_text(json.dumps(wire, indent=2, ensure_ascii=False) + "\n")
+    assert wire == json.loads(SNAPSHOT.read_text())
+    names = [t["name"] for t in wire]
+    assert names == ["run_task", "query_task", "manage_task", "query_info", "wait_task"]
+    for t in wire:
+        ann = t["annotations"]
+        assert ann["readOnlyHint"] is (t["_meta"]["capability"] == "read")
+        assert all(isinstance(ann[k], bool) for k in ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"))
+        assert t["inputSchema"]["type"] == "object" and t["inputSchema"]["properties"]
+        # optional fields are plain: no anyOf/oneOf with null anywhere
+        for node in _walk(t["inputSchema"]):
+            for key in ("anyOf", "oneOf"):
+                assert all(alt.get("type") != "null" for alt in node.get(key, []))
+    by = {t["name"]: t for t in wire}
+    assert by["run_task"]["_meta"] == {"requireApproval": True, "capability": "write"}
+    assert by["run_task"]["annotations"]["idempotentHint"] is True and by["run_task"]["annotations"]["openWorldHint"] is True
+    assert by["manage_task"]["annotations"]["destructiveHint"] is True
+    assert by["query_task"]["_meta"] == {"requireApproval": False, "capability": "read"}
+
+
+async def test_schema_violation_is_a_coded_error_naming_the_field(ts_home: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"task": "x", "autoFixRounds": 11})
+        assert r.is_error and text_of(r).startswith("Error: [INVALID_ARGUMENT]") and "autoFixRounds" in text_of(r)
+        assert "---tianshu-mcp-meta---" not in text_of(r)
+        assert "pydantic" not in text_of(r) and "validation error for" not in text_of(r)
+        r = await client.call_tool("query_task", {})
+        assert r.is_error and "taskId: required" in text_of(r)
+        r = await client.call_tool("run_task", {"task": "x", "acceptanceOverride": {"checks": [{"name": "a"}]}})
+        assert r.is_error and "acceptanceOverride.checks[0].cmd" in text_of(r)
+        r = await client.call_tool("wait_task", {"taskId": "tsk_20260101000000_abcdef", "timeoutMs": 0})
+        assert r.is_error and "timeoutMs" in text_of(r)
+
+
+async def test_unknown_and_removed_tools(ts_home: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        for name in ("nope", "cancel_task", "list_tasks"):
+            r = await client.call_tool(name, {})
+            assert r.is_error and text_of(r) == f"Error: [UNKNOWN_TOOL] tool {name} not found"
+
+
+async def test_unknown_task_id(ts_home: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        for tool, args in (
+            ("query_task", {"taskId": "tsk_20260101000000_abcdef"}),
+            ("wait_task", {"taskId": "tsk_20260101000000_abcdef"}),
+            ("wait_task", {"taskIds": ["tsk_20260101000000_abcdef", "../../etc"]}),
+            ("manage_task", {"taskId": "tsk_20260101000000_abcdef", "action": "cancel"}),
+            ("query_info", {"type": "report", "taskId": "nope"}),
+        ):
+            r = await client.call_tool(tool, args)
+            assert r.is_error and text_of(r).startswith("Error: [TASK_NOT_FOUND]"), (tool, text_of(r))
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("relative/dir", "PATH_NOT_ABSOLUTE"),
+        ("/definitely/missing/dir", "PATH_NOT_FOUND"),
+        ("/", "PATH_IS_SYSTEM"),
+        ("/etc", "PATH_IS_SYSTEM"),
+        ("/tmp", "PATH_IS_SYSTEM"),
+        (str(Path.home()), "PATH_IS_HOME"),
+    ],
+)
+async def test_project_path_safety_gate(ts_home: Path, path: str, code: str) -> None:
+    before = set((ts_home / "tasks").glob("*")) if (ts_home / "tasks").exists() else set()
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"projectPath": path, "task": "x", "agentId": "scripted"})
+    assert r.is_error and text_of(r).startswith(f"Error: [{code}]"), text_of(r)
+    after = set((ts_home / "tasks").glob("*")) if (ts_home / "tasks").exists() else set()
+    assert after == before  # nothing written
+
+
+async def test_a_file_is_not_a_project(ts_home: Path, tmp_path: Path) -> None:
+    f = tmp_path / "file.txt"
+    f.write_text("x")
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"projectPath": str(f), "task": "x", "agentId": "scripted"})
+    assert r.is_error and "PATH_NOT_FOUND" in text_of(r)
+
+
+async def test_unknown_agent_is_not_an_error(ts_home: Path, calc_repo: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "ghost"})
+    assert not r.is_error
+    meta = meta_of(r)
+    assert meta["ok"] is False and meta["agentId"] == "ghost" and "not configured" in meta["message"]
+    assert "taskId" not in meta
+
+
+async def test_malformed_agent_profiles_is_a_coded_error_and_writes_nothing(ts_home: Path, calc_repo: Path) -> None:
+    path = ts_home / "agent-profiles.json"
+    good = path.read_text()
+    before = set((ts_home / "tasks").glob("*")) if (ts_home / "tasks").exists() else set()
+    try:
+        path.write_text('{"profiles": {"scripted": {"promptMode": "telepathy"}}}')
+        async with mcp_client(ts_home) as client:
+            r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted"})
+            assert r.is_error and text_of(r).startswith("Error: [CONFIG_INVALID]")
+            assert str(path) in text_of(r) and "promptMode" in text_of(r)
+            path.write_text("{not json")
+            r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted"})
+            assert r.is_error and "CONFIG_INVALID" in text_of(r) and str(path) in text_of(r)
+    finally:
+        path.write_text(good)
+    after = set((ts_home / "tasks").glob("*")) if (ts_home / "tasks").exists() else set()
+    assert after == before
+
+
+async def test_branch_whitelists_and_cross_field_rules(ts_home: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": "tsk_20260101000000_abcdef", "action": "cancel", "message": ""})
+        assert r.is_error and "action=cancel does not accept: message" in text_of(r)
+        r = await client.call_tool("query_info", {"type": "profiles", "limit": 3})
+        assert r.is_error and "type=profiles does not accept: limit" in text_of(r)
+        r = await client.call_tool("wait_task", {})
+        assert r.is_error and "exactly one of taskId" in text_of(r)
+        r = await client.call_tool("run_task", {"task": "x", "dryRun": True, "projectPath": "/x"})
+        assert r.is_error and "[INVALID_ARGUMENT]" in text_of(r)
+
+
+async def test_query_info_profiles_lists_every_agent(ts_home: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("query_info", {"type": "profiles"})
+    text = text_of(r)
+    assert not r.is_error
+    assert "[PASS] available\tscripted" in text
+    assert "[FAIL] unavailable\tzcode" in text
+    # resolution only checks that the command exists; spawning it is the dispatch round's job
+    assert "[PASS] available\tnot-executable" in text
+    assert meta_of(r)["ok"] is True

@@ -1,0 +1,143 @@
+"""A stdio server that hosts Prefect itself (no daemon): initialize before Prefect is ready, the
+embedded API/UI/worker under TIANSHU_MCP_HOME, and stdout purity over a whole scenario
+(00-design §3, §6; walking-skeleton issue §2–§3). Uses a raw JSON-RPC driver so that every byte
+the server writes to stdout is inspected."""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import CONSOLE, server_env, write_profiles
+from fixture_project import make_calc_repo
+
+
+class RawClient:
+    """Line-delimited JSON-RPC over the server's stdin/stdout, keeping every stdout line."""
+
+    def __init__(self, home: Path) -> None:
+        self.stderr = open(home / "stdio-server.stderr", "wb")
+        self.proc = subprocess.Popen([CONSOLE], env=server_env(home), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.stderr)
+        self.lines: list[bytes] = []
+        self.q: "queue.Queue[dict[str, Any]]" = queue.Queue()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            try:
+                self.q.put(json.loads(line))
+            except ValueError:
+                pass
+
+    def send(self, msg: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+        self.next_id += 1
+        rid = self.next_id
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                msg = self.q.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if msg.get("id") == rid:
+                return msg
+        raise TimeoutError(f"no answer to {method}")
+
+    def call(self, tool: str, args: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+        return self.request("tools/call", {"name": tool, "arguments": args}, timeout)["result"]
+
+    def close(self, timeout: float = 60) -> int:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=timeout)
+        self.stderr.close()
+        return code
+
+
+def meta(result: dict[str, Any]) -> dict[str, Any]:
+    return result["structuredContent"]
+
+
+def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4380}}))
+    write_profiles(home, home / "trace.txt")
+    noisy_check = ["python3", "-c", "import sys; print('check stdout'); print('check stderr', file=sys.stderr); "
+                   "data = sys.stdin.read(); print('stdin bytes', len(data))"]
+    repo = make_calc_repo(tmp_path / "calc")
+    cfg = json.loads((repo / ".tianshu-mcp" / "acceptance.json").read_text())
+    cfg["checks"].append({"name": "noisy-check", "cmd": noisy_check})
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps(cfg))
+    subprocess.run(["git", "-C", str(repo), "commit", "-qam", "noisy check"], check=True)
+
+    client = RawClient(home)
+    try:
+        t0 = time.monotonic()
+        init = client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                             "clientInfo": {"name": "raw", "version": "0"}}, timeout=30)
+        init_s = time.monotonic() - t0
+        assert init["result"]["serverInfo"]["name"] == "tianshu-mcp"
+        assert init["result"]["capabilities"].get("tools") is not None
+        client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server_json = json.loads((home / "prefect" / "server.json").read_text())
+        api = server_json["apiUrl"]
+        assert api.startswith("http://127.0.0.1:")
+        # initialize is answered before the embedded Prefect can serve (its first start runs migrations)
+        ready_s = None
+        while time.monotonic() - t0 < 120:
+            try:
+                if httpx.get(f"{api}/deployments/name/run-task/run-task", timeout=1).status_code == 200:
+                    ready_s = time.monotonic() - t0
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert ready_s is not None and init_s < 5 and ready_s > init_s, (init_s, ready_s)
+
+        res = client.call("run_task", {"projectPath": str(repo), "task": "Fix add (test_add_negative)",
+                                       "agentId": "scripted-noisy", "autoFixRounds": 1}, timeout=180)
+        assert not res["isError"], res
+        task_id = meta(res)["taskId"]
+        res = client.call("wait_task", {"taskId": task_id, "timeoutMs": 180000}, timeout=200)
+        assert meta(res)["status"] == "succeeded", res
+        report = json.loads((home / "tasks" / task_id / "report-0.json").read_text())
+        noisy = next(c for c in report["checks"] if c["name"] == "noisy-check")
+        assert "stdin bytes 0" in noisy["outputTail"]  # the check's stdin was at EOF
+        log = (home / "tasks" / task_id / "agent-0.log").read_text()
+        assert "stdin gave 0 bytes" in log and "noise line 49" in log  # the agent's stdin was at EOF
+
+        # embedded Prefect: SQLite and settings under TIANSHU_MCP_HOME, pool limit, UI served
+        assert (home / "prefect" / "prefect.db").exists()
+        pool = httpx.get(f"{api}/work_pools/tianshu", timeout=5).json()
+        assert pool["type"] == "process" and pool["concurrency_limit"] == 2
+        assert httpx.get(server_json["uiUrl"], timeout=5).status_code == 200
+    finally:
+        code = client.close()
+    assert code == 0
+    # stdout purity: every line the server ever wrote is a JSON-RPC message
+    assert client.lines
+    for line in client.lines:
+        msg = json.loads(line)
+        assert msg.get("jsonrpc") == "2.0", line
+    stderr = (home / "stdio-server.stderr").read_text()
+    assert "noise line" not in stderr  # agent output goes to its log file, not through us
+    server_log = (home / "logs" / "server.log").read_text()
+    assert "tianshu-mcp connected (stdio)" in server_log
