@@ -82,10 +82,48 @@ async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypo
     )
 
 
+ZOMBIE_AUTOMATION = "tianshu-crash-zombie-flow-runs"
+
+
+async def ensure_zombie_automation(client: PrefectClient) -> None:
+    """Mark flow runs Crashed when their heartbeat stops (a dead host), ≈65 s after death.
+
+    Heartbeats every 30 s (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), proactive trigger within
+    75 s (50-prefect-lab §5). Created once; later starts find it by name.
+    """
+    from datetime import timedelta
+
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+
+    if await client.read_automations_by_name(ZOMBIE_AUTOMATION):
+        return
+    await client.create_automation(
+        AutomationCore(
+            name=ZOMBIE_AUTOMATION,
+            description="tianshu-mcp: a flow run whose heartbeat stopped is Crashed (its host died)",
+            trigger=EventTrigger(
+                after={"prefect.flow-run.heartbeat"},
+                expect={"prefect.flow-run.heartbeat", "prefect.flow-run.Completed", "prefect.flow-run.Failed",
+                        "prefect.flow-run.Cancelled", "prefect.flow-run.Crashed", "prefect.flow-run.Paused",
+                        "prefect.flow-run.Suspended"},
+                match={"prefect.resource.id": ["prefect.flow-run.*"]},
+                for_each={"prefect.resource.id"},
+                posture=Posture.Proactive,
+                threshold=1,
+                within=timedelta(seconds=75),
+            ),
+            actions=[ChangeFlowRunState(state=StateType.CRASHED, message="No heartbeat: the host process died")],
+        )
+    )
+
+
 async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
-    """Create the pool and every deployment; return ``{deployment name: id}``."""
+    """Create the pool, every deployment and the zombie-run automation; return ``{deployment name: id}``."""
     from ..flows.run_task import run_task_flow
 
     await ensure_work_pool(client, max_running)
+    await ensure_zombie_automation(client)
     dep = await ensure_deployment(client, run_task_flow, "run-task", RUN_TASK_ENTRYPOINT)
     return {"run-task/run-task": dep}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
+import psutil
 
 from conftest import CONSOLE, server_env, write_profiles
 from fixture_project import make_calc_repo
@@ -129,9 +129,23 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
         pool = httpx.get(f"{api}/work_pools/tianshu", timeout=5).json()
         assert pool["type"] == "process" and pool["concurrency_limit"] == 2
         assert httpx.get(server_json["uiUrl"], timeout=5).status_code == 200
+        autos = httpx.post(f"{api}/automations/filter", json={}, timeout=5).json()
+        assert "tianshu-crash-zombie-flow-runs" in [a["name"] for a in autos]
+
+        # shutdown with an agent running: the task is interrupted and its whole tree is dead
+        res = client.call("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}, timeout=60)
+        hang_id = meta(res)["taskId"]
+        pidfile = home / "hang-pids.txt"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pidfile.exists() and len(pidfile.read_text().split()) >= 2):
+            time.sleep(0.2)
+        pids = [int(p) for p in pidfile.read_text().split()]
     finally:
         code = client.close()
     assert code == 0
+    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    hung = json.loads((home / "tasks" / hang_id / "task.json").read_text())
+    assert hung["errorType"] == "interrupted" and hung["abortSource"] == "shutdown"
     # stdout purity: every line the server ever wrote is a JSON-RPC message
     assert client.lines
     for line in client.lines:
