@@ -65,6 +65,17 @@ def dirty_count(project: str) -> int | None:
     return len([ln for ln in out.stdout.splitlines() if ln.strip()])
 
 
+def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
+    """True when an ISO ``createdAt`` is less than ``seconds`` old (a submit still in flight)."""
+    from datetime import datetime, timezone
+
+    try:
+        created = datetime.fromisoformat((created_at or "").replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return (datetime.now(timezone.utc) - created).total_seconds() < seconds
+
+
 class TaskService:
     """Submit, read, list and cancel tasks.
 
@@ -191,7 +202,8 @@ class TaskService:
         out = []
         for t in tasks:
             st_type, st_name = states.get(t.get("flowRunId") or "", (None, None))
-            if st_type is None and t.get("flowRunId") is None:
+            if st_type is None and t.get("flowRunId") is None and not _recent(t.get("createdAt")):
+                # the flow run was never created (the submitting process died half-way)
                 st_type, st_name = "CRASHED", "Crashed"
             out.append(TaskView(t, status_from_state(st_type, st_name, t.get("phase")), st_type, st_name))
         return out

@@ -117,3 +117,24 @@ async def test_malformed_acceptance_json_needs_attention_naming_the_file(ts_home
     assert meta["round"] == 1  # a configuration error is not reworked
     report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
     assert report["blockingIssues"][0]["code"] == "CONFIG_INVALID"
+
+
+async def test_manual_rework_reruns_the_same_flow_run(ts_home: Path, calc_repo: Path, prefect_api: Any) -> None:
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 0})
+    assert meta["status"] == "failed" and meta["round"] == 1
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework",
+                                                   "feedback": "test_add_negative still fails: handle negative numbers"})
+        assert not r.is_error, text_of(r)
+        assert meta_of(r)["status"] == "queued" and "re-queued" in text_of(r)
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework"})
+        assert r.is_error and text_of(r).startswith("Error: [INVALID_STATE]")  # not final any more
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert done["status"] == "succeeded" and done["round"] == 2 and done["reportRound"] == 1
+    assert "errorType" not in done and done["flowRunId"] == sub["flowRunId"]
+    tdir = ts_home / "tasks" / sub["taskId"]
+    assert json.loads((tdir / "report-0.json").read_text())["verdict"] == "failed"
+    assert json.loads((tdir / "report-1.json").read_text())["verdict"] == "passed"
+    assert "handle negative numbers" in (tdir / "prompt-1.txt").read_text()
+    run = prefect_api.get(f"/flow_runs/{sub['flowRunId']}").json()
+    assert run["run_count"] == 2 and run["state"]["name"] == "Succeeded"
