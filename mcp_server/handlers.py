@@ -16,7 +16,9 @@ import mcp_types as types
 from ..adapters.profiles import list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
-from ..core.model import ACTIVE, is_wait_settled
+from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
+from ..core.ids import new_task_id
+from ..core.model import ACTIVE, TERMINAL, is_wait_settled
 from ..core.paths import check_project_path, norm_path
 from ..core.settings import load_config
 from .format import ok_result
@@ -101,14 +103,29 @@ class Handlers:
                 "Give projectPath or use agentId=zcode.",
             )
         project = check_project_path(raw_path)
-        agent = resolve_agent(agent_id, home)
-        if not agent.ok:
-            return self._agent_unavailable(agent_id, project.norm, agent.message)
-        self._agent_gates(agent_id, args)
-
-        dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
-        active = [v for v in await self.service.list_tasks(project.norm, None, 200) if v.status in ACTIVE or v.status == "needs_user"]
-        view = await self.service.submit(project, {**args, "agentId": agent.id}, agent)
+        task_id = new_task_id()
+        key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
+        if key is not None:
+            claim = await self._claim(key, project.norm, args, task_id)
+            if claim is not None:
+                return claim
+        created = False
+        try:
+            agent = resolve_agent(agent_id, home)
+            if not agent.ok:
+                return self._agent_unavailable(agent_id, project.norm, agent.message)
+            self._agent_gates(agent_id, args)
+            dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
+            active = [v for v in await self.service.list_tasks(project.norm, None, 200)
+                      if v.status in ACTIVE or v.status == "needs_user"]
+            payload = {**args, "agentId": agent.id}
+            if key is not None:
+                payload["idempotencyKey"] = key
+            view = await self.service.submit(project, payload, agent, task_id=task_id)
+            created = True
+        finally:
+            if key is not None and not created:
+                IdempotencyStore(home).release("run_task", key, task_id)
         task = view.task
         rounds = task["autoFixRounds"]
         lines = [
@@ -131,6 +148,33 @@ class Handlers:
             lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
                          "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
+
+    async def _claim(self, key: str, norm: str, args: dict[str, Any], task_id: str) -> types.CallToolResult | None:
+        """Idempotency pre-check (10-tools §3.2): None on a miss (key now bound to ``task_id``),
+        a replay result on a hit; raises IDEMPOTENCY_CONFLICT when the arguments differ."""
+        fields = ("agentId", "task", "context", "model", "reasoningLevel", "modelSource", "planDoc", "designSystem",
+                  "designDirection", "mode", "allowCreateProject", "autoVerify", "autoFixRounds", "taskTimeoutMs",
+                  "acceptanceOverride", "dryRun")
+        dig = digest({"workspaceMode": "project", "projectPath": norm, "args": {k: args.get(k) for k in fields}})
+        store = IdempotencyStore(self.runtime.home)
+        found = store.claim("run_task", key, dig, task_id)
+        if found.kind == "miss":
+            return None
+        if found.kind == "conflict":
+            raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
+                               f"idempotencyKey is already bound to task {found.task_id} with different arguments; "
+                               "use a new key or the same arguments")
+        if not self.service.store.exists(found.task_id):
+            store.release("run_task", key, found.task_id)  # the mapped task is gone: dispatch anew
+            return await self._claim(key, norm, args, task_id)
+        view = await self.service.view(found.task_id)
+        self.service.store.event(found.task_id, "note", view.status, f"idempotent replay (key {key_digest(key)})")
+        nxt = (f'the task is final; use manage_task(taskId="{found.task_id}", action="rework") or a new key'
+               if view.status in TERMINAL else f"poll with query_task({found.task_id}).")
+        meta = view.meta(self.runtime)
+        meta["idempotencyReplay"] = "hit"
+        return ok_result(f"idempotent replay: this idempotencyKey already maps to task {found.task_id} (no new task).\n"
+                         f"{status_phrase(view)}\nagent: {view.task.get('agentId')}\nproject: {view.task.get('projectPath')}\n{nxt}", meta)
 
     def _agent_unavailable(self, agent_id: str, project: str, reason: str) -> types.CallToolResult:
         return ok_result(

@@ -119,7 +119,8 @@ class TaskService:
         return self._deployment_id
 
     # --- submit ------------------------------------------------------------------------------
-    async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent) -> TaskView:
+    async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent,
+                     task_id: str | None = None) -> TaskView:
         """Create the task dir and its flow run (deployment ``run-task`` on the project's queue).
 
         Returns at once with the task queued (``run_deployment(timeout=0)`` semantics). If the
@@ -130,7 +131,7 @@ class TaskService:
         from ..deployments.setup import ensure_project_queue
 
         cfg = load_config(self.runtime.home)
-        task_id = new_task_id()
+        task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
         fields: dict[str, Any] = {
             "workspaceMode": "project",

@@ -164,3 +164,25 @@ async def test_query_info_profiles_lists_every_agent(ts_home: Path) -> None:
     # resolution only checks that the command exists; spawning it is the dispatch round's job
     assert "[PASS] available\tnot-executable" in text
     assert meta_of(r)["ok"] is True
+
+
+async def test_idempotency_key_hit_conflict_and_validation(ts_home: Path, calc_repo: Path) -> None:
+    args = {"projectPath": str(calc_repo), "task": "noop", "agentId": "scripted-noop", "autoVerify": False,
+            "idempotencyKey": "  key-1  "}
+    async with mcp_client(ts_home) as client:
+        first = meta_of(await client.call_tool("run_task", args))
+        assert first["idempotencyKey"] == "key-1" and "idempotencyReplay" not in first
+        again = await client.call_tool("run_task", {**args, "idempotencyKey": "key-1"})
+        replay = meta_of(again)
+        assert replay["taskId"] == first["taskId"] and replay["idempotencyReplay"] == "hit"
+        assert "idempotent replay" in text_of(again)
+        clash = await client.call_tool("run_task", {**args, "task": "something else"})
+        assert clash.is_error and text_of(clash).startswith("Error: [IDEMPOTENCY_CONFLICT]") and first["taskId"] in text_of(clash)
+        bad = await client.call_tool("run_task", {**args, "idempotencyKey": "a\x01b"})
+        assert bad.is_error and "[INVALID_ARGUMENT]" in text_of(bad) and "control" in text_of(bad)
+        no_key = {k: v for k, v in args.items() if k != "idempotencyKey"}
+        a = meta_of(await client.call_tool("run_task", no_key))
+        b = meta_of(await client.call_tool("run_task", no_key))
+        assert a["taskId"] != b["taskId"] and "idempotencyKey" not in a
+        for task_id in (first["taskId"], a["taskId"], b["taskId"]):
+            await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 120000})
