@@ -346,3 +346,38 @@ def kill_recorded(path: str | os.PathLike[str]) -> bool:
     except (KeyError, TypeError, ValueError):
         return True
     return kill_tree(record)
+
+
+def current_record() -> ProcRecord:
+    """The :class:`ProcRecord` of this process."""
+    return ProcRecord(os.getpid(), os.getpgid(0), psutil.Process().create_time())
+
+
+def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
+    """Call ``on_gone`` once when the hosting tianshu-mcp process dies.
+
+    The host exports ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` to the flow-run
+    processes its worker starts; without them (scale-out workers) nothing is watched and False is
+    returned. A daemon thread polls every ``interval_s`` seconds; a reused pid does not count as
+    alive (create time is compared).
+    """
+    try:
+        pid = int(os.environ["TIANSHU_MCP_HOST_PID"])
+        ctime = float(os.environ["TIANSHU_MCP_HOST_CTIME"])
+    except (KeyError, ValueError):
+        return False
+
+    def alive() -> bool:
+        try:
+            proc = psutil.Process(pid)
+            return abs(proc.create_time() - ctime) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def loop() -> None:
+        while alive():
+            time.sleep(interval_s)
+        on_gone()
+
+    threading.Thread(target=loop, name="tianshu-host-watchdog", daemon=True).start()
+    return True

@@ -47,6 +47,8 @@ FORCED_ENV = {
     "PREFECT_WORKER_WEBSERVER_HOST": "127.0.0.1",
     "PREFECT_SERVER_API_HOST": "127.0.0.1",
     "PREFECT_CLI_COLORS": "false",
+    # fail fast (≈6 s, not ≈60 s) when the hosting process is gone; tools report PREFECT_UNAVAILABLE
+    "PREFECT_CLIENT_MAX_RETRIES": "2",
 }
 
 
@@ -64,7 +66,7 @@ class Topology:
 
     def release(self) -> None:
         """Release the host lock (host mode); a no-op otherwise."""
-        if self.lock is not None and self.lock.is_locked:
+        if self.mode == "host" and self.lock is not None and self.lock.is_locked:
             self.lock.release()
 
 
@@ -72,6 +74,8 @@ def _free_port(preferred: int) -> int:
     """``preferred`` when it is free on 127.0.0.1, else the next free port above it."""
     for port in range(preferred, min(preferred + 200, 65536)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            # as uvicorn binds: a port in TIME_WAIT after a quick restart is still ours to take
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
@@ -119,20 +123,31 @@ def decide(home: Path, config: ServerConfig, allow_host: bool = True) -> Topolog
             pass
         else:
             port = _free_port(config.prefect.port)
-            api = f"http://127.0.0.1:{port}/api"
-            ui = f"http://127.0.0.1:{port}"
-            os.environ["PREFECT_API_URL"] = api
-            os.environ["PREFECT_UI_URL"] = ui
-            os.environ["PREFECT_SERVER_API_PORT"] = str(port)
-            atomic_write_json(server_file(home), {"pid": os.getpid(), "port": port, "apiUrl": api, "uiUrl": ui})
-            return Topology("host", api, ui, home, port=port, lock=lock)
+            return claim_host(home, lock, port)
 
     info = read_json_safe(server_file(home))
     if not isinstance(info, dict) or "apiUrl" not in info:
         raise RuntimeError(f"no tianshu-mcp process hosts Prefect for {home} (missing {server_file(home)})")
     os.environ["PREFECT_API_URL"] = info["apiUrl"]
     os.environ["PREFECT_UI_URL"] = info.get("uiUrl", "")
-    return Topology("attach", info["apiUrl"], info.get("uiUrl", ""), home, port=info.get("port"))
+    return Topology("attach", info["apiUrl"], info.get("uiUrl", ""), home, port=info.get("port"), lock=lock)
+
+
+def claim_host(home: Path, lock: FileLock, port: int) -> Topology:
+    """Become the host of ``home`` on ``port`` (``lock`` already acquired): export the API URL and
+    this process's identity (inherited by flow-run processes, whose watchdog follows it) and
+    publish ``server.json``."""
+    import psutil
+
+    api = f"http://127.0.0.1:{port}/api"
+    ui = f"http://127.0.0.1:{port}"
+    os.environ["PREFECT_API_URL"] = api
+    os.environ["PREFECT_UI_URL"] = ui
+    os.environ["PREFECT_SERVER_API_PORT"] = str(port)
+    os.environ["TIANSHU_MCP_HOST_PID"] = str(os.getpid())
+    os.environ["TIANSHU_MCP_HOST_CTIME"] = repr(psutil.Process().create_time())
+    atomic_write_json(server_file(home), {"pid": os.getpid(), "port": port, "apiUrl": api, "uiUrl": ui})
+    return Topology("host", api, ui, home, port=port, lock=lock)
 
 
 def describe(topology: Topology) -> str:

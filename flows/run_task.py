@@ -10,17 +10,18 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect import flow
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..core.files import read_json_safe
-from ..core.procs import become_subreaper, kill_recorded
+from ..core.procs import become_subreaper, current_record, kill_recorded, save_record, watch_host
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
-from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, record, store
+from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
 from ..tasks.dispatch import dispatch_round
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import verify_round_task
@@ -95,6 +96,17 @@ def run_task_flow(
     meta = st.read(task_id)
     if meta is None:
         return Failed(message=f"task {task_id} has no task.json under {st.root}")
+    tdir = st.dir(task_id)
+    save_record(tdir / FLOW_PROC_FILE, current_record())
+
+    def _host_gone() -> None:
+        # the embedded host died (SIGKILL): nobody can record a state any more; stop the agent
+        # now rather than let it edit the project unsupervised. The next host's sweep archives
+        # this run as interrupted.
+        kill_recorded(tdir / AGENT_PROC_FILE)
+        os._exit(3)
+
+    watch_host(_host_gone)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     baseline = capture_baseline_task(task_id, project_path)
     rnd = int(meta.get("roundsUsed") or 0)

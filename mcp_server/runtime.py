@@ -42,6 +42,7 @@ class Runtime:
         self._error: str | None = None
         self._host: Any = None
         self._thread: threading.Thread | None = None
+        self._stopping = False
 
     @property
     def api_url(self) -> str:
@@ -86,12 +87,42 @@ class Runtime:
                     self._host.start_worker()
             else:
                 self._wait_remote(self.config.prefect.ready_timeout_ms / 1000)
+                if self.topology.mode == "attach" and self.run_worker:
+                    threading.Thread(target=self._watch_host, name="tianshu-host-watch", daemon=True).start()
             log.info("Prefect ready (%s) in %.1f s; UI %s", self.topology.mode, time.monotonic() - t0, self.ui_url)
         except Exception as exc:  # noqa: BLE001 - reported to every tool call as PREFECT_UNAVAILABLE
             self._error = f"Prefect did not start: {exc}"
             log.error(self._error)
         finally:
             self._ready.set()
+
+    def _watch_host(self) -> None:
+        """Attach mode: when the hosting process dies its lock frees; take over hosting on the same
+        port so this session (and the UI link) keep working."""
+        from filelock import Timeout
+
+        from ..deployments.topology import claim_host
+
+        lock = self.topology.lock
+        while lock is not None and not self._stopping:
+            try:
+                lock.acquire(timeout=1)
+            except Timeout:
+                continue
+            log.warning("the process hosting Prefect for %s exited; this process takes over", self.home)
+            try:
+                self.topology = claim_host(self.home, lock, int(self.topology.port or self.config.prefect.port))
+                from ..deployments.embedded import PrefectHost
+
+                self._host = PrefectHost(self.api_url, int(self.topology.port or 4200))
+                self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
+                anyio.run(self._setup)
+                self._host.start_worker()
+                log.info("now hosting Prefect at %s", self.ui_url)
+            except Exception as exc:  # noqa: BLE001
+                self._error = f"could not take over hosting Prefect: {exc}"
+                log.error(self._error)
+            return
 
     async def _setup(self) -> None:
         from prefect.client.orchestration import get_client
@@ -134,6 +165,7 @@ class Runtime:
 
     def stop(self) -> None:
         """Stop the worker and the API (host mode) and release the host lock."""
+        self._stopping = True
         if self._host is not None:
             self._host.stop_worker()
             self._host.stop_api()

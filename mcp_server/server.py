@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
+import anyio
+import httpx
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
@@ -76,6 +80,8 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
             return await table[name](args, ctx)
         except TianshuError as err:
             return error_result(err)
+        except httpx.TransportError as exc:
+            return error_result(TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"the Prefect API at {runtime.api_url} is unreachable: {exc}"))
         except Exception as exc:  # noqa: BLE001 - an escaping exception becomes a coded error
             log.exception("tool %s failed", name)
             return error_result(TianshuError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
@@ -86,7 +92,8 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
         try:
             yield {}
         finally:
-            await shutdown(runtime, service)
+            with anyio.CancelScope(shield=True):
+                await shutdown(runtime, service)
 
     server: Server[Any] = Server(
         "tianshu-mcp",
@@ -127,6 +134,26 @@ async def serve_stdio(runtime: Runtime) -> None:
         try:
             log.info("tianshu-mcp connected (stdio). data home: %s, tools: %d, Prefect UI: %s",
                      runtime.home, len(TOOL_DEFS), runtime.ui_url)
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            signalled = False
+            async with anyio.create_task_group() as group:
+
+                async def on_signals() -> None:
+                    # SIGTERM/SIGINT (a host stopping us) = the same orderly shutdown as closing stdin
+                    nonlocal signalled
+                    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                        async for signum in signals:
+                            log.info("signal %s: shutting down", signum)
+                            signalled = True
+                            group.cancel_scope.cancel()
+                            return
+
+                group.start_soon(on_signals)
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+                group.cancel_scope.cancel()
+            if signalled:
+                # the shutdown (lifespan) is done; the transport's blocking stdin reader cannot be
+                # interrupted while the host keeps stdin open, so leave without waiting for it
+                logging.shutdown()
+                os._exit(0)
         finally:
             sys.stdout = real_stdout

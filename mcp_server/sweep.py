@@ -54,6 +54,8 @@ async def startup_sweep(client: Any, runtime: "Runtime") -> int:
         queued = run.state.type.value in ("SCHEDULED", "PENDING", "PAUSED")
         msg = "server restart leftover (archived at start-up, not resumed)"
         if not queued:
+            # an orphaned flow-run process of the dead host, then its agent tree
+            kill_recorded(task_dir(task_id, runtime.home) / "flow-proc.json")
             kill_recorded(task_dir(task_id, runtime.home) / "agent-proc.json")
         state = Cancelled(name=INTERRUPTED, message=msg) if queued else Crashed(message=msg)
         await client.set_flow_run_state(run.id, state, force=True)

@@ -9,6 +9,7 @@ from ..core.settings import data_home
 from ..core.taskstore import TaskStore
 
 AGENT_PROC_FILE = "agent-proc.json"
+FLOW_PROC_FILE = "flow-proc.json"
 CANCEL_FILE = "cancel.json"
 
 

@@ -155,3 +155,94 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
     assert "noise line" not in stderr  # agent output goes to its log file, not through us
     server_log = (home / "logs" / "server.log").read_text()
     assert "tianshu-mcp connected (stdio)" in server_log
+
+
+def _pids(path: Path) -> list[int]:
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _wait_pids(path: Path, n: int, timeout: float = 60) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(_pids(path)) < n:
+        time.sleep(0.2)
+    return _pids(path)
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+
+
+def _init(client: RawClient) -> None:
+    client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                  "clientInfo": {"name": "raw", "version": "0"}}, timeout=30)
+    client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4385}}))
+    write_profiles(home, home / "trace.txt")
+    repo = make_calc_repo(tmp_path / "calc")
+    pidfile = home / "hang-pids.txt"
+    host = RawClient(home)
+    _init(host)
+    host.call("query_info", {"type": "profiles"}, timeout=120)  # waits until Prefect is up
+    attached = RawClient(home)
+    try:
+        _init(attached)
+        res = attached.call("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}, timeout=60)
+        first = meta(res)["taskId"]
+        pids = _wait_pids(pidfile, 2)
+        assert len(pids) == 2
+
+        # the hosting process dies without any chance to clean up
+        host.proc.kill()
+        host.proc.wait(10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(pids):
+            time.sleep(0.2)
+        assert not _alive(pids)  # the flow-run watchdog stopped the agent tree
+
+        # the attached server takes over hosting on the same port and archives the orphaned run
+        deadline = time.monotonic() + 90
+        status = None
+        while time.monotonic() < deadline:
+            res = attached.call("query_task", {"taskId": first}, timeout=60)
+            if not res["isError"]:
+                status = meta(res)["status"]
+                if status == "interrupted":
+                    break
+            time.sleep(1)
+        assert status == "interrupted"
+        assert json.loads((home / "prefect" / "server.json").read_text())["pid"] == attached.proc.pid
+
+        # SIGTERM is an orderly shutdown: the running task is interrupted and its tree killed
+        pidfile.unlink()
+        res = attached.call("run_task", {"projectPath": str(repo), "task": "hang again", "agentId": "scripted-hang"}, timeout=60)
+        second = meta(res)["taskId"]
+        pids = _wait_pids(pidfile, 2)
+        assert len(pids) == 2
+        attached.proc.terminate()
+        assert attached.proc.wait(60) == 0
+        assert not _alive(pids)
+        task = json.loads((home / "tasks" / second / "task.json").read_text())
+        assert task["errorType"] == "interrupted" and task["abortSource"] == "shutdown"
+    finally:
+        for c in (host, attached):
+            if c.proc.poll() is None:
+                c.proc.kill()
+                c.proc.wait(10)
+    assert not _flow_processes_of(home)
+
+
+def _flow_processes_of(home: Path) -> list[int]:
+    """Flow-run processes (``prefect.engine``) still running for this data home."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "prefect" in " ".join(proc.info["cmdline"] or []) and proc.environ().get("TIANSHU_MCP_HOME") == str(home):
+                found.append(proc.pid)
+        except psutil.Error:
+            continue
+    return found
