@@ -23,7 +23,7 @@ from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedCh
 from .git import Analysis, Baseline, analyze_changes, capture_baseline, git_diff_check, list_untracked
 from .repair import extract_repair_directives
 from .report import write_report
-from .runner import ZERO_TEST_REASON, run_checks
+from .runner import SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
 
 __all__ = [
     "VerifyRequest",
@@ -283,6 +283,24 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     elif not baseline.is_repo and require_changes:
         analysis_json["notes"].append(
             "requireChanges=true, but the project is not a git repository; the zero-change gate was skipped."
+        )
+
+    # port: checks that cannot even start are a setup problem, not the agent's: block the round
+    # (needs_attention) instead of sending the agent into rework for something it cannot fix
+    for c in checks:
+        if str(c.get("reason", "")).startswith(SPAWN_REASON_PREFIX) and not c.get("optional"):
+            blocking.append({"code": ErrorCode.CHECK_NOT_RUNNABLE.value,
+                             "message": f"check '{c['name']}' cannot start ({c['reason'][len(SPAWN_REASON_PREFIX):]}); "
+                                        "fix the acceptance configuration"})
+    ran = [c for c in checks[1:] if not c.get("skipped") and c.get("name") != NO_CHANGES_CHECK]
+    if not baseline.is_repo and not ran and not blocking:
+        # port: nothing at all judged the work (no git evidence, no command check): fail closed
+        blocking.append({"code": ErrorCode.NOTHING_VERIFIED.value,
+                         "message": "the project is not a git repository and no command check ran, so nothing "
+                                    f"could judge the work; add checks to {project}/.tianshu-mcp/acceptance.json"})
+    elif baseline.is_repo and not ran and not blocking:
+        analysis_json["warnings"].append(
+            "no command check is configured or derived for this project: only the git gates judged this round"
         )
 
     # 11. verdict

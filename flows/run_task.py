@@ -24,7 +24,7 @@ from ..tasks.baseline import capture_baseline_task
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
 from ..tasks.dispatch import dispatch_round
 from ..tasks.repair import write_repair_plan
-from ..tasks.verify import verify_round_task
+from ..tasks.verify import preflight_acceptance, verify_round_task
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED
 
 
@@ -108,8 +108,14 @@ def run_task_flow(
 
     watch_host(_host_gone)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
+    if auto_verify:
+        problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"))
+        if problem:
+            msg = f"acceptance configuration is broken, the agent was not started: {problem}"
+            _finish(task_id, "needs_attention", msg, "verify_failed")
+            return Failed(name=NEEDS_ATTENTION, message=msg)
     baseline = capture_baseline_task(task_id, project_path)
-    rnd = int(meta.get("roundsUsed") or 0)
+    first = rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
     while True:
         if _cancel_marker(task_id):
@@ -123,7 +129,7 @@ def run_task_flow(
             return _end_killed(task_id)
         if result.get("hardFailure"):
             etype = result.get("errorType") or "spawn"
-            msg = f"agent could not start: {result.get('error')} (log {result.get('logFile')})"
+            msg = f"agent could not start: {result.get('error')}" + (f" (log {result['logFile']})" if result.get("logFile") else "")
             if etype == "setup_failed":
                 _finish(task_id, "needs_attention", f"setup failed: {result.get('error')}", "setup_failed")
                 return Failed(name=NEEDS_ATTENTION, message=f"setup failed: {result.get('error')}")
@@ -131,7 +137,7 @@ def run_task_flow(
             return Failed(message=msg)
         if result.get("timeout"):
             msg = f"agent timed out after {task_timeout_ms} ms; its process tree was killed (log {result.get('logFile')})"
-            _finish(task_id, "failed", msg, "timeout", abortSource="timeout")
+            _finish(task_id, "failed", msg, "timeout", abortSource="timeout", roundsUsed=rnd + 1)
             st.event(task_id, "timeout_killed", "failed", msg)
             return Failed(message=msg)
         if not auto_verify:
@@ -162,14 +168,14 @@ def run_task_flow(
             return _end_killed(task_id)
         if verdict["blockingIssues"]:
             issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-            msg = f"verification blocked (round {rnd}): {issues}"
+            msg = f"verification blocked (report-{verdict['round']}): {issues}"
             _finish(task_id, "needs_attention", msg, "verify_failed")
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if verdict["passed"]:
-            msg = f"verification passed (round {rnd}). {verdict['message']}"
+            msg = f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s)). {verdict['message']}"
             _finish(task_id, "succeeded", msg)
             return Completed(name=SUCCEEDED, message=msg)
-        if auto_fix_rounds > rnd:
+        if rnd - first < auto_fix_rounds:
             record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
             st.event(
                 task_id, "rework_triggered", "fixing",
@@ -188,11 +194,11 @@ def run_task_flow(
             rnd += 1
             continue
         if auto_fix_rounds == 0:
-            msg = (f"verification failed (round {rnd}); automatic rework is off. "
+            msg = (f"verification failed (report-{verdict['round']}); automatic rework is off. "
                    f"Use manage_task(action=\"rework\") or read the report. {verdict['message']}")
             _finish(task_id, "failed", msg, "verify_failed")
             return Failed(message=msg)
-        msg = (f"verification failed; automatic rework rounds exhausted ({rnd + 1}/{auto_fix_rounds + 1} rounds used). "
-               f"Human attention suggested. {verdict['message']}")
+        msg = (f"verification failed; the {auto_fix_rounds} automatic rework round(s) are used up "
+               f"({rnd + 1} agent rounds in total). Human attention suggested. {verdict['message']}")
         _finish(task_id, "needs_attention", msg)
         return Failed(name=NEEDS_ATTENTION, message=msg)

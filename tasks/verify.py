@@ -13,6 +13,18 @@ from .baseline import load_baseline
 from .common import cancel_requested, store
 
 
+def preflight_acceptance(project_path: str, override: dict[str, Any] | None) -> str | None:
+    """Resolve the acceptance layers before the agent runs; return the coded error text of a
+    broken layer (``[CONFIG_INVALID] …`` naming the file), or None when the config is usable."""
+    from ..acceptance.config import AcceptanceConfigError, resolve_checks
+
+    try:
+        resolve_checks(project_path, data_home(), override)
+    except AcceptanceConfigError as exc:
+        return f"[{exc.code.value}] {exc.message}"
+    return None
+
+
 def artifact_key(task_id: str, what: str) -> str:
     """Prefect artifact keys allow lowercase letters, digits and dashes only."""
     return f"{task_id}-{what}".lower().replace("_", "-")

@@ -108,15 +108,32 @@ async def test_agent_timeout_kills_the_tree_and_fails_timeout(ts_home: Path, cal
     assert not alive
 
 
-async def test_malformed_acceptance_json_needs_attention_naming_the_file(ts_home: Path, calc_repo: Path) -> None:
+async def test_malformed_acceptance_json_needs_attention_before_the_agent_runs(ts_home: Path, calc_repo: Path) -> None:
     cfg = calc_repo / ".tianshu-mcp" / "acceptance.json"
     cfg.write_text('{"checks": [{"name": "x"}]')  # invalid JSON
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 2})
     assert meta["status"] == "needs_attention" and meta["errorType"] == "verify_failed"
-    assert "CONFIG_INVALID" in meta["message"] and "acceptance.json" in meta["message"]
-    assert meta["round"] == 1  # a configuration error is not reworked
+    assert "CONFIG_INVALID" in meta["message"] and str(cfg) in meta["message"]
+    assert meta["round"] == 0  # the agent never ran: the project is untouched
+    assert "return a - b" in (calc_repo / "calc.py").read_text()
+    assert not (ts_home / "tasks" / sub["taskId"] / "agent-0.log").exists()
+
+
+async def test_a_check_that_cannot_start_blocks_without_rework(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "ghostcheck", checks=[{"name": "ghost", "cmd": ["/no/such/checker"]}])
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 2})
+    assert meta["status"] == "needs_attention" and meta["round"] == 1, meta
+    assert "CHECK_NOT_RUNNABLE" in meta["message"] and "ghost" in meta["message"]
     report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
-    assert report["blockingIssues"][0]["code"] == "CONFIG_INVALID"
+    assert report["blockingIssues"][0]["code"] == "CHECK_NOT_RUNNABLE"
+
+
+async def test_non_git_project_without_checks_is_not_a_success(ts_home: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(plain), "task": "Fix add", "agentId": "scripted"})
+    assert meta["status"] == "needs_attention" and "NOTHING_VERIFIED" in meta["message"], meta
 
 
 async def test_manual_rework_reruns_the_same_flow_run(ts_home: Path, calc_repo: Path, prefect_api: Any) -> None:
