@@ -181,6 +181,10 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
     prompt = build_prompt(ctx, mode)
     prompt_file = prompt_file_path(ctx)
     atomic_write_text(prompt_file, prompt)
+    size = len(prompt.encode("utf-8"))
+    if mode == "arg" and size > MAX_ARG_BYTES:
+        raise ValueError(f"the prompt ({size} bytes) is too long for one command-line argument (Linux allows "
+                         f"{MAX_ARG_BYTES + 1} bytes); use promptMode 'stdin' or 'file' for this agent")
 
     args: list[str] = []
     for item in profile.args_template:
@@ -206,6 +210,9 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
         prompt_file=prompt_file,
         prompt=prompt,
     )
+
+
+MAX_ARG_BYTES = 131071  # Linux MAX_ARG_STRLEN (32 pages) minus the terminating NUL
 
 
 def spawn_header(argv: list[str], cwd: str) -> str:

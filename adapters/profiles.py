@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
 
@@ -87,6 +87,17 @@ class AgentProfile(BaseModel):
     timeout_ms: int = Field(DEFAULT_AGENT_TIMEOUT_MS, gt=0, alias="timeoutMs")
     auth_note: str = Field("", alias="authNote")
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _prompt_reaches_the_agent(self) -> "AgentProfile":
+        # port: a CLI profile whose argsTemplate has no place for the brief would run the agent
+        # with an empty prompt and no warning; refuse it at load time instead
+        if self.driver == "spawn" and self.command:
+            needed = {"arg": "<prompt:arg>", "file": "<prompt:file>"}.get(self.prompt_mode)
+            if needed and not any(needed in item for item in self.args_template):
+                raise ValueError(f"promptMode '{self.prompt_mode}' needs {needed} in argsTemplate "
+                                 "(otherwise the agent never receives the brief)")
+        return self
 
     @property
     def effective_adapter(self) -> str | None:

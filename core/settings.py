@@ -21,9 +21,23 @@ log = logging.getLogger("tianshu_mcp")
 
 
 def data_home() -> Path:
-    """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it."""
+    """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it.
+
+    Raises:
+        TianshuError: ``PATH_IS_SYSTEM`` / ``PATH_IS_HOME`` when it points at a root or system
+            directory or at the user's home itself (everything tianshu-mcp writes, Prefect's
+            database included, would land there): the same gate as projectPath.
+    """
+    from .errors import ErrorCode, TianshuError
+    from .paths import SYSTEM_DIRS, norm_path
+
     raw = os.environ.get("TIANSHU_MCP_HOME") or str(Path.home() / ".tianshu-mcp")
     home = Path(raw).expanduser().resolve()
+    norm = norm_path(str(home))
+    if norm in SYSTEM_DIRS:
+        raise TianshuError(ErrorCode.PATH_IS_SYSTEM, f"TIANSHU_MCP_HOME must not be a system or root directory: {norm}")
+    if norm == norm_path(os.path.realpath(Path.home())):
+        raise TianshuError(ErrorCode.PATH_IS_HOME, f"TIANSHU_MCP_HOME must not be the home directory itself: {norm}")
     home.mkdir(parents=True, exist_ok=True)
     return home
 

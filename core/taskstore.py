@@ -71,6 +71,13 @@ class TaskStore:
         except ValueError:
             return False
 
+    def exists_dir(self, task_id: str) -> bool:
+        """True when the task's directory exists (even if its task.json is damaged)."""
+        try:
+            return self.dir(task_id).is_dir()
+        except ValueError:
+            return False
+
     def update(self, task_id: str, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``task.json`` under the task lock; a None value deletes the key.
 

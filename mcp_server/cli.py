@@ -2,7 +2,7 @@
 
 * ``tianshu-mcp`` — the stdio MCP server (hosts Prefect unless another process of this home does).
 * ``tianshu-mcp server`` — daemon mode: Prefect API + UI + worker, no stdio, until SIGINT/SIGTERM.
-* ``tianshu-mcp demo [--home DIR] [--keep]`` — the main job end to end on a generated repository.
+* ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 
 Subcommands print to stdout and never start the protocol; the server prints nothing to stdout.
 """
@@ -20,6 +20,14 @@ from ..core.log import setup_logging
 from ..core.settings import data_home, load_config
 
 log = logging.getLogger("tianshu_mcp")
+
+USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (what an MCP host runs)
+       tianshu-mcp server                       host Prefect API + UI + worker until stopped (daemon)
+       tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
+       tianshu-mcp --version
+
+environment: TIANSHU_MCP_HOME (data home, default ~/.tianshu-mcp),
+             TIANSHU_PREFECT_API_URL (use an external Prefect server instead of the embedded one)"""
 
 
 def _fail(msg: str) -> int:
@@ -93,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tianshu-mcp {__version__}")
         return 0
     if args and args[0] in ("--help", "-h", "help"):
-        print(__doc__)
+        print(USAGE)
         return 0
     if args and args[0] == "server":
         return run_daemon(args[1:])

@@ -86,6 +86,8 @@ class Handlers:
     # --- run_task ----------------------------------------------------------------------------
     async def run_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
         """10-tools §1.2–§1.3 and §3.1: validate, gate, resolve the agent, submit the flow run."""
+        if not args["task"].strip():
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "task: the brief must not be blank")
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
         if args.get("dryRun") is True:
@@ -320,7 +322,7 @@ class Handlers:
         if (single is None) == (many is None):
             which = "neither was given" if single is None else "both were given"
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
-        ids = [single] if single is not None else list(many)
+        ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
         missing = [i for i in ids if not self.service.store.exists(i)]
         if missing:
             raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {', '.join(missing)}")
@@ -343,8 +345,13 @@ class Handlers:
             meta = view.meta(self.runtime)
             meta.update(waitSettled=stopped is not None, waitedMs=waited)
             if stopped is not None:
-                nxt = ('use manage_task(action="continue") then wait again' if view.status == "needs_user"
-                       else f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")')
+                if view.status == "needs_user":
+                    nxt = 'use manage_task(action="continue") then wait again'
+                elif view.task.get("reportMd"):
+                    nxt = f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")'
+                else:
+                    nxt = f'no acceptance report was written; see query_task(taskId="{view.task["taskId"]}") for the agent log'
+
                 return ok_result(f"task reached a stop point (waited {secs} s): {status_phrase(view)}\nnext: {nxt}", meta)
             return ok_result(f"wait timed out ({secs} s): {status_phrase(view)}{clamp}\n"
                              "the task is unaffected; call wait_task again to keep waiting.", meta)

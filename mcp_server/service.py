@@ -65,6 +65,13 @@ def dirty_count(project: str) -> int | None:
     return len([ln for ln in out.stdout.splitlines() if ln.strip()])
 
 
+def _uuid(value: Any) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(value)) if value else None
+    except ValueError:
+        return None
+
+
 def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
     """True when an ISO ``createdAt`` is less than ``seconds`` old (a submit still in flight)."""
     from datetime import datetime, timezone
@@ -181,6 +188,9 @@ class TaskService:
         """``task.json`` of ``task_id``. Raises TASK_NOT_FOUND."""
         task = self.store.read(task_id)
         if task is None:
+            if self.store.exists_dir(task_id):
+                raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
+                                   f"task {task_id} exists but {self.store.dir(task_id) / 'task.json'} is unreadable or corrupt")
             raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {task_id}")
         return task
 
@@ -189,7 +199,7 @@ class TaskService:
         await self.client()
         from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-        ids = [uuid.UUID(t["flowRunId"]) for t in tasks if t.get("flowRunId")]
+        ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
         states: dict[str, tuple[str, str]] = {}
         if ids:
             client = await self.client()
@@ -199,14 +209,28 @@ class TaskService:
                 )
                 for run in runs:
                     if run.state is not None:
-                        states[str(run.id)] = (run.state.type.value, run.state.name)
+                        states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
+                                               run.state.timestamp.isoformat() if run.state.timestamp else None)
         out = []
         for t in tasks:
-            st_type, st_name = states.get(t.get("flowRunId") or "", (None, None))
+            st_type, st_name, st_msg, st_ts = states.get(t.get("flowRunId") or "", (None, None, None, None))
+            if st_type is None and t.get("flowRunId") and _uuid(t.get("flowRunId")) is None:
+                st_type, st_name = "CRASHED", "Crashed"  # a damaged record: show it, don't sink the list
             if st_type is None and t.get("flowRunId") is None and not _recent(t.get("createdAt")):
                 # the flow run was never created (the submitting process died half-way)
                 st_type, st_name = "CRASHED", "Crashed"
-            out.append(TaskView(t, status_from_state(st_type, st_name, t.get("phase")), st_type, st_name))
+            status = status_from_state(st_type, st_name, t.get("phase"))
+            if status in TERMINAL and not t.get("finishedAt") and st_type is not None:
+                # the run ended without the flow writing its details (killed, crashed, swept):
+                # complete task.json from the final state so no stale "running" message remains
+                fields = {"finishedAt": st_ts or utc_now(), "lastMessage": st_msg or status, "phase": None}
+                if status == "interrupted" and not t.get("errorType"):
+                    fields["errorType"] = "interrupted"
+                try:
+                    t = self.store.update(t["taskId"], **fields)
+                except (OSError, ValueError):
+                    t = {**t, **{k: v for k, v in fields.items() if v is not None}}
+            out.append(TaskView(t, status, st_type, st_name))
         return out
 
     async def view(self, task_id: str) -> TaskView:
@@ -268,10 +292,23 @@ class TaskService:
         if flow_run_id:
             await client.set_flow_run_state(flow_run_id, Cancelling(message=reason or "cancel requested"), force=True)
         deadline = anyio.current_time() + wait_s
+        forced = False
+        grace = anyio.current_time() + 1.5
         while anyio.current_time() < deadline:
             view = await self.view(task_id)
             if view.status in TERMINAL:
                 break
+            if not forced and anyio.current_time() > grace and flow_run_id:
+                # the agent tree is dead; don't wait for the worker's cancellation poll to finish
+                # the run (≈5 s): record the final state now (the flow process exits on its own)
+                forced = True
+                await client.set_flow_run_state(
+                    flow_run_id,
+                    Cancelled(name=INTERRUPTED if interrupted else "Cancelled",
+                              message="server exited" if interrupted else (reason or "cancelled")),
+                    force=True,
+                )
+                continue
             await anyio.sleep(0.2)
         settled = view.status in TERMINAL
         if settled:

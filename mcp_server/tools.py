@@ -86,7 +86,7 @@ RUN_TASK = ToolDef(
         "type": "object",
         "properties": {
             "projectPath": {**STR1, "description": "Absolute path of the project (a git repository)."},
-            "task": {**STR1, "description": "The brief for the agent."},
+            "task": {**STR1, "maxLength": 100000, "description": "The brief for the agent (at most 100000 characters)."},
             "agentId": {**STR1, "description": "Agent profile id (agent-profiles.json); default \"codex\"."},
             "model": STR1,
             "reasoningLevel": {"type": "string", "enum": ["低", "中", "高", "low", "medium", "high", "max", "极高", "xhigh", "最大", "关闭思考", "on", "off"]},
@@ -96,7 +96,7 @@ RUN_TASK = ToolDef(
             "designSystem": STR1,
             "designDirection": STR1,
             "contextWindow": STR1,
-            "context": {"type": "string", "description": "Extra context or constraints appended to the brief."},
+            "context": {"type": "string", "maxLength": 100000, "description": "Extra context or constraints appended to the brief (at most 100000 characters)."},
             "autoVerify": {"type": "boolean", "description": "Verify after each agent round (default true)."},
             "autoFixRounds": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Automatic rework rounds after a failed verification (default 0)."},
             "allowCreateProject": {"type": "boolean"},

@@ -66,6 +66,9 @@ def write_script(tmp_path: Path, name: str, body: str) -> Path:
 def agent_for(profile: dict, agent_id: str = "t") -> ResolvedAgent:
     """A resolved agent for ``profile`` (command defaults to this Python)."""
     profile = {"command": sys.executable, **profile}
+    needed = {"arg": "<prompt:arg>", "file": "<prompt:file>"}.get(profile.get("promptMode", "arg"))
+    if needed and not any(needed in a for a in profile.get("argsTemplate", [])):
+        profile["argsTemplate"] = [*profile.get("argsTemplate", []), needed]  # scripts ignore it
     p = AgentProfile.model_validate(profile)
     return ResolvedAgent(agent_id, agent_id, p, profile["command"], True, "test", "explicit")
 
@@ -290,7 +293,7 @@ def test_missing_executable_is_a_spawn_hard_failure(env: dict, tmp_path: Path) -
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    (home / "agent-profiles.json").write_text(json.dumps({"profiles": {"v": {"command": str(exe)}}}), encoding="utf-8")
+    (home / "agent-profiles.json").write_text(json.dumps({"profiles": {"v": {"command": str(exe), "argsTemplate": ["<prompt:arg>"]}}}), encoding="utf-8")
     agent = resolve_agent("v", home)
     assert agent.ok and agent.source == "explicit"
     exe.unlink()  # gone between resolve and run
@@ -306,3 +309,11 @@ def test_unresolved_agent_is_a_hard_failure_without_raising(env: dict, tmp_path:
     assert (res.ok, res.hard_failure, res.error_type) == (False, True, "spawn")
     assert "not configured" in (res.error or "")
     assert res.to_json()["hardFailure"] is True and res.to_json()["logFile"] == str(res.log_file)
+
+
+def test_a_prompt_too_long_for_argv_is_a_clear_spawn_failure(env: dict, tmp_path: Path) -> None:
+    ctx = AgentRunContext(task_id="tsk_20260101000000_abcdef", project_path=str(tmp_path), task_dir=tmp_path / "t",
+                          round=0, task="x" * 140_000)
+    result = run_cli_agent(ctx, agent_for({"argsTemplate": ["-c", "pass", "<prompt:arg>"]}))
+    assert result.hard_failure and result.error_type == "spawn"
+    assert "too long for one command-line argument" in (result.error or "")

@@ -58,7 +58,7 @@ def test_gui_builtins_are_listed_but_not_runnable(tmp_path: Path) -> None:
 def test_user_entry_replaces_the_whole_builtin(tmp_path: Path) -> None:
     write_profiles(
         tmp_path,
-        {"profiles": {"codex": {"command": sys.executable, "promptMode": "stdin"}, "mine": {"command": "x", "gui": {"cdpPort": 1}}}},
+        {"profiles": {"codex": {"command": sys.executable, "promptMode": "stdin"}, "mine": {"command": "x", "argsTemplate": ["<prompt:arg>"], "gui": {"cdpPort": 1}}}},
     )
     profiles = load_profiles(tmp_path)
     codex = profiles["codex"]
@@ -129,7 +129,7 @@ def test_unknown_agent_is_not_ok(tmp_path: Path) -> None:
 
 def test_command_explicit_path(tmp_path: Path) -> None:
     exe = make_executable(tmp_path / "my agent")
-    write_profiles(tmp_path, {"profiles": {"a": {"displayName": "A", "command": str(exe)}}})
+    write_profiles(tmp_path, {"profiles": {"a": {"displayName": "A", "command": str(exe), "argsTemplate": ["<prompt:arg>"]}}})
     r = resolve_agent("a", tmp_path)
     assert (r.ok, r.source, r.command, r.display_name) == (True, "explicit", str(exe), "A")
 
@@ -139,7 +139,7 @@ def test_command_found_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     bindir.mkdir()
     exe = make_executable(bindir / "tianshu-test-agent")
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
-    write_profiles(tmp_path, {"profiles": {"a": {"command": "tianshu-test-agent"}}})
+    write_profiles(tmp_path, {"profiles": {"a": {"command": "tianshu-test-agent", "argsTemplate": ["<prompt:arg>"]}}})
     r = resolve_agent("a", tmp_path)
     assert (r.ok, r.source, r.command) == (True, "path", str(exe))
     assert r.display_name == "a"
@@ -160,7 +160,7 @@ def test_builtin_codex_is_discovered_on_path(tmp_path: Path, monkeypatch: pytest
 def test_command_missing(tmp_path: Path) -> None:
     write_profiles(
         tmp_path,
-        {"profiles": {"gone": {"command": "tianshu-no-such-agent-xyz"}, "gonepath": {"command": str(tmp_path / "nope" / "agent")}}},
+        {"profiles": {"gone": {"command": "tianshu-no-such-agent-xyz", "argsTemplate": ["<prompt:arg>"]}, "gonepath": {"command": str(tmp_path / "nope" / "agent"), "argsTemplate": ["<prompt:arg>"]}}},
     )
     r = resolve_agent("gone", tmp_path)
     assert (r.ok, r.command, r.source) == (False, None, None)
@@ -174,10 +174,10 @@ def test_placeholder_unsupported_gui_and_research_are_not_ok(tmp_path: Path) -> 
         tmp_path,
         {
             "profiles": {
-                "ph": {"command": "<path to agent>"},
-                "uns": {"command": sys.executable, "status": "unsupported", "note": "vendor dropped the CLI"},
+                "ph": {"command": "<path to agent>", "argsTemplate": ["<prompt:arg>"]},
+                "uns": {"command": sys.executable, "status": "unsupported", "note": "vendor dropped the CLI", "argsTemplate": ["<prompt:arg>"]},
                 "gui": {"command": sys.executable, "driver": "gui"},
-                "res": {"command": sys.executable, "status": "research"},
+                "res": {"command": sys.executable, "status": "research", "argsTemplate": ["<prompt:arg>"]},
             }
         },
     )
@@ -190,5 +190,18 @@ def test_placeholder_unsupported_gui_and_research_are_not_ok(tmp_path: Path) -> 
 
 def test_profiles_are_reread_on_every_call(tmp_path: Path) -> None:
     assert resolve_agent("late", tmp_path).ok is False
-    write_profiles(tmp_path, {"profiles": {"late": {"command": sys.executable}}})
+    write_profiles(tmp_path, {"profiles": {"late": {"command": sys.executable, "argsTemplate": ["<prompt:arg>"]}}})
     assert resolve_agent("late", tmp_path).ok is True
+
+
+def test_a_cli_profile_must_deliver_the_brief(tmp_path: Path) -> None:
+    # pins a finding: an argsTemplate without <prompt:arg> silently ran the agent with no prompt
+    write_profiles(tmp_path, {"profiles": {"mute": {"command": sys.executable, "argsTemplate": ["agent.py"]}}})
+    with pytest.raises(TianshuError) as err:
+        resolve_agent("mute", tmp_path)
+    assert err.value.code == ErrorCode.CONFIG_INVALID and "<prompt:arg>" in err.value.message and "'mute'" in err.value.message
+    write_profiles(tmp_path, {"profiles": {"f": {"command": sys.executable, "promptMode": "file", "argsTemplate": ["x"]}}})
+    with pytest.raises(TianshuError):
+        resolve_agent("f", tmp_path)
+    write_profiles(tmp_path, {"profiles": {"s": {"command": sys.executable, "promptMode": "stdin"}}})
+    assert resolve_agent("s", tmp_path).ok

@@ -186,3 +186,38 @@ async def test_idempotency_key_hit_conflict_and_validation(ts_home: Path, calc_r
         assert a["taskId"] != b["taskId"] and "idempotencyKey" not in a
         for task_id in (first["taskId"], a["taskId"], b["taskId"]):
             await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 120000})
+
+
+async def test_blank_brief_and_damaged_records(ts_home: Path, calc_repo: Path) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "   ", "agentId": "scripted"})
+        assert r.is_error and "[INVALID_ARGUMENT]" in text_of(r) and "blank" in text_of(r)
+        # one damaged task.json must not sink the list, and reads as corrupt, not missing
+        bad = ts_home / "tasks" / "tsk_20200101000000_badbad"
+        bad.mkdir(parents=True)
+        (bad / "task.json").write_text('{"taskId": "tsk_20200101000000_badbad", "flowRunId": "not-a-uuid", "createdAt": "2020-01-01T00:00:00Z"}')
+        torn = ts_home / "tasks" / "tsk_20200101000000_70a70a"
+        torn.mkdir(parents=True)
+        (torn / "task.json").write_text('{"taskId": "tsk_2020')
+        try:
+            r = await client.call_tool("query_info", {"type": "tasks", "limit": 200})
+            assert not r.is_error and "tsk_20200101000000_badbad" in text_of(r)
+            r = await client.call_tool("query_task", {"taskId": "tsk_20200101000000_70a70a"})
+            assert r.is_error and text_of(r).startswith("Error: [TASK_RECORD_CORRUPT]")
+        finally:
+            import shutil
+
+            shutil.rmtree(bad)
+            shutil.rmtree(torn)
+
+
+def test_a_system_directory_is_refused_as_data_home(tmp_path: Path) -> None:
+    import subprocess
+
+    from conftest import CONSOLE, server_env
+
+    env = server_env(tmp_path)
+    env["TIANSHU_MCP_HOME"] = "/etc"
+    out = subprocess.run([CONSOLE, "server"], env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 1 and "TIANSHU_MCP_HOME must not be a system or root directory: /etc" in out.stderr
+    assert not Path("/etc/prefect").exists()
