@@ -89,6 +89,9 @@ def _reject_null(data: Any, keys: Iterable[str]) -> Any:
     return data
 
 
+SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2>&1", "|&"})
+
+
 class AcceptanceCheck(BaseModel):
     """One raw check of an acceptance layer (20-acceptance §1.1, 10-tools AcceptanceCheck).
 
@@ -114,6 +117,12 @@ class AcceptanceCheck(BaseModel):
         if isinstance(value, str):
             if not value:
                 raise ValueError("cmd must be a non-empty string or a non-empty list of non-empty strings")
+            # port: checks never run through a shell, so a shell operator in the string form would
+            # silently become an argument (`true && false` passes); refuse it with the reason
+            ops = [t for t in split_cmd(value) if t in SHELL_OPERATORS]
+            if ops:
+                raise ValueError(f"cmd contains the shell operator '{ops[0]}', but checks never run through a shell; "
+                                 "use an argv array, and a script for pipelines or chains")
             return value
         if isinstance(value, list):
             if not value or not all(isinstance(v, str) and v for v in value):

@@ -328,3 +328,15 @@ def test_derived_pytest_prefers_project_venv(tmp_path: Path) -> None:
     checks, notes = derive_default_checks(tmp_path)
     assert checks[0].cmd == (str(exe), "-q") and not checks[0].optional
     assert any("virtualenv" in n for n in notes)
+
+
+@pytest.mark.parametrize("cmd", ["true && false", "pytest -q | tee out", "make ; make test", "pytest > log"])
+def test_string_cmd_with_a_shell_operator_is_refused(cmd: str) -> None:
+    # pins a finding: `true && false` ran `true` with arguments and passed
+    from tianshu_mcp.acceptance.config import AcceptanceConfigError, parse_layer
+
+    with pytest.raises(AcceptanceConfigError) as err:
+        parse_layer({"checks": [{"name": "x", "cmd": cmd}]}, "override", "acceptanceOverride")
+    assert err.value.code.value == "CONFIG_INVALID" and "shell operator" in err.value.message
+    # the argv form can still pass such a token as a literal argument
+    parse_layer({"checks": [{"name": "x", "cmd": ["echo", "&&"]}]}, "override", "acceptanceOverride")
