@@ -6,6 +6,9 @@ cd "$(dirname "$0")"
 
 need_apt=()
 command -v git >/dev/null 2>&1 || need_apt+=(git)
+# toolchains whose real output the acceptance tests parse (optional for running the server)
+command -v go >/dev/null 2>&1 || need_apt+=(golang)
+command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
 [ -x /usr/lib/chromium/chromium ] || need_apt+=(chromium)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -27,4 +30,8 @@ PY
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test]"
+if command -v npm >/dev/null 2>&1 && [ ! -x tests/toolchains/node_modules/.bin/vitest ]; then
+  (cd tests/toolchains && npm install --no-audit --no-fund --loglevel=error >/dev/null) \
+    || echo "setup: npm install of the test toolchains failed; JavaScript runner tests will be skipped" >&2
+fi
 echo "setup: ready (.venv/bin/tianshu-mcp)" >&2
