@@ -41,11 +41,25 @@ __all__ = [
     "summarize_resolved",
     "global_layer_path",
     "project_layer_path",
+    "BASELINE_POLICIES",
+    "DEFAULT_BASELINE_POLICY",
 ]
 
 GLOBAL_FILE = "acceptance.default.json"
 PROJECT_DIR = ".tianshu-mcp"
 PROJECT_FILE = "acceptance.json"
+
+BASELINE_POLICIES = ("tolerate-untargeted", "strict", "regressions-only")
+"""Values of ``baselinePolicy`` (see :mod:`tianshu_mcp.acceptance.grading`):
+
+* ``tolerate-untargeted`` (default): regressions and new failures of mandatory checks fail the round;
+  a mandatory check whose failing tests were all already failing at baseline, and none of which the
+  task text names, does not (reported as ``still_failing``, not counted);
+* ``strict``: every failing mandatory check fails the round (the baseline comparison is only reported);
+* ``regressions-only``: only what got worse than the baseline (regressions and new failures) fails
+  the round; still-failing tests never count, even when the task names them.
+"""
+DEFAULT_BASELINE_POLICY = "tolerate-untargeted"
 
 _SPLIT_RE = re.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
 
@@ -149,7 +163,8 @@ class AcceptanceCheck(BaseModel):
 class AcceptanceConfig(BaseModel):
     """One acceptance layer, partial: no defaults are materialised (20-acceptance §2.1).
 
-    ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object}``.
+    ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object,
+    baselineChecks?: bool, baselinePolicy?: "tolerate-untargeted"|"strict"|"regressions-only"}``.
     ``verifyConcurrency`` is normalised: non-finite → 1, else ``clamp(round(n), 1, 4)``. ``visual`` is
     kept opaque (validated elsewhere). ``None`` means "not defined by this layer"; explicit JSON
     ``null`` is rejected. Unknown top-level keys are dropped.
@@ -161,13 +176,26 @@ class AcceptanceConfig(BaseModel):
     require_changes: bool | None = Field(None, alias="requireChanges", strict=True)
     verify_concurrency: int | None = Field(None, alias="verifyConcurrency")
     visual: dict[str, Any] | None = None
+    baseline_checks: bool | None = Field(None, alias="baselineChecks", strict=True)
+    baseline_policy: str | None = Field(None, alias="baselinePolicy")
 
     @model_validator(mode="before")
     @classmethod
     def _no_null(cls, data: Any) -> Any:
         if data is not None and not isinstance(data, Mapping):
             raise ValueError("the acceptance config must be a JSON object")
-        return _reject_null(data, ("checks", "requireChanges", "verifyConcurrency", "visual"))
+        return _reject_null(
+            data, ("checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy")
+        )
+
+    @field_validator("baseline_policy", mode="before")
+    @classmethod
+    def _policy(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in BASELINE_POLICIES:
+            raise ValueError(f"baselinePolicy must be one of {', '.join(BASELINE_POLICIES)}")
+        return value
 
     @field_validator("verify_concurrency", mode="before")
     @classmethod
@@ -526,6 +554,9 @@ class ResolvedChecks:
         applied: ``[{"source": "global"|"project"|"override", "path"}]`` of existing layers.
         visual: the merged, still-unvalidated ``visual`` object, or None.
         config: the merged layer config.
+        baseline_checks: run the command checks on the baseline too and grade against it
+            (``baselineChecks``, default False).
+        baseline_policy: ``baselinePolicy`` (default :data:`DEFAULT_BASELINE_POLICY`).
     """
 
     checks: list[CheckDef]
@@ -535,6 +566,8 @@ class ResolvedChecks:
     applied: list[dict[str, str]]
     visual: dict[str, Any] | None = None
     config: AcceptanceConfig = field(default_factory=AcceptanceConfig)
+    baseline_checks: bool = False
+    baseline_policy: str = DEFAULT_BASELINE_POLICY
 
 
 def summarize_resolved(resolved: ResolvedChecks, checks_defined: bool | None = None) -> str:
@@ -548,7 +581,10 @@ def summarize_resolved(resolved: ResolvedChecks, checks_defined: bool | None = N
     rc = str(cfg.require_changes).lower() if cfg.require_changes is not None else "(default true)"
     vc = str(cfg.verify_concurrency) if cfg.verify_concurrency is not None else "(server config)"
     vis = "overridden" if cfg.visual is not None else "(not configured)"
-    return f"layers={layers} checks={n_checks} requireChanges={rc} verifyConcurrency={vc} visual={vis}"
+    out = f"layers={layers} checks={n_checks} requireChanges={rc} verifyConcurrency={vc} visual={vis}"
+    if resolved.baseline_checks:
+        out += f" baselineChecks=true baselinePolicy={resolved.baseline_policy}"
+    return out
 
 
 def resolve_checks(
@@ -614,6 +650,8 @@ def resolve_checks(
         applied=applied,
         visual=merged.visual,
         config=merged,
+        baseline_checks=bool(merged.baseline_checks),
+        baseline_policy=merged.baseline_policy or DEFAULT_BASELINE_POLICY,
     )
 
 

@@ -2,8 +2,10 @@
 
 :func:`verify_round`: allocate the round (never overwrite a report) → baseline (captured if none
 was given) → resolve checks (a config error becomes a blocking issue) → ``git-diff-check`` first →
-command checks → code analysis → zero-change gate → verdict and message → repair directives
-(failed rounds) → ``report-<N>.md``/``.json``. Check failures never raise; they are the verdict.
+command checks → baseline grading (opt-in ``baselineChecks``: the same checks on the pre-work
+baseline, see :mod:`.grading`) → code analysis → zero-change gate → verdict and message → repair
+directives (failed rounds) → ``report-<N>.md``/``.json``. Check failures never raise; they are the
+verdict.
 
 Plain Python: no Prefect, no adapters. The Prefect task ``verify-round-{r}`` is a thin wrapper.
 """
@@ -21,6 +23,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from ..core.errors import ErrorCode
 from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
 from .git import Analysis, Baseline, analyze_changes, capture_baseline, git_diff_check, list_untracked
+from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
 from .repair import extract_repair_directives
 from .report import write_report
 from .runner import SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
@@ -127,19 +130,26 @@ def build_message(
     blocking: Sequence[Mapping[str, Any]],
     cancelled: bool,
     zero_test: Sequence[str],
+    grading_bits: Sequence[str] = (),
 ) -> str:
     """The verdict message (20-acceptance §3.5, English; visual/content bits omitted).
 
     Applicable bits joined by ``"; "`` and ended with ``"."``; none → ``"Acceptance passed."``.
+    Checks marked ``notCounted`` (baseline grading excused them) are not listed as failed;
+    ``grading_bits`` (regressions, new failures, still failing …) follow the failed checks.
     """
     bits: list[str] = []
     for issue in blocking:
         bits.append(f"Acceptance blocked [{issue.get('code')}]: {issue.get('message')}")
     if cancelled:
         bits.append("task cancelled, verification incomplete")
-    failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and not c.get("optional")]
+    failed = [
+        c for c in checks
+        if not c.get("passed") and not c.get("skipped") and not c.get("optional") and not c.get("notCounted")
+    ]
     if failed:
         bits.append(f"failed checks: {', '.join(str(c.get('name')) for c in failed)}")
+    bits.extend(grading_bits)
     if zero_test:
         bits.append(f"test commands ran zero tests: {', '.join(zero_test)}")
     if any(c.get("name") == NO_CHANGES_CHECK and not c.get("passed") for c in checks):
@@ -208,6 +218,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     default_timeout = req.verify_command_timeout_ms or 300_000
 
     # 2. baseline
+    fresh_baseline = req.baseline is None
     baseline = req.baseline if req.baseline is not None else capture_baseline(project)
 
     # 3. resolve checks
@@ -240,6 +251,10 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         if resolved is not None and resolved.verify_concurrency is not None
         else req.verify_concurrency
     ) or 1
+    baseline_checks = bool(resolved is not None and not blocking and resolved.baseline_checks)
+    if baseline_checks and fresh_baseline and baseline.is_repo and load_baseline_state(task_dir) is None:
+        # a pure health check: "now" is the pre-work state; record it before any check runs
+        capture_baseline_state(project, task_dir)
 
     # 5. git-diff-check, always first
     checks: list[dict[str, Any]] = [git_diff_check(project, baseline)]
@@ -252,6 +267,35 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     )
     created = (set(list_untracked(project)) - before) if baseline.is_repo and check_defs else set()
 
+    # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
+    grading: Grading | None = None
+    if baseline_checks and resolved is not None:
+        if _safe_stop(req.should_stop):
+            grading = Grading({"enabled": True, "policy": resolved.baseline_policy, "checks": [], "tests": [],
+                               "notes": ["baseline grading skipped: the task was cancelled"]})
+        elif check_defs:
+            grading = grade_round(
+                project=project,
+                task_dir=task_dir,
+                baseline=baseline,
+                check_defs=check_defs,
+                results=checks[1:],
+                log_path=log_path,
+                policy=resolved.baseline_policy,
+                task_text=req.task_text,
+                default_timeout_ms=default_timeout,
+                concurrency=concurrency,
+                should_stop=req.should_stop,
+            )
+            for k, c in enumerate(checks[1:]):
+                if k in grading.classes:
+                    c["baseline"] = grading.classes[k]
+                if k in grading.not_counted:
+                    c["notCounted"] = True
+        else:
+            grading = Grading({"enabled": True, "policy": resolved.baseline_policy, "checks": [], "tests": [],
+                               "notes": ["baseline grading: no command check to grade"]})
+
     # 8. analysis
     try:
         analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created)
@@ -259,6 +303,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         log.exception("change analysis failed for %s", req.task_id)
         analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
     analysis.notes.extend(resolve_notes)
+    if grading is not None:
+        analysis.notes.extend(f"baseline grading ({grading.report['policy']}): {n}" for n in grading.report["notes"])
     analysis_json = analysis.to_json()
 
     # 9. zero-change gate
@@ -305,10 +351,15 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
 
     # 11. verdict
     cancelled = _safe_stop(req.should_stop) or any(c.get("aborted") for c in checks)
-    failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and not c.get("optional")]
+    failed = [
+        c for c in checks
+        if not c.get("passed") and not c.get("skipped") and not c.get("optional") and not c.get("notCounted")
+    ]
     zero_test = [str(c["name"]) for c in checks if c.get("reason") == ZERO_TEST_REASON]
     passed = not cancelled and not blocking and not failed
-    message = build_message(checks, analysis_json, blocking, cancelled, zero_test)
+    message = build_message(
+        checks, analysis_json, blocking, cancelled, zero_test, grading.bits if grading is not None else ()
+    )
     report: dict[str, Any] = {
         "round": rnd,
         "taskId": req.task_id,
@@ -324,6 +375,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     }
     if blocking:
         report["blockingIssues"] = blocking
+    if grading is not None:
+        report["baselineGrading"] = grading.report
     if not passed:
         report["repairDirectives"] = extract_repair_directives(report)
     md_path, json_path = write_report(task_dir, report)

@@ -42,6 +42,11 @@ def data_home() -> Path:
     return home
 
 
+def home_tag(home: Path | None = None) -> str:
+    """Prefect tag marking the flow runs of one data home: ``tianshu-home:<sha256(home)[:8]>``."""
+    return "tianshu-home:" + hashlib.sha256(str(home or data_home()).encode()).hexdigest()[:8]
+
+
 def tasks_dir(home: Path | None = None) -> Path:
     """``<home>/tasks``: one directory per task or verify record."""
     return (home or data_home()) / "tasks"
@@ -80,6 +85,8 @@ class ServerConfig(BaseModel):
     default_task_timeout_ms: int = Field(1800000, gt=0, alias="defaultTaskTimeoutMs")
     verify_command_timeout_ms: int = Field(300000, gt=0, alias="verifyCommandTimeoutMs")
     verify_concurrency: int = Field(2, ge=1, le=4, alias="verifyConcurrency")
+    verify_tool_wait_ms: int = Field(45000, ge=0, le=55000, alias="verifyToolWaitMs")
+    """How long verify_task waits for its flow run before answering in_progress (under the host's 60 s ceiling)."""
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
 
 

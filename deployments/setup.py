@@ -25,6 +25,8 @@ from .topology import WORK_POOL
 log = logging.getLogger("tianshu_mcp")
 
 RUN_TASK_ENTRYPOINT = "tianshu_mcp.flows.run_task:run_task_flow"
+VERIFY_ENTRYPOINT = "tianshu_mcp.flows.verify:verify_flow"
+REVERIFY_ENTRYPOINT = "tianshu_mcp.flows.verify:reverify_flow"
 
 
 def queue_name(project_key: str) -> str:
@@ -122,8 +124,12 @@ async def ensure_zombie_automation(client: PrefectClient) -> None:
 async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
     """Create the pool, every deployment and the zombie-run automation; return ``{deployment name: id}``."""
     from ..flows.run_task import run_task_flow
+    from ..flows.verify import reverify_flow, verify_flow
 
     await ensure_work_pool(client, max_running)
     await ensure_zombie_automation(client)
-    dep = await ensure_deployment(client, run_task_flow, "run-task", RUN_TASK_ENTRYPOINT)
-    return {"run-task/run-task": dep}
+    return {
+        "run-task/run-task": await ensure_deployment(client, run_task_flow, "run-task", RUN_TASK_ENTRYPOINT),
+        "verify/verify": await ensure_deployment(client, verify_flow, "verify", VERIFY_ENTRYPOINT),
+        "reverify/reverify": await ensure_deployment(client, reverify_flow, "reverify", REVERIFY_ENTRYPOINT),
+    }

@@ -47,6 +47,8 @@ FORCED_ENV = {
     "PREFECT_WORKER_WEBSERVER_HOST": "127.0.0.1",
     "PREFECT_SERVER_API_HOST": "127.0.0.1",
     "PREFECT_CLI_COLORS": "false",
+    # a new re-verification schedule produces its first run within ≈10 s, not ≈60 s
+    "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "10",
     # fail fast (≈6 s, not ≈60 s) when the hosting process is gone; tools report PREFECT_UNAVAILABLE
     "PREFECT_CLIENT_MAX_RETRIES": "2",
 }

@@ -3,6 +3,7 @@
 * ``tianshu-mcp`` — the stdio MCP server (hosts Prefect unless another process of this home does).
 * ``tianshu-mcp server`` — daemon mode: Prefect API + UI + worker, no stdio, until SIGINT/SIGTERM.
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
+* ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 
 Subcommands print to stdout and never start the protocol; the server prints nothing to stdout.
 """
@@ -24,6 +25,9 @@ log = logging.getLogger("tianshu_mcp")
 USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (what an MCP host runs)
        tianshu-mcp server                       host Prefect API + UI + worker until stopped (daemon)
        tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
+       tianshu-mcp config acceptance [projectPath] [--task ID]   show the acceptance layers (JSON)
+       tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
+       tianshu-mcp schedule add PROJECT --cron EXPR [--timezone TZ] | list | remove PROJECT
        tianshu-mcp --version
 
 environment: TIANSHU_MCP_HOME (data home, default ~/.tianshu-mcp),
@@ -105,6 +109,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args and args[0] == "server":
         return run_daemon(args[1:])
+    if args and args[0] == "config":
+        from .commands import config
+
+        return config(args[1:])
+    if args and args[0] == "schedule":
+        from .commands import schedule
+
+        return schedule(args[1:])
     if args and args[0] == "demo":
         from .demo import main as demo_main
 

@@ -17,7 +17,8 @@ from ..adapters.profiles import list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
-from ..core.ids import new_task_id
+from ..core.files import read_json_safe
+from ..core.ids import new_task_id, new_verify_id
 from ..core.model import ACTIVE, TERMINAL, is_wait_settled
 from ..core.paths import check_project_path, norm_path
 from ..core.settings import load_config
@@ -79,6 +80,7 @@ class Handlers:
             "run_task": self.run_task,
             "query_task": self.query_task,
             "manage_task": self.manage_task,
+            "verify_task": self.verify_task,
             "query_info": self.query_info,
             "wait_task": self.wait_task,
         }
@@ -200,6 +202,125 @@ class Handlers:
             bad("designDirection is an Open Design-only parameter")
         if args.get("contextWindow") is not None and agent_id != "minimax":
             bad("contextWindow is a MiniMax Code-only parameter")
+
+    # --- verify_task -------------------------------------------------------------------------
+    async def verify_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+        """One acceptance round without an agent (10-tools §1.2, §1.3, §3; 00-design §4)."""
+        from ..flows.verify import resolve_commit
+
+        if "acceptanceOverride" in args:
+            _validate_override(args["acceptanceOverride"])
+        key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
+        target: dict[str, Any] | None = None
+        ref = args.get("baselineRef")
+        if "taskId" in args:  # task mode wins over projectPath
+            task_id = args["taskId"]
+            if not task_id.startswith("tsk_"):
+                if task_id.startswith("vfy_") and self.service.store.exists(task_id):
+                    raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"{task_id} is a verification record, not a task; "
+                                       "give its projectPath instead")
+                raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {task_id}")
+            target = self.service.read_task(task_id)
+            norm = str(target["projectPath"])
+            if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
+                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} has no saved pre-work baseline "
+                                   "(it never started); give baselineRef or verify by projectPath")
+        elif args.get("projectPath") is not None:
+            norm = check_project_path(args["projectPath"]).norm
+        else:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "verify_task needs taskId or projectPath (one of them)")
+        if ref is not None and ref != "task":
+            if ref.startswith("tsk_"):
+                if not (self.service.store.exists(ref) and (self.service.store.dir(ref) / "baseline.json").is_file()):
+                    raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' names no task with a saved baseline")
+            elif await anyio.to_thread.run_sync(resolve_commit, norm, ref) is None:
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' is not a valid git ref (project {norm})")
+        elif ref == "task" and target is None:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "baselineRef 'task' needs taskId")
+
+        record_id = new_verify_id()
+        if key is not None:
+            dig = digest({"taskId": args.get("taskId"), "projectPath": norm if target is None else None,
+                          "checksMode": args.get("checksMode"), "extraChecks": args.get("extraChecks"),
+                          "baselineRef": ref, "acceptanceOverride": args.get("acceptanceOverride")})
+            found = IdempotencyStore(self.runtime.home).claim("verify_task", key, dig, record_id, kind="verify")
+            if found.kind == "conflict":
+                raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
+                                   f"idempotencyKey is already bound to verification {found.task_id} with different "
+                                   "arguments; use a new key or the same arguments")
+            if found.kind == "hit" and self.service.store.exists(found.task_id):
+                return await self._verify_replay(found.task_id, target)
+            if found.kind == "hit":
+                IdempotencyStore(self.runtime.home).release("verify_task", key, found.task_id)
+                IdempotencyStore(self.runtime.home).claim("verify_task", key, dig, record_id, kind="verify")
+        from ..core.paths import project_key
+
+        params: dict[str, Any] = {
+            "target_task_id": target["taskId"] if target else None,
+            "baseline_ref": ref,
+            "extra_checks": args.get("extraChecks"),
+            "checks_mode": args.get("checksMode", "append"),
+            "acceptance_override": args.get("acceptanceOverride"),
+        }
+        fields: dict[str, Any] = {"task": f"manual verification of {target['taskId'] if target else norm}"}
+        if target:
+            fields["targetTaskId"] = target["taskId"]
+        if key is not None:
+            fields["idempotencyKey"] = key
+        if args.get("acceptanceOverride") is not None:
+            fields["acceptanceOverride"] = args["acceptanceOverride"]
+        try:
+            await self.service.submit_verify(record_id, norm, project_key(norm), params, fields)
+        except Exception:
+            if key is not None:
+                IdempotencyStore(self.runtime.home).release("verify_task", key, record_id)
+            raise
+        wait_s = load_config(self.runtime.home).verify_tool_wait_ms / 1000
+        view = await self.service.wait_final(record_id, wait_s)
+        if view.status not in TERMINAL:
+            meta = view.meta(self.runtime)
+            meta["message"] = f"verification {record_id} is still {view.status}; poll it with wait_task(taskId=\"{record_id}\")"
+            return ok_result(f"verification still in progress ({view.status}) after {wait_s:.0f} s: {record_id}\n"
+                             f"poll with wait_task(taskId=\"{record_id}\") or query_task(taskId=\"{record_id}\")", meta)
+        return await self._verify_result(view, target)
+
+    async def _verify_result(self, record: TaskView, target: dict[str, Any] | None, replay: bool = False) -> types.CallToolResult:
+        rec = record.task
+        report = read_json_safe(rec.get("reportJson") or "") if rec.get("reportJson") else None
+        if not isinstance(report, dict):
+            return ok_result(f"verification {rec['taskId']} ended {record.status}: {rec.get('lastMessage', '')}",
+                             record.meta(self.runtime))
+        checks = [c for c in report.get("checks", []) if not c.get("skipped")]
+        failed = [c for c in checks if not c.get("passed") and not c.get("optional")]
+        rnd = report.get("round")
+        head = ("[PASS] " if report.get("passed") else "[FAIL] ") + (
+            "idempotent replay: this idempotencyKey already maps to verification report-{} (not re-run).".format(rnd) if replay
+            else (f"manual verification passed (report-{rnd}): {len(checks) - len(failed)}/{len(checks)} checks passed."
+                  if report.get("passed") else f"manual verification failed (report-{rnd}): {len(failed)} check(s) did not pass."))
+        analysis = report.get("analysis") or {}
+        diff = analysis.get("diffstat") or {}
+        changed = len(analysis.get("changedFiles") or []) + len(analysis.get("untrackedFiles") or [])
+        lines = [head, f"{changed} file(s) changed, diffstat +{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}.",
+                 f"message: {report.get('message', '')}", f"report: {rec.get('reportMd')}", f"json: {rec.get('reportJson')}"]
+        if target is not None:
+            meta = (await self.service.view(target["taskId"])).meta(self.runtime)
+        else:
+            meta = record.meta(self.runtime)
+        meta.update(reportRound=rnd, verificationSource="manual",
+                    latestVerificationVerdict="passed" if report.get("passed") else "failed", verifyId=rec["taskId"])
+        if replay:
+            meta["idempotencyReplay"] = "hit"
+            if target is None:
+                meta["ok"] = bool(report.get("passed"))
+        return ok_result("\n".join(lines), meta)
+
+    async def _verify_replay(self, record_id: str, target: dict[str, Any] | None) -> types.CallToolResult:
+        view = await self.service.view(record_id)
+        if view.status not in TERMINAL:
+            meta = {"ok": True, "taskId": record_id, "status": view.status, "idempotencyReplay": "in_progress",
+                    "message": "idempotent replay: the verification for this key is still running"}
+            return ok_result(f"the verification for this idempotencyKey is still running (not started again): {record_id}", meta)
+        return await self._verify_result(view, target, replay=True)
 
     # --- query_task --------------------------------------------------------------------------
     async def query_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:

@@ -7,7 +7,6 @@ API, worker and deployments in a thread; tools ``await`` :meth:`Runtime.wait_rea
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -18,7 +17,7 @@ import anyio
 import httpx
 
 from ..core.errors import ErrorCode, TianshuError
-from ..core.settings import ServerConfig
+from ..core.settings import ServerConfig, home_tag
 from ..deployments.topology import Topology, decide
 
 log = logging.getLogger("tianshu_mcp")
@@ -37,7 +36,7 @@ class Runtime:
         self.config = config
         self.topology: Topology = decide(home, config, allow_host=allow_host)
         self.run_worker = run_worker
-        self.home_tag = "tianshu-home:" + hashlib.sha256(str(home).encode()).hexdigest()[:8]
+        self.home_tag = home_tag(home)
         self._ready = threading.Event()
         self._error: str | None = None
         self._host: Any = None

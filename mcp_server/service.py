@@ -239,7 +239,7 @@ class TaskService:
 
     async def list_tasks(self, project_norm: str | None, status: str | None, limit: int) -> list[TaskView]:
         """Tasks newest first, filtered by normalised project path and exact status."""
-        tasks = [t for t in (self.store.read(i) for i in self.store.list_ids()) if t]
+        tasks = [t for t in (self.store.read(i) for i in self.store.list_ids(("tsk_", "vfy_"))) if t]
         if project_norm is not None:
             tasks = [t for t in tasks if t.get("projectPath") == project_norm]
         tasks.sort(key=lambda t: t.get("createdAt", ""), reverse=True)
@@ -321,6 +321,45 @@ class TaskService:
             return view, True, f"cancelled {task_id}" if not interrupted else "interrupted"
         return view, False, (f"cancel requested for {task_id}, not final yet after {wait_s:.0f} s; "
                              "check again with query_task")
+
+    # --- verify ------------------------------------------------------------------------------
+    async def submit_verify(self, record_id: str, project_norm: str, project_key_: str, params: dict[str, Any],
+                            fields: dict[str, Any]) -> TaskView:
+        """Create a ``vfy_`` record and its flow run of deployment ``verify/verify`` on the
+        project's queue (so it never overlaps a task on the same project). Nothing is left behind
+        when the flow run cannot be created (PREFECT_UNAVAILABLE)."""
+        await self.client()
+        from ..deployments.setup import ensure_project_queue
+
+        self.store.create(record_id, {"kind": "verify", "workspaceMode": "project", "projectPath": project_norm,
+                                      "projectKey": project_key_, "agentId": "manual-verify", "autoVerify": True,
+                                      "autoFixRounds": 0, "homeTag": self.runtime.home_tag, **fields})
+        try:
+            client = await self.client()
+            queue = await ensure_project_queue(client, project_key_)
+            dep = await client.read_deployment_by_name("verify/verify")
+            run = await client.create_flow_run_from_deployment(
+                dep.id, name=record_id, parameters={"record_id": record_id, "project_path": project_norm, **params},
+                tags=[f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag],
+                work_queue_name=queue, idempotency_key=f"verify:{record_id}",
+            )
+        except Exception as exc:  # noqa: BLE001
+            shutil.rmtree(self.store.dir(record_id), ignore_errors=True)
+            if isinstance(exc, TianshuError):
+                raise
+            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"could not create the verify flow run: {exc}") from exc
+        return TaskView(self.store.update(record_id, flowRunId=str(run.id), workQueue=queue), "queued", "SCHEDULED", "Scheduled")
+
+    async def wait_final(self, task_id: str, timeout_s: float) -> TaskView:
+        """Poll a task or record every 0.5 s until it is final or ``timeout_s`` passes."""
+        import anyio
+
+        deadline = anyio.current_time() + timeout_s
+        while True:
+            view = await self.view(task_id)
+            if view.status in TERMINAL or anyio.current_time() >= deadline:
+                return view
+            await anyio.sleep(0.5)
 
     # --- rework ------------------------------------------------------------------------------
     async def rework(self, task_id: str, feedback: str | None, repair_hint: str | None) -> TaskView:

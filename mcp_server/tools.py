@@ -181,6 +181,30 @@ WAIT_TASK = ToolDef(
     capability="read", require_approval=False, destructive=False, open_world=False, idempotent=False,
 )
 
-# tools/list order (10-tools §1); the visual and verify tools join with their issues.
-TOOL_DEFS: tuple[ToolDef, ...] = (RUN_TASK, QUERY_TASK, MANAGE_TASK, QUERY_INFO, WAIT_TASK)
+VERIFY_TASK = ToolDef(
+    name="verify_task",
+    description=(
+        "Run one acceptance round now, without an agent: by taskId (against the task's pre-work baseline; "
+        "writes the next report round, never overwrites one) or by projectPath (a vfy_ record). Optional "
+        "baselineRef (a git ref or a task id), extraChecks with checksMode append|replace, acceptanceOverride. "
+        "Runs as a Prefect flow run on the project's queue; waits up to ~45 s, else returns in_progress with "
+        "an id to poll with wait_task/query_task. Never modifies sources."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "taskId": {"type": "string", "description": "Verify this task (wins over projectPath)."},
+            "projectPath": {**STR1, "description": "Absolute path of a project to verify as it is now."},
+            "extraChecks": {"type": "array", "items": ACCEPTANCE_CHECK},
+            "checksMode": {"type": "string", "enum": ["append", "replace"]},
+            "baselineRef": {**STR1, "description": "A git ref (commit, branch, tag) or a task id whose baseline to use."},
+            "idempotencyKey": IDEMPOTENCY_KEY,
+            "acceptanceOverride": ACCEPTANCE_OVERRIDE,
+        },
+    },
+    capability="execute", require_approval=False, destructive=False, open_world=False, idempotent=True,
+)
+
+# tools/list order (10-tools §1); the visual tools join with their issue.
+TOOL_DEFS: tuple[ToolDef, ...] = (RUN_TASK, QUERY_TASK, MANAGE_TASK, VERIFY_TASK, QUERY_INFO, WAIT_TASK)
 TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOL_DEFS}

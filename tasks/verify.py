@@ -1,16 +1,19 @@
-"""Prefect task ``verify-round-{r}``: judge the round against the baseline (20-acceptance §3)."""
+"""Prefect task ``verify-round-{r}``: judge a round against the baseline (20-acceptance §3)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
 from .common import cancel_requested, store
+
+_UNSET: Any = object()
 
 
 def preflight_acceptance(project_path: str, override: dict[str, Any] | None) -> str | None:
@@ -30,14 +33,53 @@ def artifact_key(task_id: str, what: str) -> str:
     return f"{task_id}-{what}".lower().replace("_", "-")
 
 
+def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path) -> None:
+    """Attach the round's markdown report and a table of its checks to the current flow run."""
+    rnd = report.get("round")
+    try:
+        create_markdown_artifact(
+            key=artifact_key(task_id, f"report-{rnd}"),
+            markdown=md_path.read_text(encoding="utf-8"),
+            description=f"Acceptance report, round {rnd}: {report.get('verdict')}",
+        )
+        rows = []
+        for c in report.get("checks", []):
+            tests = c.get("tests") or {}
+            rows.append({
+                "check": c.get("name"),
+                "status": "SKIP" if c.get("skipped") else ("PASS" if c.get("passed") else "FAIL"),
+                "optional": bool(c.get("optional")),
+                "durationMs": c.get("durationMs"),
+                "exitCode": c.get("exitCode"),
+                "tests": (f"{tests.get('passed', 0)} passed, {tests.get('failed', 0)} failed, "
+                          f"{tests.get('skipped', 0)} skipped") if tests else "",
+                "reason": c.get("reason") or "",
+            })
+        create_table_artifact(key=artifact_key(task_id, f"checks-{rnd}"), table=rows,
+                              description=f"Checks of round {rnd}")
+    except Exception:  # noqa: BLE001 - the files on disk are the record; artifacts are a view
+        pass
+
+
 @task(name="verify", retries=0)
-def verify_round_task(task_id: str, round: int, baseline: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
-    """Run one acceptance round and publish its markdown report as a flow-run artifact.
+def verify_round_task(
+    task_id: str,
+    round: int,  # noqa: A002
+    baseline: dict[str, Any],
+    extra_checks: list[dict[str, Any]] | None = None,
+    checks_mode: str = "append",
+    acceptance_override: Any = _UNSET,
+) -> dict[str, Any]:
+    """Run one acceptance round for ``task_id`` and publish its report artifacts.
+
+    ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``.
 
     Returns:
         ``{"round", "passed", "mdPath", "jsonPath", "failedChecks", "blockingIssues",
-        "changedFiles", "diffstat", "message"}``.
+        "changedFiles", "diffstat", "message", "summary"}``.
     """
+    from ..acceptance.report import summarize_report
+
     st = store()
     meta = st.read(task_id) or {}
     tdir = st.dir(task_id)
@@ -50,7 +92,9 @@ def verify_round_task(task_id: str, round: int, baseline: dict[str, Any]) -> dic
             round=round,
             baseline=load_baseline(baseline),
             home=data_home(),
-            acceptance_override=meta.get("acceptanceOverride"),
+            acceptance_override=meta.get("acceptanceOverride") if acceptance_override is _UNSET else acceptance_override,
+            extra_checks=extra_checks,
+            checks_mode=checks_mode,
             task_text=meta.get("task", ""),
             verify_command_timeout_ms=cfg.verify_command_timeout_ms,
             verify_concurrency=cfg.verify_concurrency,
@@ -60,14 +104,7 @@ def verify_round_task(task_id: str, round: int, baseline: dict[str, Any]) -> dic
     report = outcome.report
     analysis = report.get("analysis") or {}
     diff = analysis.get("diffstat") or {}
-    try:
-        create_markdown_artifact(
-            key=artifact_key(task_id, f"report-{outcome.round}"),
-            markdown=outcome.md_path.read_text(encoding="utf-8"),
-            description=f"Acceptance report, round {outcome.round}: {report.get('verdict')}",
-        )
-    except Exception:  # noqa: BLE001 - the report on disk is the record; the artifact is a view
-        pass
+    publish_report_artifacts(task_id, report, outcome.md_path)
     return {
         "round": outcome.round,
         "passed": outcome.passed,
@@ -78,4 +115,5 @@ def verify_round_task(task_id: str, round: int, baseline: dict[str, Any]) -> dic
         "changedFiles": list(analysis.get("changedFiles") or []) + list(analysis.get("untrackedFiles") or []),
         "diffstat": f"+{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}",
         "message": report.get("message", ""),
+        "summary": summarize_report(report),
     }

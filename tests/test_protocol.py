@@ -35,7 +35,7 @@ async def test_list_tools_matches_snapshot(ts_home: Path, mode: str) -> None:
         SNAPSHOT.write_text(json.dumps(wire, indent=2, ensure_ascii=False) + "\n")
     assert wire == json.loads(SNAPSHOT.read_text())
     names = [t["name"] for t in wire]
-    assert names == ["run_task", "query_task", "manage_task", "query_info", "wait_task"]
+    assert names == ["run_task", "query_task", "manage_task", "verify_task", "query_info", "wait_task"]
     for t in wire:
         ann = t["annotations"]
         assert ann["readOnlyHint"] is (t["_meta"]["capability"] == "read")
@@ -50,6 +50,8 @@ async def test_list_tools_matches_snapshot(ts_home: Path, mode: str) -> None:
     assert by["run_task"]["annotations"]["idempotentHint"] is True and by["run_task"]["annotations"]["openWorldHint"] is True
     assert by["manage_task"]["annotations"]["destructiveHint"] is True
     assert by["query_task"]["_meta"] == {"requireApproval": False, "capability": "read"}
+    assert by["verify_task"]["_meta"] == {"requireApproval": False, "capability": "execute"}
+    assert by["verify_task"]["annotations"]["readOnlyHint"] is False and by["verify_task"]["annotations"]["idempotentHint"] is True
 
 
 async def test_schema_violation_is_a_coded_error_naming_the_field(ts_home: Path) -> None:

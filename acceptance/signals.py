@@ -1,0 +1,588 @@
+"""Suspicious signals over a round's changes: counted, never blocking (20-acceptance §4.4, issue §6).
+
+Two families:
+
+* **markers** (§4.4, exact original rules): ``todo``, ``consoleDebug``, ``commentedBlock``,
+  ``secretLike``; plus ``debugLeftover`` (Python ``breakpoint()``/``pdb``, a stray top-level
+  ``print(`` in non-test Python source, JS ``debugger`` statements, Rust ``dbg!``, Ruby
+  ``binding.pry``/``byebug``);
+* **agent tampering** (each hit also listed in ``tampering: [{kind, file, detail}]``):
+  ``skippedOrOnlyTests`` (focused or skipped tests added), ``deletedTests`` (test files deleted,
+  test definitions removed and not re-added anywhere), ``weakenedTests`` (assertions removed from
+  test files without a replacement, trivially true assertions added) and ``acceptanceTampering``
+  (the project's ``.tianshu-mcp/acceptance.json``, files named in the check argvs, test-runner or CI
+  configuration edited).
+
+Inputs are the analysis' per-file added and removed lines (``git diff -U0``; new untracked files
+contribute all their lines), deleted files, changed files and the check argvs. Paths are POSIX,
+relative to the repository's top level. Plain Python, no I/O.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections import Counter
+from typing import Iterable, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "Signals",
+    "TamperingItem",
+    "SignalsReport",
+    "scan_signals",
+    "scan_changes",
+    "is_test_path",
+    "TAMPERING_KINDS",
+    "MAX_TAMPERING_ITEMS",
+]
+
+TAMPERING_KINDS = ("skippedOrOnlyTests", "deletedTests", "weakenedTests", "acceptanceTampering")
+"""Signals whose hits are listed in ``tampering`` (in this order)."""
+MAX_TAMPERING_ITEMS = 100
+"""At most this many ``tampering`` entries are listed; the counts in ``signals`` stay exact."""
+_DETAIL_MAX = 200
+
+
+class Signals(BaseModel):
+    """Suspicious-marker counts; informational, never fail a round.
+
+    JSON keys: ``todo, consoleDebug, commentedBlock, secretLike`` (20-acceptance §4.4) and
+    ``debugLeftover, skippedOrOnlyTests, deletedTests, weakenedTests, acceptanceTampering`` (port).
+    """
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    todo: int = 0
+    console_debug: int = Field(0, alias="consoleDebug")
+    commented_block: int = Field(0, alias="commentedBlock")
+    secret_like: int = Field(0, alias="secretLike")
+    debug_leftover: int = Field(0, alias="debugLeftover")
+    skipped_or_only_tests: int = Field(0, alias="skippedOrOnlyTests")
+    deleted_tests: int = Field(0, alias="deletedTests")
+    weakened_tests: int = Field(0, alias="weakenedTests")
+    acceptance_tampering: int = Field(0, alias="acceptanceTampering")
+
+
+class TamperingItem(BaseModel):
+    """One agent-tampering hit: ``{kind, file, detail}`` (``kind`` ∈ :data:`TAMPERING_KINDS`)."""
+
+    kind: str
+    file: str
+    detail: str
+
+
+class SignalsReport(BaseModel):
+    """Result of :func:`scan_changes`: ``signals`` (all counts) and ``tampering`` (the hits of the
+    tampering kinds, at most :data:`MAX_TAMPERING_ITEMS`)."""
+
+    signals: Signals = Field(default_factory=Signals)
+    tampering: list[TamperingItem] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"signals": {...camelCase counts}, "tampering": [{kind, file, detail}]}``."""
+        return {
+            "signals": self.signals.model_dump(by_alias=True),
+            "tampering": [t.model_dump() for t in self.tampering],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# §4.4 markers (exact original rules)
+# --------------------------------------------------------------------------------------------
+
+_TODO_RE = re.compile(r"\b(TODO|FIXME|HACK|XXX)\b", re.I)
+_CONSOLE_RE = re.compile(r"\bconsole\.(log|debug|info|warn|error)\s*\(|\bdebugger\s*;?")
+_SECRET_RE = re.compile(
+    r"(['\"]?(?:api[_-]?key|secret|token|passwd|password|authorization|access[_-]?key|pwd)['\"]?\s*[:=]\s*['\"][^'\"]{6,}['\"])",
+    re.I,
+)
+_LONG_LITERAL_RE = re.compile(r"['\"][A-Za-z0-9+/=]{32,}['\"]")
+_COMMENT_PREFIXES = ("//", "#", "--", ";", "*")
+_BLOCK_START_RE = re.compile(r"^(/\*|<!--)")
+
+
+def scan_signals(lines: Iterable[str]) -> Signals:
+    """Count the four §4.4 markers over changed lines (``scanChangedLinesForSignals``).
+
+    Per line (trailing whitespace stripped): todo, consoleDebug, secretLike (at most one per line)
+    and commentedBlock (one per run of ≥3 consecutive comment lines; the run continues across file
+    boundaries). The other counts of the returned :class:`Signals` are 0.
+    """
+    s = Signals()
+    in_block = False
+    run = 0
+    for raw in lines:
+        line = raw.rstrip()
+        if _TODO_RE.search(line):
+            s.todo += 1
+        if _CONSOLE_RE.search(line):
+            s.console_debug += 1
+        if _SECRET_RE.search(line):
+            s.secret_like += 1
+        elif len(line) > 40 and _LONG_LITERAL_RE.search(line):
+            s.secret_like += 1
+        stripped = line.strip()
+        if _BLOCK_START_RE.match(stripped):
+            in_block = True
+        if in_block or stripped.startswith(_COMMENT_PREFIXES):
+            run += 1
+            if run == 3:
+                s.commented_block += 1
+        else:
+            run = 0
+        if "*/" in stripped or "-->" in stripped:
+            in_block = False
+    return s
+
+
+# --------------------------------------------------------------------------------------------
+# Languages and test files
+# --------------------------------------------------------------------------------------------
+
+_LANG_BY_EXT = {
+    "py": "py",
+    "js": "js", "jsx": "js", "ts": "js", "tsx": "js", "mjs": "js", "cjs": "js", "mts": "js", "cts": "js",
+    "vue": "js", "svelte": "js",
+    "go": "go",
+    "rs": "rs",
+    "java": "java", "kt": "java", "kts": "java",
+    "rb": "rb",
+}
+_CODE_EXT = frozenset({*_LANG_BY_EXT, "cs", "php", "swift", "c", "cc", "cpp", "h", "hpp", "scala", "ex", "exs"})
+_TEST_DIR_RE = re.compile(r"(^|/)(tests?|__tests__|spec|specs|testing|e2e)/")
+_TEST_NAME_RE = re.compile(
+    r"^(test_.+\.py|.+_tests?\.py|conftest\.py"
+    r"|.+\.(test|spec)\.[cm]?[jt]sx?"
+    r"|.+_test\.go"
+    r"|.+(Test|Tests|IT)\.(java|kt)"
+    r"|.+_(spec|test)\.rb|test_.+\.rb)$"
+)
+
+
+def _ext(path: str) -> str:
+    base = posixpath.basename(path)
+    return base.rsplit(".", 1)[1].lower() if "." in base.lstrip(".") else ""
+
+
+def _lang(path: str) -> str | None:
+    return _LANG_BY_EXT.get(_ext(path))
+
+
+def is_test_path(path: str) -> bool:
+    """True for a source file that holds tests: a code file under a ``test/``, ``tests/``,
+    ``__tests__/``, ``spec(s)/``, ``testing/`` or ``e2e/`` directory, or named like a test
+    (``test_*.py``, ``*_test.py``, ``conftest.py``, ``*.test.ts``, ``*.spec.js``, ``*_test.go``,
+    ``*Test.java``, ``*_spec.rb``…). Data files under ``tests/`` are not test files."""
+    if _ext(path) not in _CODE_EXT:
+        return False
+    return bool(_TEST_DIR_RE.search(path) or _TEST_NAME_RE.match(posixpath.basename(path)))
+
+
+def _is_comment(stripped: str, lang: str | None) -> bool:
+    if lang in ("py", "rb"):
+        return stripped.startswith("#")
+    return stripped.startswith(("//", "/*", "*"))
+
+
+def _snippet(line: str) -> str:
+    s = line.strip()
+    return s if len(s) <= _DETAIL_MAX else s[: _DETAIL_MAX - 1] + "…"
+
+
+# --------------------------------------------------------------------------------------------
+# debugLeftover
+# --------------------------------------------------------------------------------------------
+
+_DEBUG_RES: dict[str, list[re.Pattern[str]]] = {
+    "py": [
+        re.compile(r"\bbreakpoint\s*\(\s*\)"),
+        re.compile(r"\b(i?pdb|pudb)\.set_trace\s*\("),
+        re.compile(r"^\s*import\s+(i?pdb|pudb)\b"),
+        re.compile(r"^\s*from\s+(i?pdb|pudb)\s+import\b"),
+    ],
+    "js": [re.compile(r"^\s*debugger\s*;?\s*(//.*)?$")],
+    "rs": [re.compile(r"\bdbg!\s*\(")],
+    "rb": [re.compile(r"\bbinding\.(pry|irb)\b"), re.compile(r"^\s*byebug\b")],
+}
+_PRINT_RE = re.compile(r"^\s*print\s*\(")
+_SCRIPT_PATH_RE = re.compile(r"(^|/)(scripts?|bin|tools|examples?|docs?|benchmarks?|bench)/|(^|/)(__main__|setup|manage|noxfile)\.py$")
+
+
+def _debug_leftover(path: str, line: str, lang: str | None) -> bool:
+    if lang is None:
+        return False
+    if any(r.search(line) for r in _DEBUG_RES.get(lang, ())):
+        return True
+    # a stray top-level print( in Python source (tests and scripts print legitimately)
+    return lang == "py" and bool(_PRINT_RE.match(line)) and not is_test_path(path) and not _SCRIPT_PATH_RE.search(path)
+
+
+# --------------------------------------------------------------------------------------------
+# skippedOrOnlyTests
+# --------------------------------------------------------------------------------------------
+
+_SKIP_RES: dict[str, list[re.Pattern[str]]] = {
+    "js": [
+        re.compile(r"\b(describe|it|test|context|suite|specify)\.(only|skip)\s*\("),
+        re.compile(r"(?<![\w.$])(fit|fdescribe|fcontext|xit|xdescribe|xcontext|xtest)\s*\("),
+    ],
+    "py": [
+        re.compile(r"\bpytest\.mark\.(skip|skipif|xfail)\b"),
+        re.compile(r"\bpytest\.(skip|xfail)\s*\("),
+        re.compile(r"\bunittest\.(skip|skipIf|skipUnless|expectedFailure|SkipTest)\b"),
+        re.compile(r"^\s*@(skip|skipIf|skipUnless|expectedFailure)\b"),
+        re.compile(r"\bself\.skipTest\s*\("),
+    ],
+    "go": [re.compile(r"\b(t|b|tb|f)\.(Skip|Skipf|SkipNow)\s*\(")],
+    "rs": [re.compile(r"#\[\s*ignore\b")],
+    "java": [re.compile(r"@(Disabled|Ignore)\b")],
+}
+
+
+# --------------------------------------------------------------------------------------------
+# deletedTests
+# --------------------------------------------------------------------------------------------
+
+_PY_DEF_RE = re.compile(r"^(\s*)(?:async\s+)?def\s+(test\w*)\s*\(")
+_JS_DEF_RE = re.compile(
+    r"^(\s*)(?:.*[^\w.$])?(?:it|test|specify)(?:\.(?:only|skip|concurrent|failing))?\s*\(\s*(['\"`])(.*?)\2"
+)
+_GO_DEF_RE = re.compile(r"^(\s*)func\s+(Test\w*)\s*\(")
+_COUNTED_DEF_RES = {  # name-less test markers: compared by count per file
+    "rs": re.compile(r"#\[\s*(?:tokio::|async_std::)?test\b"),
+    "java": re.compile(r"@Test\b"),
+}
+
+
+def _test_def(path: str, line: str, lang: str | None) -> tuple[str, int] | None:
+    """``(name, indent)`` when ``line`` defines a named test in a file where such tests run."""
+    if lang == "py" and is_test_path(path):
+        m = _PY_DEF_RE.match(line)
+        return (m.group(2), len(m.group(1).expandtabs())) if m else None
+    if lang == "js" and is_test_path(path):
+        m = _JS_DEF_RE.match(line)
+        return (m.group(3), len(m.group(1).expandtabs())) if m else None
+    if lang == "go" and path.endswith("_test.go"):
+        m = _GO_DEF_RE.match(line)
+        return (m.group(2), len(m.group(1).expandtabs())) if m else None
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# weakenedTests
+# --------------------------------------------------------------------------------------------
+
+_ASSERT_RE = re.compile(
+    r"^\s*assert\b"  # Python statement, Node assert(...)
+    r"|\bassert[A-Z_]\w*\s*\("  # assertEqual(, assert_called_once_with(, assertThat(
+    r"|\b(assert|require)\.\w+\s*\("  # node:assert, chai, testify
+    r"|\bexpect\s*\("  # jest/vitest/chai
+    r"|\bassert(_eq|_ne)?!\s*\("  # Rust
+    r"|\bt\.(Error|Errorf|Fatal|Fatalf|Fail|FailNow)\s*\("  # Go
+    r"|\.should\b|\bpytest\.raises\s*\(|\bself\.fail\s*\("
+)
+_TRIVIAL_RES = [
+    re.compile(r"^\s*assert\s*\(?\s*(True|1|not\s+False|not\s+None)\s*\)?\s*(,.*)?$"),
+    re.compile(r"^\s*assert\s+(\w+|\d+|'[^']*'|\"[^\"]*\")\s*==\s*\1\s*(,.*)?$"),
+    re.compile(r"\bassertTrue\s*\(\s*(True|1)\s*[,)]"),
+    re.compile(r"\bassertFalse\s*\(\s*(False|0|None)\s*[,)]"),
+    re.compile(r"\bassert(Equal|Equals|StrictEqual|DeepEqual)\s*\(\s*([\w.'\"]+)\s*,\s*\2\s*[,)]"),
+    re.compile(r"\bexpect\s*\(\s*(true|1|null|undefined|(['\"])[^'\"]*\2)\s*\)\s*\.\s*(toBe|toEqual|toStrictEqual)\s*\(\s*\1\s*\)"),
+    re.compile(r"\bexpect\s*\(\s*true\s*\)\s*\.\s*(toBeTruthy|toBeDefined)\s*\(\s*\)"),
+    re.compile(r"\bexpect\s*\(\s*false\s*\)\s*\.\s*toBeFalsy\s*\(\s*\)"),
+    re.compile(r"\bassert(\.ok)?\s*\(\s*true\s*\)"),
+    re.compile(r"\bassert!\s*\(\s*true\s*\)"),
+    re.compile(r"\bassert_eq!\s*\(\s*([\w.\"]+)\s*,\s*\1\s*\)"),
+]
+
+
+def _norm(line: str) -> str:
+    return re.sub(r"\s+", "", line)
+
+
+# --------------------------------------------------------------------------------------------
+# acceptanceTampering
+# --------------------------------------------------------------------------------------------
+
+_ACCEPTANCE_FILE_RE = re.compile(r"(^|/)\.tianshu-mcp/acceptance\.json$")
+_ALWAYS_CONFIG_RE = re.compile(
+    r"(^|/)(pytest\.ini|\.coveragerc"
+    r"|(jest|vitest|vite|karma|playwright|cypress|mocha)\.config\.[cm]?[jt]s|\.mocharc(\.\w+)?|jest\.config\.json"
+    r"|\.gitlab-ci\.yml|Jenkinsfile|azure-pipelines\.yml|\.travis\.yml)$"
+    r"|(^|/)\.github/workflows/[^/]+\.ya?ml$|(^|/)\.circleci/config\.yml$"
+)
+_PY_CFG_RE = re.compile(r"(^|/)(pyproject\.toml|setup\.cfg|tox\.ini)$")
+_PY_CFG_LINE_RE = re.compile(
+    r"^\s*(\[tool\.pytest[^\]]*\]|\[tool:pytest\]|\[pytest\]|\[tool\.coverage[^\]]*\]"
+    r"|(addopts|testpaths|python_files|python_classes|python_functions|norecursedirs|collect_ignore|fail_under)\s*=)"
+)
+_CONFTEST_LINE_RE = re.compile(r"\bcollect_ignore(_glob)?\b|\bpytest_collection_modifyitems\b|\bpytest_ignore_collect\b")
+_PKG_JSON_RE = re.compile(r"(^|/)package\.json$")
+_PKG_LINE_RE = re.compile(r"^\s*\"(test|lint|typecheck|build|check|verify|ci|pretest|posttest)(:[^\"]*)?\"\s*:|^\s*\"(jest|vitest|mocha)\"\s*:")
+_MAKEFILE_RE = re.compile(r"(^|/)(GNUmakefile|makefile|Makefile)$")
+_TOKEN_RE = re.compile(r"[^\s'\"=;&|()<>`,]+")
+
+
+def _argv_paths(check_argvs: Sequence[Sequence[str]], prefix: str) -> tuple[set[str], bool]:
+    """Repository-relative candidate paths named in the check argvs, and whether a check runs make."""
+    paths: set[str] = set()
+    uses_make = False
+    for argv in check_argvs:
+        if argv and posixpath.basename(str(argv[0])) in ("make", "gmake"):
+            uses_make = True
+        for arg in argv:
+            for tok in _TOKEN_RE.findall(str(arg).replace("\\", "/")):
+                if tok.startswith("-") or tok.startswith("/"):
+                    continue
+                p = posixpath.normpath(posixpath.join(prefix, tok)) if prefix else posixpath.normpath(tok)
+                if p and not p.startswith(".."):
+                    paths.add(p)
+    return paths, uses_make
+
+
+def _config_edit(path: str, lines: Sequence[str]) -> str | None:
+    """Why an edit of ``path`` (with these added+removed lines) touches test/CI configuration."""
+    if _ALWAYS_CONFIG_RE.search(path):
+        return "test runner / CI configuration changed"
+    if _PY_CFG_RE.search(path):
+        hits = [ln for ln in lines if _PY_CFG_LINE_RE.match(ln)]
+        return f"pytest/coverage settings changed: `{_snippet(hits[0])}`" if hits else None
+    if posixpath.basename(path) == "conftest.py":
+        hits = [ln for ln in lines if _CONFTEST_LINE_RE.search(ln)]
+        return f"test collection altered in conftest.py: `{_snippet(hits[0])}`" if hits else None
+    if _PKG_JSON_RE.search(path):
+        hits = [ln for ln in lines if _PKG_LINE_RE.match(ln)]
+        return f"package.json test/check script or runner config changed: `{_snippet(hits[0])}`" if hits else None
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# scan_changes
+# --------------------------------------------------------------------------------------------
+
+
+def scan_changes(
+    added: Mapping[str, Sequence[str]],
+    removed: Mapping[str, Sequence[str]],
+    deleted_files: Sequence[str],
+    changed_files: Sequence[str],
+    check_argvs: Sequence[Sequence[str]] = (),
+    *,
+    project_prefix: str = "",
+) -> SignalsReport:
+    """Count every signal over a round's changes. Never raises for odd input; never blocks.
+
+    Args:
+        added: per file, the added lines (``+`` lines of ``git diff -U0``; all lines of a new file).
+        removed: per file, the removed lines (``-`` lines; all lines of a deleted file).
+        deleted_files: files deleted since the baseline.
+        changed_files: every changed path (tracked, untracked, rename sources and targets, deletions).
+        check_argvs: the argv of each acceptance check of the round.
+        project_prefix: the project's path relative to the repository top level (``""`` when the
+            project is the top level); relative argv tokens are resolved against it.
+
+    Returns:
+        :class:`SignalsReport`. Rules:
+
+        * ``todo``/``consoleDebug``/``commentedBlock``/``secretLike``: §4.4 over all added lines,
+          files concatenated in ``added`` order;
+        * ``debugLeftover``: per added non-comment line: Python ``breakpoint()``, ``pdb``/``ipdb``
+          ``set_trace`` and imports, a top-level ``print(`` in a non-test, non-script ``.py`` file;
+          JS/TS ``debugger`` statement; Rust ``dbg!``; Ruby ``binding.pry``/``byebug``;
+        * ``skippedOrOnlyTests``: per added non-comment line, language-scoped: ``it/describe/test
+          .only|.skip(``, ``fit(``/``fdescribe(``/``xit(``…, ``pytest.mark.skip|skipif|xfail``,
+          ``pytest.skip(``, ``unittest.skip*``, ``self.skipTest(``, Go ``t.Skip*(``, Rust
+          ``#[ignore]``, Java ``@Disabled``/``@Ignore``;
+        * ``deletedTests``: named test definitions (Python ``def test_*`` and JS ``it/test('…')`` in
+          test files, Go ``func Test*`` in ``_test.go``) removed and not re-added anywhere (a
+          removed definition offset by a new one in the same file is a rename), Rust ``#[test]``
+          and Java ``@Test`` markers by net count per file; a deleted test file counts
+          ``max(1, tests not found elsewhere)`` unless all its tests reappear elsewhere;
+        * ``weakenedTests``: in test files, removed assertion lines not matched by an identical added
+          assertion anywhere nor offset by another added assertion in the same file (lines inside
+          a deleted test's body are left to ``deletedTests``), plus each trivially true assertion
+          added (``assert True``, ``assert x == x``, ``expect(true).toBe(true)``…);
+        * ``acceptanceTampering``: one per changed file that is the project's
+          ``.tianshu-mcp/acceptance.json``, a file named in a check argv (a Makefile when a check
+          runs ``make``), a test-runner/CI config (pytest.ini, jest/vitest configs, CI workflows),
+          or whose changed lines touch pytest/coverage settings (pyproject.toml, setup.cfg,
+          tox.ini), collection hooks (conftest.py) or test/check scripts (package.json).
+    """
+    deleted = [f for f in dict.fromkeys(deleted_files)]
+    deleted_set = set(deleted)
+    all_added = [ln for lines in added.values() for ln in lines]
+    s = scan_signals(all_added)
+    items: dict[str, list[TamperingItem]] = {k: [] for k in TAMPERING_KINDS}
+
+    # debugLeftover, skippedOrOnlyTests, trivial assertions (added lines)
+    for path, lines in added.items():
+        lang = _lang(path)
+        test_file = is_test_path(path)
+        for line in lines:
+            stripped = line.strip()
+            if not stripped or _is_comment(stripped, lang):
+                continue
+            if _debug_leftover(path, line, lang):
+                s.debug_leftover += 1
+            if lang and any(r.search(line) for r in _SKIP_RES.get(lang, ())):
+                s.skipped_or_only_tests += 1
+                items["skippedOrOnlyTests"].append(
+                    TamperingItem(kind="skippedOrOnlyTests", file=path, detail=f"focused/skipped test added: `{_snippet(line)}`")
+                )
+            if test_file and any(r.search(line) for r in _TRIVIAL_RES):
+                s.weakened_tests += 1
+                items["weakenedTests"].append(
+                    TamperingItem(kind="weakenedTests", file=path, detail=f"trivially true assertion added: `{_snippet(line)}`")
+                )
+
+    # deletedTests: named definitions
+    added_defs: Counter[tuple[str, str]] = Counter()
+    added_defs_by_file: dict[str, Counter[tuple[str, str]]] = {}
+    for path, lines in added.items():
+        lang = _lang(path)
+        for line in lines:
+            d = _test_def(path, line, lang)
+            if d:
+                added_defs[(lang or "", d[0])] += 1
+                added_defs_by_file.setdefault(path, Counter())[(lang or "", d[0])] += 1
+    removed_defs: dict[str, list[tuple[str, int]]] = {}
+    for path, lines in removed.items():
+        lang = _lang(path)
+        for line in lines:
+            d = _test_def(path, line, lang)
+            if d:
+                removed_defs.setdefault(path, []).append(d)
+    # exact name matches anywhere first (a moved test is kept)
+    unmatched: dict[str, list[tuple[str, int]]] = {}
+    for path, defs in removed_defs.items():
+        lang = _lang(path) or ""
+        for name, indent in defs:
+            if added_defs[(lang, name)] > 0:
+                added_defs[(lang, name)] -= 1
+                if path in added_defs_by_file and added_defs_by_file[path][(lang, name)] > 0:
+                    added_defs_by_file[path][(lang, name)] -= 1
+                else:
+                    for other in added_defs_by_file.values():
+                        if other[(lang, name)] > 0:
+                            other[(lang, name)] -= 1
+                            break
+            else:
+                unmatched.setdefault(path, []).append((name, indent))
+    deleted_names: dict[str, set[str]] = {}
+    for path, defs in unmatched.items():
+        if path in deleted_set:
+            deleted_names[path] = {n for n, _ in defs}
+            continue
+        # an unmatched new definition in the same file offsets one removed definition (a rename)
+        spare = sum(added_defs_by_file.get(path, Counter()).values())
+        gone = defs[spare:] if spare < len(defs) else []
+        deleted_names[path] = {n for n, _ in gone}
+        for name, _ in gone:
+            s.deleted_tests += 1
+            items["deletedTests"].append(TamperingItem(kind="deletedTests", file=path, detail=f"test removed: {name}"))
+    for path in deleted:
+        if not is_test_path(path):
+            continue
+        total = len(removed_defs.get(path, []))
+        gone_n = len(unmatched.get(path, []))
+        if total and not gone_n:
+            continue  # every test of the deleted file reappears elsewhere: moved
+        s.deleted_tests += max(1, gone_n)
+        detail = "test file deleted" + (f" ({gone_n} test(s) not found elsewhere)" if gone_n else "")
+        items["deletedTests"].append(TamperingItem(kind="deletedTests", file=path, detail=detail))
+    # deletedTests: name-less markers by net count per file
+    for lang_key, rx in _COUNTED_DEF_RES.items():
+        for path in dict.fromkeys([*removed, *added]):
+            if _lang(path) != lang_key or path in deleted_set:
+                continue
+            net = sum(1 for ln in removed.get(path, ()) if rx.search(ln)) - sum(1 for ln in added.get(path, ()) if rx.search(ln))
+            if net > 0:
+                s.deleted_tests += net
+                items["deletedTests"].append(
+                    TamperingItem(kind="deletedTests", file=path, detail=f"{net} test marker(s) removed ({rx.pattern})")
+                )
+
+    # weakenedTests: removed assertions without a replacement
+    added_asserts: Counter[str] = Counter()
+    added_asserts_by_file: dict[str, Counter[str]] = {}
+    for path, lines in added.items():
+        if not is_test_path(path):
+            continue
+        lang = _lang(path)
+        for line in lines:
+            stripped = line.strip()
+            if stripped and not _is_comment(stripped, lang) and _ASSERT_RE.search(line):
+                added_asserts[_norm(line)] += 1
+                added_asserts_by_file.setdefault(path, Counter())[_norm(line)] += 1
+    removed_asserts: dict[str, list[str]] = {}
+    for path, lines in removed.items():
+        if not is_test_path(path) or path in deleted_set:
+            continue
+        lang = _lang(path)
+        gone = deleted_names.get(path, set())
+        body_indent: int | None = None
+        for line in lines:
+            stripped = line.strip()
+            d = _test_def(path, line, lang)
+            if d is not None:
+                body_indent = d[1] if d[0] in gone else None
+                continue
+            if body_indent is not None:
+                indent = len(line) - len(line.lstrip())
+                if not stripped or indent > body_indent:
+                    continue  # inside a deleted test's body: counted by deletedTests
+                if lang != "py" and re.match(r"^[})\];,\s]+$", stripped):
+                    body_indent = None
+                    continue  # the closing line of a deleted JS/Go test
+                body_indent = None
+            if stripped and not _is_comment(stripped, lang) and _ASSERT_RE.search(line):
+                removed_asserts.setdefault(path, []).append(line)
+    leftovers: dict[str, list[str]] = {}
+    for path, lines in removed_asserts.items():
+        for line in lines:
+            key = _norm(line)
+            if added_asserts[key] > 0:
+                added_asserts[key] -= 1
+                own = added_asserts_by_file.get(path)
+                if own is not None and own[key] > 0:
+                    own[key] -= 1
+                else:
+                    for other in added_asserts_by_file.values():
+                        if other[key] > 0:
+                            other[key] -= 1
+                            break
+            else:
+                leftovers.setdefault(path, []).append(line)
+    for path, lines in leftovers.items():
+        spare = sum(added_asserts_by_file.get(path, Counter()).values())
+        net = len(lines) - spare
+        if net > 0:
+            s.weakened_tests += net
+            items["weakenedTests"].append(
+                TamperingItem(
+                    kind="weakenedTests",
+                    file=path,
+                    detail=f"{net} assertion(s) removed without replacement, e.g. `{_snippet(lines[-net])}`",
+                )
+            )
+
+    # acceptanceTampering: one per file
+    argv_paths, uses_make = _argv_paths(check_argvs, project_prefix.strip("/"))
+    for path in dict.fromkeys([*changed_files, *deleted]):
+        why: str | None = None
+        if _ACCEPTANCE_FILE_RE.search(path):
+            why = "acceptance configuration (.tianshu-mcp/acceptance.json) edited"
+        elif path in argv_paths:
+            why = "file named in an acceptance check command was " + ("deleted" if path in deleted_set else "edited")
+        elif uses_make and _MAKEFILE_RE.search(path):
+            why = "Makefile edited while a check runs make"
+        else:
+            why = _config_edit(path, [*added.get(path, ()), *removed.get(path, ())])
+        if why:
+            s.acceptance_tampering += 1
+            items["acceptanceTampering"].append(TamperingItem(kind="acceptanceTampering", file=path, detail=why))
+
+    tampering = [it for k in TAMPERING_KINDS for it in items[k]][:MAX_TAMPERING_ITEMS]
+    return SignalsReport(signals=s, tampering=tampering)

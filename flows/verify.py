@@ -1,0 +1,147 @@
+"""Flows ``verify`` (manual or scheduled verification) and ``reverify`` (the cron trigger).
+
+``verify`` runs one acceptance round on the project's work queue, so it never overlaps a task on
+the same project (00-design §4). Its record is a ``vfy_…`` directory; in task mode the report is
+also a new round of the target task (the next free ``report-N``, never overwriting one) and the
+target's ``task.json`` gets the latest verdict (10-tools §1.2, 20-acceptance §3.0).
+
+``reverify`` is what a cron schedule fires (one schedule per project on deployment
+``reverify/reverify``): it creates a ``vfy_`` record and a ``verify`` flow run on the project's
+queue, then ends; the verification itself shows up as that flow run. Scheduled re-verification
+judges the project's current state against HEAD with the zero-change gate off.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from prefect import flow, task
+from prefect.states import Completed, Failed, State
+
+from ..acceptance.git import Baseline, capture_baseline
+from ..core.files import atomic_write_json, read_json_safe
+from ..core.settings import home_tag
+from ..core.taskstore import utc_now
+from ..tasks.common import record, store
+from ..tasks.verify import verify_round_task
+from .states import NEEDS_ATTENTION, SUCCEEDED
+
+
+def resolve_commit(project: str, ref: str) -> str | None:
+    """The commit sha ``ref`` names in ``project`` (``git rev-parse --verify --quiet <ref>^{commit}``), or None."""
+    try:
+        out = subprocess.run(["git", "-C", project, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def baseline_at(project: str, ref: str, sha: str) -> dict[str, Any]:
+    """A baseline that is commit ``sha`` with a clean worktree: every change since it counts."""
+    return Baseline(is_repo=True, head=sha, message=f"baseline {ref} = {sha[:7]} (clean worktree assumed)").to_json()
+
+
+@task(name="verify-baseline", retries=0)
+def verify_baseline(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None) -> dict[str, Any]:
+    """Pick the baseline of a verification and store it as the record's ``baseline.json``.
+
+    target task and no ref (or ``"task"``) → the task's pre-work baseline; a ``tsk_`` ref → that
+    task's baseline; a git ref → that commit, clean; otherwise → the project as it is now.
+    """
+    st = store()
+    if baseline_ref and baseline_ref.startswith("tsk_"):
+        data = read_json_safe(st.dir(baseline_ref) / "baseline.json")
+    elif target_task_id and baseline_ref in (None, "task"):
+        data = read_json_safe(st.dir(target_task_id) / "baseline.json")
+    elif baseline_ref:
+        sha = resolve_commit(project_path, baseline_ref)
+        if sha is None:
+            raise ValueError(f"baselineRef '{baseline_ref}' is not a commit of {project_path}")
+        data = baseline_at(project_path, baseline_ref, sha)
+    else:
+        data = capture_baseline(project_path).to_json()
+    if not isinstance(data, dict):
+        raise ValueError("the baseline to verify against is missing")
+    atomic_write_json(st.dir(record_id) / "baseline.json", data)
+    return data
+
+
+@flow(name="verify", description="One acceptance round on demand (verify_task) or on a schedule.", log_prints=False)
+def verify_flow(
+    record_id: str,
+    project_path: str,
+    target_task_id: str | None = None,
+    baseline_ref: str | None = None,
+    extra_checks: list[dict[str, Any]] | None = None,
+    checks_mode: str = "append",
+    acceptance_override: dict[str, Any] | None = None,
+) -> State:
+    """Verify ``project_path`` for record ``record_id`` (see the module doc).
+
+    Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
+    blocked (broken config, a check that cannot start), ``Failed`` otherwise.
+    """
+    st = store()
+    record(record_id, startedAt=utc_now(), phase="verify_start")
+    try:
+        baseline = verify_baseline(record_id, project_path, target_task_id, baseline_ref)
+    except ValueError as exc:
+        msg = f"verification not run: {exc}"
+        record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None, errorType="verify_failed")
+        return Failed(name=NEEDS_ATTENTION, message=msg)
+    report_owner = target_task_id or record_id
+    verdict = verify_round_task.with_options(task_run_name="verify-round-manual")(
+        report_owner, 0, baseline, extra_checks, checks_mode,
+        acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
+    )
+    outcome = "passed" if verdict["passed"] else "failed"
+    details = dict(
+        reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportRound=verdict["round"],
+        verificationSource="manual", latestVerificationVerdict=outcome,
+        changedFiles=verdict["changedFiles"], diffstat=verdict["diffstat"],
+    )
+    if target_task_id:
+        record(target_task_id, **details)
+        st.event(target_task_id, "verify_round", "verify_start", f"manual verification report-{verdict['round']}: {outcome}")
+    blocked = bool(verdict["blockingIssues"])
+    msg = (f"verification {'blocked' if blocked else outcome} (report-{verdict['round']}): {verdict['message']}")
+    record(record_id, **details, lastMessage=msg, finishedAt=utc_now(), phase=None,
+           errorType=("verify_failed" if not verdict["passed"] else None), summary=verdict["summary"])
+    if verdict["passed"]:
+        return Completed(name=SUCCEEDED, message=msg)
+    return Failed(name=NEEDS_ATTENTION if blocked else "Failed", message=msg)
+
+
+@flow(name="reverify", description="Scheduled re-verification of a project against HEAD.", log_prints=False)
+async def reverify_flow(project_path: str) -> State:
+    """Queue a ``verify`` flow run for ``project_path`` on its work queue and return.
+
+    The new ``vfy_`` record (``kind: reverify``) appears in query_info(type=tasks); its flow run
+    carries the report. The zero-change gate is off (a health check, not a task).
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.deployments import run_deployment
+
+    from ..core.ids import new_verify_id
+    from ..core.paths import project_key
+    from ..deployments.setup import ensure_project_queue
+
+    record_id = new_verify_id()
+    st = store()
+    st.create(record_id, {"kind": "reverify", "workspaceMode": "project", "projectPath": project_path,
+                          "agentId": "scheduled-verify", "task": f"scheduled re-verification of {project_path}",
+                          "autoVerify": True, "autoFixRounds": 0, "projectKey": project_key(project_path),
+                          "homeTag": home_tag()})
+    async with get_client() as client:
+        queue = await ensure_project_queue(client, project_key(project_path))
+    run = await run_deployment(
+        "verify/verify", timeout=0, work_queue_name=queue, flow_run_name=record_id,
+        parameters={"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
+                    "acceptance_override": {"requireChanges": False}},
+        tags=[f"tianshu-task:{record_id}", f"project:{project_key(project_path)}", "agent:scheduled-verify", home_tag()],
+    )
+    record(record_id, flowRunId=str(run.id), workQueue=queue)
+    return Completed(message=f"queued verification {record_id} for {project_path}")
+

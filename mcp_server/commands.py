@@ -1,0 +1,226 @@
+"""CLI subcommands that print to stdout and never start the protocol (10-tools §5).
+
+* ``tianshu-mcp config acceptance [projectPath] [--task <taskId>]`` — the acceptance layers and
+  the effective configuration, as JSON; exit code 0 even when a layer is broken.
+* ``tianshu-mcp config schema`` — the JSON Schema of acceptance.json (generated from the models).
+* ``tianshu-mcp schedule add <projectPath> --cron "<expr>" [--timezone TZ]`` /
+  ``schedule list`` / ``schedule remove <projectPath>`` — cron re-verification of a project
+  (deployment ``reverify``, one schedule per project). Runs fire while a tianshu-mcp process
+  hosts Prefect for the home (``tianshu-mcp server``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from ..core.errors import TianshuError
+from ..core.settings import data_home, load_config
+
+DEFAULT_SUMMARY = {"checks": "(default set)", "requireChanges": "(default true)",
+                   "verifyConcurrency": "(inherits server config)", "visual": "(not configured)"}
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def config_acceptance(argv: list[str]) -> int:
+    """``config acceptance``: layers global → project → override, applied order, effective values."""
+    from ..acceptance.config import (
+        AcceptanceConfigError,
+        global_layer_path,
+        merge_configs,
+        parse_layer,
+        project_layer_path,
+        read_layer,
+    )
+    from ..acceptance.config import AcceptanceConfig as Cfg
+
+    project: str | None = None
+    task_id: str | None = None
+    error: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--task":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("--"):
+                error = "--task needs a taskId argument"
+                break
+            task_id = argv[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--"):
+            error = f"unknown option: {arg}"
+            break
+        if project is not None:
+            error = f"extra argument: {arg}"
+            break
+        project = os.path.abspath(arg)
+        i += 1
+    if error:
+        _print({"ok": False, "error": error, "layers": [], "appliedOrder": [], "effective": DEFAULT_SUMMARY, "summary": ""})
+        return 0
+    home = data_home()
+    layers: list[dict[str, Any]] = []
+    merged = Cfg()
+    applied: list[str] = []
+    ok = True
+    top_error: str | None = None
+
+    def add(source: str, path: str, load: Any) -> None:
+        nonlocal merged, ok
+        entry: dict[str, Any] = {"source": source, "path": path, "present": False}
+        try:
+            cfg = load()
+        except AcceptanceConfigError as exc:
+            entry.update(present=True, error={"code": exc.code.value, "message": exc.message})
+            ok = False
+        else:
+            if cfg is not None:
+                entry.update(present=True, config=cfg.to_json())
+                merged = merge_configs(merged, cfg)
+                applied.append(source)
+        layers.append(entry)
+
+    gpath = global_layer_path(home)
+    add("global", str(gpath), lambda: read_layer(gpath, "global"))
+    if project is not None:
+        ppath = project_layer_path(project)
+        add("project", str(ppath), lambda: read_layer(ppath, "project"))
+    else:
+        layers.append({"source": "project", "path": "(no projectPath given)", "present": False})
+    if task_id is not None:
+        from ..core.taskstore import TaskStore
+
+        snapshot = TaskStore(home).read(task_id)
+        tpath = str(home / "tasks" / task_id / "task.json")
+        if snapshot is None:
+            layers.append({"source": "override", "path": tpath, "present": False})
+            top_error = f"task snapshot unreadable or missing: {task_id}"
+            ok = False
+        else:
+            override = snapshot.get("acceptanceOverride")
+            add("override", tpath, lambda: parse_layer(override, "override", tpath) if override is not None else None)
+    else:
+        layers.append({"source": "override", "path": "(no --task given, no task-level override)", "present": False})
+    data = merged.defined() if hasattr(merged, "defined") else merged.to_json()
+    effective = {
+        "checks": len(data["checks"]) if data.get("checks") is not None else DEFAULT_SUMMARY["checks"],
+        "requireChanges": data["requireChanges"] if data.get("requireChanges") is not None else DEFAULT_SUMMARY["requireChanges"],
+        "verifyConcurrency": data["verifyConcurrency"] if data.get("verifyConcurrency") is not None else DEFAULT_SUMMARY["verifyConcurrency"],
+        "visual": "overridden" if data.get("visual") is not None else DEFAULT_SUMMARY["visual"],
+    }
+    summary = (f"effective layers={'>'.join(applied) or '(none)'} checks={effective['checks']} "
+               f"requireChanges={effective['requireChanges']} verifyConcurrency={effective['verifyConcurrency']} "
+               f"visual={effective['visual']}")
+    out: dict[str, Any] = {"ok": ok}
+    if project is not None:
+        out["project"] = project
+    if task_id is not None:
+        out["taskId"] = task_id
+    out.update(layers=layers, appliedOrder=applied, effective=effective, summary=summary)
+    if top_error:
+        out["error"] = top_error
+    _print(out)
+    return 0
+
+
+def config_schema(argv: list[str]) -> int:
+    """``config schema``: print the JSON Schema of acceptance.json."""
+    from ..acceptance.schema import acceptance_json_schema
+
+    _print(acceptance_json_schema())
+    return 0
+
+
+def config(argv: list[str]) -> int:
+    """``config <scope>``; an unknown scope prints a usage error (exit 0, as 10-tools §5)."""
+    scope = argv[0] if argv else ""
+    if scope == "acceptance":
+        return config_acceptance(argv[1:])
+    if scope == "schema":
+        return config_schema(argv[1:])
+    _print({"ok": False, "error": f"unknown config subcommand: {scope or '(empty)'}",
+            "usage": ["tianshu-mcp config acceptance [projectPath] [--task <taskId>]", "tianshu-mcp config schema"]})
+    return 0
+
+
+# --- schedules ---------------------------------------------------------------------------------
+def _runtime() -> Any:
+    from .runtime import Runtime
+
+    home = data_home()
+    runtime = Runtime(home, load_config(home), allow_host=True, run_worker=False)
+    runtime.start_blocking()
+    return runtime
+
+
+def schedule(argv: list[str]) -> int:
+    """``schedule add|list|remove``: cron re-verification schedules on deployment ``reverify``."""
+    import anyio
+
+    parser = argparse.ArgumentParser(prog="tianshu-mcp schedule")
+    sub = parser.add_subparsers(dest="action", required=True)
+    add = sub.add_parser("add", help="schedule re-verification of a project")
+    add.add_argument("projectPath")
+    add.add_argument("--cron", required=True, help='cron expression, e.g. "0 3 * * *"')
+    add.add_argument("--timezone", default=None, help="IANA time zone (default: UTC)")
+    sub.add_parser("list", help="list the schedules")
+    rm = sub.add_parser("remove", help="remove a project's schedule")
+    rm.add_argument("projectPath")
+    args = parser.parse_args(argv)
+    try:
+        from ..core.paths import check_project_path
+
+        project = check_project_path(os.path.abspath(args.projectPath)) if getattr(args, "projectPath", None) else None
+        if args.action == "add":
+            from prefect.client.schemas.schedules import CronSchedule
+
+            CronSchedule(cron=args.cron, timezone=args.timezone)  # validates the expression first
+        runtime = _runtime()
+    except TianshuError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - e.g. an invalid cron expression
+        print(f"Error: [INVALID_ARGUMENT] {exc}", file=sys.stderr)
+        return 1
+    try:
+        return anyio.run(_schedule, args, project)
+    finally:
+        runtime.stop()
+
+
+async def _schedule(args: argparse.Namespace, project: Any) -> int:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.schedules import CronSchedule
+
+    async with get_client() as client:
+        dep = await client.read_deployment_by_name("reverify/reverify")
+        schedules = await client.read_deployment_schedules(dep.id)
+        if args.action == "list":
+            _print({"ok": True, "schedules": [
+                {"projectPath": (s.parameters or {}).get("project_path"), "cron": getattr(s.schedule, "cron", None),
+                 "timezone": getattr(s.schedule, "timezone", None), "active": s.active, "slug": s.slug}
+                for s in schedules]})
+            return 0
+        slug = f"reverify-{project.key}"
+        existing = [s for s in schedules if s.slug == slug]
+        if args.action == "remove":
+            for s in existing:
+                await client.delete_deployment_schedule(dep.id, s.id)
+            _print({"ok": bool(existing), "projectPath": project.norm, "removed": len(existing)})
+            return 0 if existing else 1
+        for s in existing:  # add replaces the project's schedule
+            await client.delete_deployment_schedule(dep.id, s.id)
+        await client.create_deployment_schedules(dep.id, [DeploymentScheduleCreate(
+            schedule=CronSchedule(cron=args.cron, timezone=args.timezone), active=True,
+            parameters={"project_path": project.norm}, slug=slug)])
+        _print({"ok": True, "projectPath": project.norm, "cron": args.cron, "timezone": args.timezone, "slug": slug,
+                "note": "runs fire while a tianshu-mcp process hosts Prefect for this home (tianshu-mcp server)"})
+        return 0
+
