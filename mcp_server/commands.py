@@ -107,7 +107,7 @@ def config_acceptance(argv: list[str]) -> int:
             add("override", tpath, lambda: parse_layer(override, "override", tpath) if override is not None else None)
     else:
         layers.append({"source": "override", "path": "(no --task given, no task-level override)", "present": False})
-    data = merged.defined() if hasattr(merged, "defined") else merged.to_json()
+    data = merged.to_json()
     effective = {
         "checks": len(data["checks"]) if data.get("checks") is not None else DEFAULT_SUMMARY["checks"],
         "requireChanges": data["requireChanges"] if data.get("requireChanges") is not None else DEFAULT_SUMMARY["requireChanges"],

@@ -1,0 +1,63 @@
+"""``tianshu-mcp config acceptance`` and ``config schema`` (10-tools §5; acceptance issue §2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from conftest import CONSOLE, server_env
+
+
+def run(home: Path, *args: str) -> tuple[int, dict]:
+    out = subprocess.run([CONSOLE, "config", *args], env=server_env(home), capture_output=True, text=True,
+                         timeout=60, stdin=subprocess.DEVNULL)
+    return out.returncode, json.loads(out.stdout)
+
+
+def test_layers_in_order_with_effective_values(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "acceptance.default.json").write_text(json.dumps({"requireChanges": False, "verifyConcurrency": 9}))
+    project = tmp_path / "proj"
+    (project / ".tianshu-mcp").mkdir(parents=True)
+    (project / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": [{"name": "t", "cmd": "pytest -q"}]}))
+    task = home / "tasks" / "tsk_20260101000000_abcdef"
+    task.mkdir(parents=True)
+    (task / "task.json").write_text(json.dumps({"taskId": task.name, "acceptanceOverride": {"requireChanges": True}}))
+    code, out = run(home, "acceptance", str(project), "--task", task.name)
+    assert code == 0 and out["ok"] is True
+    assert [layer["source"] for layer in out["layers"]] == ["global", "project", "override"]
+    assert out["appliedOrder"] == ["global", "project", "override"]
+    assert out["effective"] == {"checks": 1, "requireChanges": True, "verifyConcurrency": 4, "visual": "(not configured)"}
+    assert out["summary"].startswith("effective layers=global>project>override checks=1")
+
+
+def test_a_broken_layer_is_named_and_the_others_still_parse(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "acceptance.default.json").write_text("{broken")
+    project = tmp_path / "proj"
+    (project / ".tianshu-mcp").mkdir(parents=True)
+    (project / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"requireChanges": False}))
+    code, out = run(home, "acceptance", str(project))
+    assert code == 0 and out["ok"] is False
+    g = out["layers"][0]
+    assert g["error"]["code"] == "CONFIG_INVALID" and str(home / "acceptance.default.json") in g["error"]["message"]
+    assert out["layers"][1]["config"] == {"requireChanges": False}
+    assert out["layers"][2]["present"] is False
+
+
+def test_argument_errors_and_unknown_scope(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out = run(home, "acceptance", "--task")
+    assert code == 0 and out["ok"] is False and out["error"] == "--task needs a taskId argument"
+    code, out = run(home, "acceptance", "--bogus")
+    assert out["error"] == "unknown option: --bogus"
+    code, out = run(home, "acceptance", "/a", "/b")
+    assert out["error"] == "extra argument: /b"
+    code, out = run(home, "nope")
+    assert code == 0 and out["ok"] is False and "unknown config subcommand: nope" in out["error"]
+    code, out = run(home, "acceptance", str(tmp_path), "--task", "tsk_20260101000000_000000")
+    assert out["ok"] is False and "task snapshot unreadable or missing" in out["error"]
