@@ -21,6 +21,7 @@ from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
 from ..core.model import ACTIVE, TERMINAL, is_wait_settled
 from ..core.paths import check_project_path, norm_path
+from ..core.projects import ProjectRegistry
 from ..core.settings import load_config
 from .format import ok_result
 from .service import TaskService, TaskView, dirty_count
@@ -107,6 +108,12 @@ class Handlers:
                 "Give projectPath or use agentId=zcode.",
             )
         project = check_project_path(raw_path)
+        try:
+            registered = ProjectRegistry(home).register(project.norm, project.raw)
+        except TianshuError as exc:
+            raise TianshuError(exc.code, f"project registration failed, nothing dispatched: {exc.message}") from exc
+        if args.get("agentId") is None and registered.get("defaultAgentId"):
+            agent_id = str(registered["defaultAgentId"])
         task_id = new_task_id()
         key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
         if key is not None:

@@ -9,6 +9,8 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ..acceptance.engine import VerifyRequest, verify_round
+from ..core.errors import TianshuError
+from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
 from .common import cancel_requested, store
@@ -84,6 +86,10 @@ def verify_round_task(
     meta = st.read(task_id) or {}
     tdir = st.dir(task_id)
     cfg = load_config()
+    try:
+        entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
+    except TianshuError:
+        entry = {}  # a corrupt projects.json must not sink verification; the layers still apply
     outcome = verify_round(
         VerifyRequest(
             task_id=task_id,
@@ -99,6 +105,7 @@ def verify_round_task(
             verify_command_timeout_ms=cfg.verify_command_timeout_ms,
             verify_concurrency=cfg.verify_concurrency,
             should_stop=lambda: cancel_requested(tdir),
+            project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
         )
     )
     report = outcome.report

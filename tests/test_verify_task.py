@@ -165,3 +165,29 @@ def test_schedule_rejects_bad_input(ts_home: Path, tmp_path: Path) -> None:
     assert out.returncode == 1 and "INVALID_ARGUMENT" in out.stderr
     out = run_cli(ts_home, "schedule", "add", "/etc", "--cron", "0 3 * * *")
     assert out.returncode == 1 and "PATH_IS_SYSTEM" in out.stderr
+
+
+async def test_projects_json_registration_verify_and_default_agent(ts_home: Path, tmp_path: Path) -> None:
+    from tianshu_mcp.core.paths import project_key
+
+    repo = make_calc_repo(tmp_path / "registered")
+    (repo / ".tianshu-mcp" / "acceptance.json").unlink()
+    git(repo, "commit", "-qam", "no project acceptance layer")
+    first = git(repo, "rev-parse", "HEAD").strip()
+    async with mcp_client(ts_home) as client:
+        r = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop", "agentId": "scripted-noop", "autoVerify": False}))
+        await client.call_tool("wait_task", {"taskId": r["taskId"], "timeoutMs": 120000})
+        registry = json.loads((ts_home / "projects.json").read_text())
+        key = project_key(str(repo))
+        assert registry[key]["path"] == str(repo) and registry[key]["firstSeenAt"]
+        # an admin adds curated checks and a default agent for this project
+        registry[key]["verify"] = [{"name": "curated", "cmd": ["true"]}]
+        registry[key]["defaultAgentId"] = "scripted-noop"
+        (ts_home / "projects.json").write_text(json.dumps(registry))
+        (repo / "calc.py").write_text(FIXED)
+        v = meta_of(await client.call_tool("verify_task", {"projectPath": str(repo), "baselineRef": first}))
+        report = json.loads(Path(v["reportFiles"]["json"]).read_text())
+        assert [c["name"] for c in report["checks"]] == ["git-diff-check", "curated"] and v["status"] == "succeeded"
+        t = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop", "autoVerify": False}))
+        assert t["agentId"] == "scripted-noop"
+        await client.call_tool("wait_task", {"taskId": t["taskId"], "timeoutMs": 120000})

@@ -1,0 +1,62 @@
+"""``<home>/projects.json``: the projects seen by run_task/verify_task (40-agents-tasks §2.5, §2.13).
+
+``{"<sha256(norm)[:16]>": {"path", "displayPath"?, "firstSeenAt", "lastSeenAt", "verify"?,
+"defaultAgentId"?}}``. ``verify`` (admin-curated acceptance checks) is the second source of the
+base check set (20-acceptance §2.2); ``defaultAgentId`` overrides run_task's default agent.
+Writes are atomic under a file lock; a corrupt file is reported, never silently overwritten.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from .errors import ErrorCode, TianshuError
+from .files import atomic_write_json, read_json
+from .paths import project_key
+from .taskstore import utc_now
+
+
+class ProjectRegistry:
+    """The projects file of a data home."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "projects.json"
+        self.lock = FileLock(str(home / ".projects.lock"), timeout=30)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = read_json(self.path)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} must hold a JSON object keyed by project hash")
+        return data
+
+    def get(self, norm: str) -> dict[str, Any] | None:
+        """The entry of a normalised project path, or None. Raises CONFIG_INVALID on a corrupt file."""
+        entry = self._load().get(project_key(norm))
+        return entry if isinstance(entry, dict) else None
+
+    def register(self, norm: str, display: str | None = None) -> dict[str, Any]:
+        """Record that ``norm`` was used now (creating the entry on first sight); returns the entry.
+
+        Raises:
+            TianshuError: CONFIG_INVALID when projects.json is corrupt (it is left untouched).
+        """
+        with self.lock:
+            data = self._load()
+            key = project_key(norm)
+            now = utc_now()
+            entry = data.get(key) if isinstance(data.get(key), dict) else {"path": norm, "firstSeenAt": now}
+            entry["path"] = norm
+            if display and display != norm:
+                entry["displayPath"] = display
+            entry["lastSeenAt"] = now
+            data[key] = entry
+            atomic_write_json(self.path, data)
+            return entry
