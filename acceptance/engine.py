@@ -74,6 +74,9 @@ class VerifyRequest:
         verify_command_timeout_ms: default per-check timeout, ms.
         verify_concurrency: server default check parallelism (1..4), overridden by the layers.
         should_stop: cancellation probe.
+        baseline_dir: directory holding the baseline's grading files (``baseline-state.json``,
+            ``baseline-untracked/``, the ``baseline-checks.json`` cache and log); None → ``task_dir``.
+            ``verify_task(baselineRef=<taskId>)`` passes that task's directory.
     """
 
     task_id: str
@@ -90,6 +93,7 @@ class VerifyRequest:
     verify_concurrency: int = 2
     should_stop: Callable[[], bool] | None = None
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None
+    baseline_dir: Path | None = None
 
 
 @dataclass
@@ -160,7 +164,11 @@ def build_message(
             f"optional checks failed (do not affect the verdict): {', '.join(str(c.get('name')) for c in opt_failed)}"
         )
     sig = analysis.get("signals") or {}
-    if (sig.get("consoleDebug") or 0) > 0 or (sig.get("todo") or 0) > 0:
+    tampering = analysis.get("tampering") or []
+    if tampering:
+        kinds = sorted({str(t.get("kind")) for t in tampering})
+        bits.append(f"agent tampering signals (not blocking, review them): {', '.join(kinds)}")
+    if (sig.get("consoleDebug") or 0) > 0 or (sig.get("todo") or 0) > 0 or (sig.get("debugLeftover") or 0) > 0:
         bits.append("suspicious markers present, review the report")
     warnings = analysis.get("warnings") or []
     if warnings:
@@ -252,9 +260,10 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         else req.verify_concurrency
     ) or 1
     baseline_checks = bool(resolved is not None and not blocking and resolved.baseline_checks)
-    if baseline_checks and fresh_baseline and baseline.is_repo and load_baseline_state(task_dir) is None:
+    baseline_dir = Path(req.baseline_dir) if req.baseline_dir is not None else task_dir
+    if baseline_checks and fresh_baseline and baseline.is_repo and load_baseline_state(baseline_dir) is None:
         # a pure health check: "now" is the pre-work state; record it before any check runs
-        capture_baseline_state(project, task_dir)
+        capture_baseline_state(project, baseline_dir)
 
     # 5. git-diff-check, always first
     checks: list[dict[str, Any]] = [git_diff_check(project, baseline)]
@@ -276,7 +285,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         elif check_defs:
             grading = grade_round(
                 project=project,
-                task_dir=task_dir,
+                task_dir=baseline_dir,
                 baseline=baseline,
                 check_defs=check_defs,
                 results=checks[1:],
@@ -298,7 +307,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
 
     # 8. analysis
     try:
-        analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created)
+        analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created,
+                                   check_argvs=[list(d.cmd) for d in check_defs])
     except Exception as exc:  # noqa: BLE001 - analysis is informational; never sink the round
         log.exception("change analysis failed for %s", req.task_id)
         analysis = Analysis(warnings=[f"change analysis failed: {exc}"])

@@ -10,7 +10,14 @@ Paths in :class:`Baseline` and :class:`Analysis` are relative to the repository'
 (git porcelain's convention), POSIX separators.
 
 Deliberate deviations from the original (each marked ``port:`` in the code):
-* renames are disabled (``--no-renames``), so a rename shows as a deletion + an addition;
+* the tracked change list is one net diff ``baseline commit → working tree`` with rename detection
+  (``-M``): a rename is one row for the new path carrying its own line delta, plus a ``renames``
+  entry; a worktree ``mv`` git has not recorded (deleted file + new untracked file) is paired by
+  content; a commit the agent made and reverted in the worktree is not counted;
+* submodules (and repositories nested inside the work tree) are reported by commit
+  (``submodules``), never descended into; ``--ignore-submodules=dirty`` keeps their content out;
+* signals cover more than §4.4 (debug leftovers and agent tampering, see :mod:`.signals`), computed
+  from added *and* removed lines;
 * a pre-existing deletion that is still deleted is recorded (hash ``"deleted"``) and excluded
   like any unchanged pre-existing dirty file;
 * a baseline taken in a repository without commits diffs against the empty tree, so files the
@@ -24,9 +31,11 @@ Deliberate deviations from the original (each marked ``port:`` in the code):
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import os
+import posixpath
 import re
 import signal
 import subprocess
@@ -39,12 +48,18 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .signals import Signals, SignalsReport, TamperingItem, scan_changes, scan_signals
+
 __all__ = [
     "Baseline",
     "Analysis",
     "Diffstat",
     "FileStat",
     "Signals",
+    "SignalsReport",
+    "TamperingItem",
+    "Rename",
+    "Submodule",
     "GitResult",
     "run_git",
     "capture_baseline",
@@ -96,7 +111,8 @@ _BASE_ARGS = (
     "-c", "core.fsmonitor=false",
     "-c", "diff.noprefix=false",
 )
-_DIFF_OPTS = ("--no-renames", "--no-ext-diff", "--no-textconv", "--no-color")
+_DIFF_OPTS = ("--no-ext-diff", "--no-textconv", "--no-color", "--ignore-submodules=dirty")
+"""Options of every ``git diff``; rename detection (``-M``) is added explicitly where wanted."""
 
 
 def _now_iso() -> str:
@@ -223,8 +239,13 @@ def _empty_tree(project: str | os.PathLike[str]) -> str:
 
 
 def _status_entries(project: str | os.PathLike[str]) -> list[tuple[str, str]] | None:
-    """``[(XY, path)]`` from ``git status --porcelain=v1 -z --no-renames --untracked-files=all``."""
-    r = run_git(["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all"], project)
+    """``[(XY, path)]`` from ``git status --porcelain=v1 -z --no-renames --untracked-files=all
+    --ignore-submodules=dirty`` (per-path entries, never C-quoted; a nested repository is one
+    ``?? dir/`` entry)."""
+    r = run_git(
+        ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--ignore-submodules=dirty"],
+        project,
+    )
     if not r.ok:
         return None
     fields = r.stdout.split("\0")
@@ -277,6 +298,29 @@ def _sha1(path: Path) -> str | None:
         return None
 
 
+GITLINK_PREFIX = "gitlink:"
+"""port: baseline fingerprint of a submodule / nested repository: ``gitlink:<HEAD sha>``."""
+
+
+def _sub_head(path: Path) -> str | None:
+    """The checked-out commit of a submodule / nested repository (None when absent or unborn)."""
+    if not (path / ".git").exists():
+        return None
+    r = run_git(["rev-parse", "--verify", "--quiet", "HEAD"], path)
+    sha = r.stdout.strip()
+    return sha if r.ok and sha else None
+
+
+def _fingerprint(root: Path, rel: str) -> str | None:
+    """SHA-1 of a file (:func:`_sha1`) or ``gitlink:<HEAD>`` of a submodule / nested repository."""
+    path = root / rel.rstrip("/")
+    if path.is_dir() and not path.is_symlink():
+        if (path / ".git").exists():
+            return GITLINK_PREFIX + (_sub_head(path) or "unborn")
+        return None
+    return _sha1(path)
+
+
 # --------------------------------------------------------------------------------------------
 # Baseline (§4.1)
 # --------------------------------------------------------------------------------------------
@@ -318,7 +362,8 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     the repository; never raises for git failures (a non-repo yields ``isRepo: False``).
 
     Hashes (SHA-1 of file bytes, files ≤ 4 MiB): every pre-existing changed file plus the first
-    5000 untracked files; a pre-existing deletion gets ``"deleted"`` (port).
+    5000 untracked files; a pre-existing deletion gets ``"deleted"``, a submodule or nested
+    repository ``gitlink:<HEAD sha>`` (port).
     """
     if not is_git_repo(project):
         return Baseline(is_repo=False, message=NON_REPO_MESSAGE)
@@ -329,14 +374,14 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     dirty_hashes: dict[str, str] = {}
     untracked_hashes: dict[str, str] = {}
     for f in changed:
-        h = _sha1(root / f)
+        h = _fingerprint(root, f)
         if h is None and not os.path.lexists(root / f):
             h = DELETED_HASH  # port: a pre-existing deletion
         if h is not None:
             dirty_hashes[f] = h
     hashable = [f for f in untracked if not CACHE_PATH_RE.search(f)]  # port: caches are never analysed
     for f in hashable[:UNTRACKED_HASH_CAP]:
-        h = _sha1(root / f)
+        h = _fingerprint(root, f)
         if h is not None:
             dirty_hashes[f] = h
             untracked_hashes[f] = h
@@ -368,7 +413,7 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
 
 
 # --------------------------------------------------------------------------------------------
-# Analysis (§4.2) and signals (§4.4)
+# Analysis (§4.2) and signals (§4.4, issue §6: see .signals)
 # --------------------------------------------------------------------------------------------
 
 
@@ -393,20 +438,32 @@ class Diffstat(BaseModel):
     per_file: list[FileStat] = Field(default_factory=list, alias="perFile")
 
 
-class Signals(BaseModel):
-    """Suspicious-marker counts (20-acceptance §4.4); informational, never fail a round."""
+class Rename(BaseModel):
+    """A rename since the baseline: ``{from, to, similarity}`` (similarity in percent, 0–100)."""
 
     model_config = ConfigDict(populate_by_name=True)
 
-    todo: int = 0
-    console_debug: int = Field(0, alias="consoleDebug")
-    commented_block: int = Field(0, alias="commentedBlock")
-    secret_like: int = Field(0, alias="secretLike")
+    from_: str = Field(alias="from")
+    to: str
+    similarity: int
+
+
+class Submodule(BaseModel):
+    """A submodule (or embedded repository) whose checked-out commit changed: ``{path, before,
+    after}`` (commit shas; None when absent on that side or the repository has no commit)."""
+
+    path: str
+    before: str | None = None
+    after: str | None = None
 
 
 class Analysis(BaseModel):
-    """``report.json.analysis`` (20-acceptance §1.4): ``changedFiles, untrackedFiles, diffstat,
-    signals, bigFileChanges, warnings, notes``."""
+    """``report.json.analysis`` (20-acceptance §1.4 plus port fields).
+
+    JSON: ``changedFiles, untrackedFiles, diffstat, signals, bigFileChanges, warnings, notes`` and
+    ``renames [{from, to, similarity}]``, ``submodules [{path, before, after}]``, ``tampering
+    [{kind, file, detail}]`` (always present, possibly empty).
+    """
 
     model_config = ConfigDict(populate_by_name=True)
 
@@ -417,80 +474,105 @@ class Analysis(BaseModel):
     big_file_changes: list[str] = Field(default_factory=list, alias="bigFileChanges")
     warnings: list[str] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    renames: list[Rename] = Field(default_factory=list)
+    submodules: list[Submodule] = Field(default_factory=list)
+    tampering: list[TamperingItem] = Field(default_factory=list)
 
     @property
     def has_changes(self) -> bool:
-        """The zero-change gate's test (20-acceptance §3.4)."""
+        """The zero-change gate's test (20-acceptance §3.4; port: a moved submodule counts)."""
         return bool(
-            self.changed_files or self.untracked_files or self.diffstat.total_add > 0 or self.diffstat.total_del > 0
+            self.changed_files
+            or self.untracked_files
+            or self.diffstat.total_add > 0
+            or self.diffstat.total_del > 0
+            or self.submodules
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The report.json ``analysis`` object (camelCase; ``binary`` only where true)."""
-        return self.model_dump(by_alias=True, exclude_none=True)
+        """The report.json ``analysis`` object (camelCase; ``binary`` only where true; submodule
+        ``before``/``after`` always present, null when absent)."""
+        data = self.model_dump(by_alias=True, exclude_none=True)
+        data["submodules"] = [s.model_dump() for s in self.submodules]
+        return data
 
 
-_TODO_RE = re.compile(r"\b(TODO|FIXME|HACK|XXX)\b", re.I)
-_CONSOLE_RE = re.compile(r"\bconsole\.(log|debug|info|warn|error)\s*\(|\bdebugger\s*;?")
-_SECRET_RE = re.compile(
-    r"(['\"]?(?:api[_-]?key|secret|token|passwd|password|authorization|access[_-]?key|pwd)['\"]?\s*[:=]\s*['\"][^'\"]{6,}['\"])",
-    re.I,
-)
-_LONG_LITERAL_RE = re.compile(r"['\"][A-Za-z0-9+/=]{32,}['\"]")
-_COMMENT_PREFIXES = ("//", "#", "--", ";", "*")
+_NUMSTAT_RE = re.compile(r"^(\d+|-)\t(\d+|-)\t(.*)$", re.S)
+_ZERO_SHA_RE = re.compile(r"^0+$")
+GITLINK_MODE = "160000"
 
 
-def scan_signals(lines: Iterable[str]) -> Signals:
-    """Count suspicious markers over changed lines (20-acceptance §4.4 ``scanChangedLinesForSignals``).
-
-    todo, consoleDebug, secretLike (≤1 per line) and commentedBlock (one per run of ≥3 consecutive
-    comment lines; the run continues across file boundaries).
-    """
-    s = Signals()
-    in_block = False
-    run = 0
-    for raw in lines:
-        line = raw.rstrip()
-        if _TODO_RE.search(line):
-            s.todo += 1
-        if _CONSOLE_RE.search(line):
-            s.console_debug += 1
-        if _SECRET_RE.search(line):
-            s.secret_like += 1
-        elif len(line) > 40 and _LONG_LITERAL_RE.search(line):
-            s.secret_like += 1
-        stripped = line.strip()
-        if re.match(r"^(/\*|<!--)", stripped):
-            in_block = True
-        is_comment = in_block or stripped.startswith(_COMMENT_PREFIXES)
-        if is_comment:
-            run += 1
-            if run == 3:
-                s.commented_block += 1
-        else:
-            run = 0
-        if "*/" in stripped or "-->" in stripped:
-            in_block = False
-    return s
-
-
-_NUMSTAT_RE = re.compile(r"^(\d+|-)\t(\d+|-)\t(.+)$", re.S)
-
-
-def _numstat(project: str | os.PathLike[str], revs: Sequence[str]) -> list[tuple[str, int, int, bool]]:
-    r = run_git(["diff", "--numstat", "-z", *_DIFF_OPTS, *revs, "--"], project)
+def _numstat(project: str | os.PathLike[str], revs: Sequence[str]) -> dict[str, tuple[int, int, bool]]:
+    """``{path: (add, del, binary)}`` of ``git diff --numstat -z -M <revs>`` (renames keyed by the
+    new path; binary sides count 0)."""
+    r = run_git(["diff", "--numstat", "-z", "-M", *_DIFF_OPTS, *revs, "--"], project)
+    out: dict[str, tuple[int, int, bool]] = {}
     if not r.ok:
-        return []
-    rows: list[tuple[str, int, int, bool]] = []
-    for rec in r.stdout.split("\0"):
-        m = _NUMSTAT_RE.match(rec)
+        return out
+    fields = r.stdout.split("\0")
+    i = 0
+    while i < len(fields):
+        m = _NUMSTAT_RE.match(fields[i])
+        i += 1
         if not m:
             continue
+        path = m.group(3)
+        if path == "":  # rename: "add\tdel\t\0old\0new"
+            if i + 1 >= len(fields):
+                break
+            path = fields[i + 1]
+            i += 2
         binary = m.group(1) == "-" or m.group(2) == "-"
         add = 0 if m.group(1) == "-" else int(m.group(1))
         dele = 0 if m.group(2) == "-" else int(m.group(2))
-        rows.append((m.group(3), add, dele, binary))
-    return rows
+        out[path] = (add, dele, binary)
+    return out
+
+
+@dataclass
+class _RawEntry:
+    status: str
+    score: int | None
+    old_mode: str
+    new_mode: str
+    old_sha: str
+    new_sha: str
+    path: str
+    old_path: str | None = None
+
+
+def _raw(project: str | os.PathLike[str], revs: Sequence[str]) -> list[_RawEntry]:
+    """Entries of ``git diff --raw -z -M --no-abbrev <revs>`` (status letter, similarity score,
+    modes, shas, new path, and for renames the old path)."""
+    r = run_git(["diff", "--raw", "-z", "-M", "--no-abbrev", *_DIFF_OPTS, *revs, "--"], project)
+    out: list[_RawEntry] = []
+    if not r.ok:
+        return out
+    fields = r.stdout.split("\0")
+    i = 0
+    while i < len(fields):
+        head = fields[i]
+        i += 1
+        if not head.startswith(":"):
+            continue
+        parts = head[1:].split()
+        if len(parts) < 5:
+            continue
+        old_mode, new_mode, old_sha, new_sha, st = parts[:5]
+        letter, score_s = st[:1], st[1:]
+        score = int(score_s) if score_s.isdigit() else None
+        if letter in ("R", "C"):
+            if i + 1 >= len(fields):
+                break
+            old_path, path = fields[i], fields[i + 1]
+            i += 2
+        else:
+            if i >= len(fields):
+                break
+            old_path, path = None, fields[i]
+            i += 1
+        out.append(_RawEntry(letter, score, old_mode, new_mode, old_sha, new_sha, path, old_path))
+    return out
 
 
 _C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
@@ -520,31 +602,51 @@ def _c_unquote(s: str) -> str:
     return out.decode("utf-8", errors="replace")
 
 
-def _added_lines(project: str | os.PathLike[str], revs: Sequence[str], exclude: set[str]) -> list[str]:
-    """``+`` lines of ``git diff -U0 <revs>``, attributed to files via the diff headers."""
-    r = run_git(["diff", "-U0", *_DIFF_OPTS, "--src-prefix=a/", "--dst-prefix=b/", *revs, "--"], project)
+def _header_path(value: str, prefix: str) -> str | None:
+    """The path of a ``--- a/…``/``+++ b/…`` header value (None for ``/dev/null``)."""
+    value = value.removesuffix("\t")  # git appends a tab after a name containing a space
+    value = _c_unquote(value)
+    if value == "/dev/null":
+        return None
+    return value[len(prefix):] if value.startswith(prefix) else None
+
+
+def _changed_lines(
+    project: str | os.PathLike[str], revs: Sequence[str], skip: set[str]
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """``(added, removed)``: per file, the ``+`` and ``-`` lines of ``git diff -U0 -M <revs>``.
+
+    Files are attributed through the ``---``/``+++`` headers (C-quoted names unquoted): the new
+    path, or the old one for a deletion. Paths in ``skip`` (unchanged pre-existing files,
+    submodules) are left out.
+    """
+    r = run_git(["diff", "-U0", "-M", *_DIFF_OPTS, "--src-prefix=a/", "--dst-prefix=b/", *revs, "--"], project)
+    added: dict[str, list[str]] = {}
+    removed: dict[str, list[str]] = {}
     if not r.ok:
-        return []
-    out: list[str] = []
+        return added, removed
     current: str | None = None
+    old: str | None = None
     in_header = False
     for line in r.stdout.split("\n"):
         if line.startswith("diff --git "):
-            in_header, current = True, None
+            in_header, current, old = True, None, None
             continue
         if in_header:
-            if line.startswith("+++ "):
-                name = line[4:]
-                if name.endswith("\t"):
-                    name = name[:-1]
-                name = _c_unquote(name)
-                current = name[2:] if name.startswith("b/") else None
+            if line.startswith("--- "):
+                old = _header_path(line[4:], "a/")
+            elif line.startswith("+++ "):
+                current = _header_path(line[4:], "b/") or old
             elif line.startswith("@@"):
                 in_header = False
             continue
-        if line.startswith("+") and current is not None and current not in exclude:
-            out.append(line[1:])
-    return out
+        if current is None or current in skip:
+            continue
+        if line.startswith("+"):
+            added.setdefault(current, []).append(line[1:])
+        elif line.startswith("-"):
+            removed.setdefault(current, []).append(line[1:])
+    return added, removed
 
 
 def _probe(path: Path) -> tuple[bool, bool]:
@@ -574,7 +676,135 @@ def _count_lines(path: Path) -> int:
     return n + 1
 
 
+def _read_text(path: Path, cap: int) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(cap).decode("utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _blob_sha(path: Path) -> str | None:
+    """Git's blob id of a file (``sha1("blob <n>\\0" + bytes)``); None when unreadable or > 4 MiB."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_HASH_BYTES:
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324
+
+
 _SIGNAL_READ_CAP = 4 * 1024 * 1024
+_RENAME_PAIR_BYTES = 256 * 1024
+"""port: unstaged renames are matched by similarity only for files up to this size (exact copies of any
+size up to 4 MiB are always matched)."""
+_RENAME_PAIR_BUDGET = 200
+"""port: at most this many (deleted, new) pairs are compared by similarity."""
+RENAME_THRESHOLD = 50
+"""Minimum similarity (percent) for a rename, as git's default ``-M``."""
+
+
+def _line_delta(old: list[str], new: list[str]) -> tuple[int, int, list[str], list[str], int]:
+    """``(add, del, added_lines, removed_lines, similarity%)`` between two line lists."""
+    sm = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    add = dele = 0
+    plus: list[str] = []
+    minus: list[str] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag in ("replace", "delete"):
+            dele += i2 - i1
+            minus.extend(old[i1:i2])
+        if tag in ("replace", "insert"):
+            add += j2 - j1
+            plus.extend(new[j1:j2])
+    return add, dele, plus, minus, round(sm.ratio() * 100)
+
+
+@dataclass
+class _UnstagedRename:
+    old: str
+    new: str
+    similarity: int
+    add: int
+    dele: int
+    binary: bool
+    added: list[str]
+    removed: list[str]
+
+
+def _pair_unstaged_renames(
+    project: str | os.PathLike[str], root: Path, deletions: Sequence[_RawEntry], new_files: Sequence[str]
+) -> list[_UnstagedRename]:
+    """port: match files deleted from the worktree with new untracked files (a ``mv`` git has not
+    recorded): identical content first (any type), then line similarity ≥ 50 % for text files up to
+    256 KiB, best pairs first."""
+    if not deletions or not new_files:
+        return []
+    pairs: list[_UnstagedRename] = []
+    by_sha: dict[str, list[_RawEntry]] = {}
+    for d in deletions:
+        by_sha.setdefault(d.old_sha, []).append(d)
+    left_new: list[str] = []
+    used_old: set[str] = set()
+    for f in new_files:
+        sha = _blob_sha(root / f)
+        cands = [d for d in by_sha.get(sha or "", []) if d.path not in used_old]
+        if cands:
+            d = min(cands, key=lambda e: (posixpath.basename(e.path) != posixpath.basename(f), e.path))
+            used_old.add(d.path)
+            binary, _text = _probe(root / f)
+            pairs.append(_UnstagedRename(d.path, f, 100, 0, 0, binary, [], []))
+        else:
+            left_new.append(f)
+    left_old = [d for d in deletions if d.path not in used_old]
+    if not left_old or not left_new:
+        return pairs
+    news: dict[str, list[str]] = {}
+    for f in left_new:
+        p = root / f
+        try:
+            size = p.stat().st_size
+        except OSError:
+            continue
+        binary, text = _probe(p)
+        if binary or not text or size > _RENAME_PAIR_BYTES:
+            continue
+        content = _read_text(p, _RENAME_PAIR_BYTES)
+        if content is not None:
+            news[f] = content.splitlines()
+    olds: dict[str, list[str]] = {}
+    for d in left_old:
+        r = run_git(["cat-file", "-s", d.old_sha], project)
+        if not r.ok or not r.stdout.strip().isdigit() or int(r.stdout.strip()) > _RENAME_PAIR_BYTES:
+            continue
+        blob = run_git(["cat-file", "blob", d.old_sha], project)
+        if blob.ok and "\0" not in blob.stdout[:4000]:
+            olds[d.path] = blob.stdout.splitlines()
+    scored: list[tuple[int, str, str]] = []
+    budget = _RENAME_PAIR_BUDGET
+    for o, olines in olds.items():
+        for n, nlines in news.items():
+            if budget <= 0:
+                break
+            budget -= 1
+            sm = difflib.SequenceMatcher(None, olines, nlines, autojunk=False)
+            if sm.real_quick_ratio() * 100 < RENAME_THRESHOLD or sm.quick_ratio() * 100 < RENAME_THRESHOLD:
+                continue
+            sim = round(sm.ratio() * 100)
+            if sim >= RENAME_THRESHOLD:
+                scored.append((sim, o, n))
+    scored.sort(key=lambda t: (-t[0], t[1], t[2]))
+    taken_new: set[str] = set()
+    for _sim, o, n in scored:
+        if o in used_old or n in taken_new:
+            continue
+        used_old.add(o)
+        taken_new.add(n)
+        add, dele, plus, minus, sim = _line_delta(olds[o], news[n])
+        pairs.append(_UnstagedRename(o, n, sim, add, dele, False, plus, minus))
+    return pairs
+
 
 _EXT_HINTS: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(r"\btypescript\b", re.I), "typescript", ".ts"),
@@ -615,21 +845,62 @@ def list_untracked(project: str | os.PathLike[str]) -> list[str]:
     return parse_porcelain(entries or [])[1]
 
 
+def _project_prefix(project: str | os.PathLike[str], root: Path) -> str:
+    """The project's path relative to the repository top level, POSIX (``""`` at the top)."""
+    try:
+        rel = os.path.relpath(os.path.realpath(project), os.path.realpath(root))
+    except ValueError:
+        return ""
+    rel = rel.replace(os.sep, "/")
+    return "" if rel == "." or rel.startswith("..") else rel
+
+
+def _normalize_argvs(check_argvs: Sequence[Sequence[str]], project: str | os.PathLike[str]) -> list[list[str]]:
+    """Check argvs with absolute tokens inside the project made project-relative."""
+    proj = os.path.realpath(project)
+    out: list[list[str]] = []
+    for argv in check_argvs:
+        row: list[str] = []
+        for tok in argv:
+            t = str(tok)
+            if os.path.isabs(t):
+                real = os.path.realpath(t)
+                if real == proj or real.startswith(proj.rstrip(os.sep) + os.sep):
+                    t = os.path.relpath(real, proj).replace(os.sep, "/")
+            row.append(t)
+        out.append(row)
+    return out
+
+
 def analyze_changes(
     baseline: Baseline,
     project: str | os.PathLike[str],
     task_text: str = "",
     exclude_untracked: Iterable[str] = (),
+    check_argvs: Sequence[Sequence[str]] = (),
 ) -> Analysis:
-    """Net changes since the baseline (20-acceptance §4.2). Never modifies the repo.
+    """Net changes since the baseline (20-acceptance §4.2, issue §6). Never modifies the repo.
 
-    Tracked rows: ``base..HEAD`` (when HEAD moved) merged with ``HEAD..worktree``; pre-existing dirty
-    files whose content still equals the baseline hash are excluded. Untracked files are included
-    whole (new ones, or pre-existing ones whose content changed); identical pre-existing ones are
-    excluded. Signals are scanned over added lines plus included untracked text files.
+    Tracked rows come from one net diff ``baseline commit → working tree`` with rename detection
+    (``-M``; agent commits are merged, a commit reverted in the worktree is not counted): a rename
+    is one row for the new path (its own line delta; kept even when 0/0) plus a ``renames`` entry;
+    binary rows carry ``binary: true``. Pre-existing dirty files whose content still equals the
+    baseline fingerprint are excluded. Untracked files are included whole (new ones, or
+    pre-existing ones whose content changed); identical pre-existing ones are excluded. A worktree
+    deletion paired with a new untracked file by content (identical, or ≥50 % similar lines) is
+    reported as a rename too. Submodules and embedded repositories are reported in
+    ``submodules`` (commit before/after) and never descended into. Signals (:mod:`.signals`) are
+    scanned over the added/removed lines (new files: all lines), deleted files and ``check_argvs``.
 
     port: untracked files matching :data:`CACHE_PATH_RE` and those in ``exclude_untracked`` (the
     engine passes the files the acceptance checks themselves created) are left out, with a note.
+
+    Args:
+        baseline: the pre-work baseline.
+        project: project root (the checks' cwd).
+        task_text: the task brief (extension-hint note).
+        exclude_untracked: untracked files the checks themselves created.
+        check_argvs: argv of each acceptance check (files they name are tampering candidates).
 
     Returns:
         :class:`Analysis`; a non-repo yields an empty analysis with an explanatory note.
@@ -641,6 +912,7 @@ def analyze_changes(
     root = _toplevel(project)
     entries = _status_entries(project) or []
     _changed, untracked_now, _others = parse_porcelain(entries)
+    notes: list[str] = []
 
     # 2. pre-existing dirty files that are unchanged since the baseline
     unchanged_pre: set[str] = set()
@@ -652,49 +924,65 @@ def analyze_changes(
             if not os.path.lexists(root / f):
                 unchanged_pre.add(f)
             continue
-        if _sha1(root / f) == base_hash:
+        if _fingerprint(root, f) == base_hash:
             unchanged_pre.add(f)
 
-    # 3. tracked diff since the baseline
+    # 3. tracked diff since the baseline: one net diff base → worktree
     cur_head = _rev(project, "HEAD")
-    base: str | None = None
+    base: str
     if baseline.head and _valid_commit(project, baseline.head):
         base = baseline.head
     elif baseline.head is None:
         base = _empty_tree(project)  # port: the baseline repo had no commit yet
-    rows: dict[str, list[Any]] = {}
-    added: list[str] = []
-
-    def merge(new_rows: list[tuple[str, int, int, bool]]) -> None:
-        for f, a_, d_, b_ in new_rows:
-            if f in unchanged_pre:
-                continue
-            if f in rows:
-                rows[f][0] += a_
-                rows[f][1] += d_
-                rows[f][2] = rows[f][2] or b_
-            else:
-                rows[f] = [a_, d_, b_]
-
-    if base is not None:
-        if cur_head and cur_head != base:
-            merge(_numstat(project, [base, cur_head]))
-            added += _added_lines(project, [base, cur_head], unchanged_pre)
-        worktree_base = cur_head or base
     else:
-        worktree_base = cur_head or _empty_tree(project)
-    merge(_numstat(project, [worktree_base]))
-    added += _added_lines(project, [worktree_base], unchanged_pre)
-    per_file: list[FileStat] = []
-    for f, (a_, d_, b_) in rows.items():
-        if a_ == 0 and d_ == 0 and not b_:
-            continue
-        per_file.append(FileStat(file=f, add=a_, del_=d_, binary=True if b_ else None))
-    changed_files = [r.file for r in per_file]
-    tracked_set = set(changed_files)
+        base = cur_head or _empty_tree(project)
+        notes.append(
+            f"The baseline commit {baseline.head[:7]} is no longer in the repository; changes are measured "
+            "against the current HEAD."
+        )
+    raw = _raw(project, [base])
+    stats = _numstat(project, [base])
+    for e in raw:  # a pre-existing untracked file the agent only staged or committed, unchanged
+        h = baseline.pre_untracked_hashes.get(e.path)
+        if h and e.path not in unchanged_pre and _fingerprint(root, e.path) == h:
+            unchanged_pre.add(e.path)
 
-    # 4. untracked files
-    notes: list[str] = []
+    def excluded(e: _RawEntry) -> bool:
+        if e.path not in unchanged_pre:
+            return False
+        return e.old_path is None or e.old_path in unchanged_pre
+
+    rows: dict[str, list[Any]] = {}
+    renames: list[Rename] = []
+    submodules: list[Submodule] = []
+    deletions: list[_RawEntry] = []
+    skip_lines: set[str] = set(unchanged_pre)
+    for e in raw:
+        if GITLINK_MODE in (e.old_mode, e.new_mode):
+            skip_lines.add(e.path)
+            if e.path in unchanged_pre:
+                continue
+            before = e.old_sha if e.old_mode == GITLINK_MODE and not _ZERO_SHA_RE.match(e.old_sha) else None
+            after: str | None = None
+            if e.new_mode == GITLINK_MODE:
+                after = e.new_sha if not _ZERO_SHA_RE.match(e.new_sha) else _sub_head(root / e.path)
+            if before != after:
+                submodules.append(Submodule(path=e.path, before=before, after=after))
+            continue
+        if excluded(e):
+            continue
+        add, dele, binary = stats.get(e.path, (0, 0, False))
+        is_rename = e.status == "R" and e.old_path is not None
+        if not is_rename and add == 0 and dele == 0 and not binary:
+            continue
+        rows[e.path] = [add, dele, binary]
+        if is_rename:
+            renames.append(Rename(from_=e.old_path or "", to=e.path, similarity=e.score if e.score is not None else 100))
+        if e.status == "D":
+            deletions.append(e)
+    added, removed = _changed_lines(project, [base], skip_lines)
+
+    # 4. untracked files (and embedded repositories)
     pre_untracked = set(baseline.pre_existing_untracked)
     unattributable_set = (
         set([f for f in baseline.pre_existing_untracked if not CACHE_PATH_RE.search(f)][UNTRACKED_HASH_CAP:])
@@ -702,23 +990,33 @@ def analyze_changes(
         else set()
     )
     unattributable = 0
-    excluded = set(exclude_untracked)
+    excluded_untracked = set(exclude_untracked)
     n_cache = n_check_made = 0
     untracked_files: list[str] = []
-    untracked_text: list[str] = []
+    new_untracked: list[str] = []
+    embedded: list[str] = []
+    untracked_rows: dict[str, FileStat] = {}
     for f in untracked_now:
-        if f in tracked_set:
+        if f in rows:
             continue
         if CACHE_PATH_RE.search(f):
             n_cache += 1
             continue
-        if f in excluded:
+        if f in excluded_untracked:
             n_check_made += 1
             continue
         if f in unattributable_set:
             unattributable += 1
             continue
         path = root / f
+        if f.endswith("/"):  # git lists a nested repository as one directory entry: not descended into
+            fp = _fingerprint(root, f)
+            if f in pre_untracked and fp == (baseline.pre_untracked_hashes.get(f) or baseline.pre_dirty_hashes.get(f)):
+                continue
+            sub = f.rstrip("/")
+            submodules.append(Submodule(path=sub, before=None, after=_sub_head(root / sub)))
+            embedded.append(sub)
+            continue
         if f in pre_untracked:
             base_hash = baseline.pre_untracked_hashes.get(f) or baseline.pre_dirty_hashes.get(f)
             if base_hash and _sha1(path) == base_hash:
@@ -727,18 +1025,48 @@ def analyze_changes(
                 f"Untracked file {f} existed before work started but its content changed; it is counted whole "
                 "in this round's changes (line-level attribution is not possible)."
             )
+        else:
+            new_untracked.append(f)
         untracked_files.append(f)
         binary, is_text = _probe(path)
         if binary:
-            per_file.append(FileStat(file=f, add=0, del_=0, binary=True))
+            untracked_rows[f] = FileStat(file=f, add=0, del_=0, binary=True)
         else:
-            per_file.append(FileStat(file=f, add=_count_lines(path), del_=0))
+            untracked_rows[f] = FileStat(file=f, add=_count_lines(path), del_=0)
         if is_text:
-            try:
-                with open(path, "rb") as fh:
-                    untracked_text.extend(fh.read(_SIGNAL_READ_CAP).decode("utf-8", errors="replace").split("\n"))
-            except OSError:
-                pass
+            content = _read_text(path, _SIGNAL_READ_CAP)
+            if content is not None:
+                added[f] = content.split("\n")
+
+    # port: a worktree move git has not recorded (deleted tracked file + new untracked file)
+    unstaged = _pair_unstaged_renames(project, root, deletions, new_untracked)
+    for p in unstaged:
+        rows.pop(p.old, None)
+        untracked_rows.pop(p.new, None)
+        untracked_files.remove(p.new)
+        rows[p.new] = [p.add, p.dele, p.binary]
+        renames.append(Rename(from_=p.old, to=p.new, similarity=p.similarity))
+        removed.pop(p.old, None)
+        added.pop(p.new, None)
+        if p.added:
+            added[p.new] = p.added
+        if p.removed:
+            removed[p.new] = p.removed
+    if unstaged:
+        notes.append(
+            f"{len(unstaged)} rename(s) not recorded by git were detected by content: "
+            + ", ".join(f"{p.old} → {p.new}" for p in unstaged)
+            + "."
+        )
+    paired_old = {p.old for p in unstaged}
+    deleted_files = [e.path for e in deletions if e.path not in paired_old]
+
+    per_file = [FileStat(file=f, add=a_, del_=d_, binary=True if b_ else None) for f, (a_, d_, b_) in rows.items()]
+    per_file += list(untracked_rows.values())
+    changed_files = list(rows)
+    for s in submodules:
+        if s.path not in embedded and s.path not in rows:
+            changed_files.append(s.path)
 
     # 5. totals, big files, lockfiles
     total_add = sum(r.add for r in per_file)
@@ -747,7 +1075,14 @@ def analyze_changes(
     warnings = [
         f"Lockfile modified: {r.file} (confirm the dependency change is intended)" for r in per_file if LOCKFILE_RE.search(r.file)
     ]
-    signals = scan_signals([*added, *untracked_text])
+    scanned = scan_changes(
+        added,
+        removed,
+        deleted_files,
+        [*changed_files, *untracked_files, *(r.from_ for r in renames)],
+        _normalize_argvs(check_argvs, project),
+        project_prefix=_project_prefix(project, root),
+    )
 
     # 8. notes
     if unattributable:
@@ -759,6 +1094,16 @@ def analyze_changes(
         notes.append(f"{n_cache} untracked tool-cache file(s) (__pycache__, .pytest_cache, node_modules, …) were ignored.")
     if n_check_made:
         notes.append(f"{n_check_made} untracked file(s) created by the acceptance checks themselves were ignored.")
+    if submodules:
+        notes.append(
+            "Submodules / embedded repositories changed (reported by commit, their contents are not analysed): "
+            + ", ".join(
+                f"{s.path} ({(s.before or 'none')[:7]} → {(s.after or 'none')[:7]})"
+                + (" [embedded repository, not a registered submodule]" if s.path in embedded else "")
+                for s in submodules
+            )
+            + "."
+        )
     if baseline.dirty:
         a_cnt = len(baseline.pre_existing_changed)
         b_cnt = len(baseline.pre_existing_untracked)
@@ -771,6 +1116,8 @@ def analyze_changes(
             "The agent created git commit(s) during the task; the change list merges baseline → current HEAD, "
             "nothing is lost."
         )
+    if cur_head and not run_git(["symbolic-ref", "-q", "HEAD"], project).ok:
+        notes.append(f"HEAD is detached (at {cur_head[:7]}).")
     hint = _ext_hint_note(task_text, [*changed_files, *untracked_files])
     if hint:
         notes.append(hint)
@@ -778,10 +1125,13 @@ def analyze_changes(
         changed_files=changed_files,
         untracked_files=untracked_files,
         diffstat=Diffstat(total_add=total_add, total_del=total_del, per_file=per_file),
-        signals=signals,
+        signals=scanned.signals,
         big_file_changes=big,
         warnings=warnings,
         notes=notes,
+        renames=renames,
+        submodules=submodules,
+        tampering=scanned.tampering,
     )
 
 
@@ -822,13 +1172,13 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
     total_ms = 0
     result: GitResult | None = None
     if base and cur_head and cur_head != base:
-        r1 = run_git(["diff", "--check", *_DIFF_OPTS, base, cur_head, "--"], project)
+        r1 = run_git(["diff", "--check", "-M", *_DIFF_OPTS, base, cur_head, "--"], project)
         total_ms += r1.duration_ms
         if r1.status != 0:
             result = r1
     if result is None:
         target = cur_head or _empty_tree(project)
-        r2 = run_git(["diff", "--check", *_DIFF_OPTS, target, "--"], project)
+        r2 = run_git(["diff", "--check", "-M", *_DIFF_OPTS, target, "--"], project)
         total_ms += r2.duration_ms
         result = r2
     return {

@@ -43,7 +43,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,7 +51,11 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.files import atomic_write_json, read_json_safe
 from .config import BASELINE_POLICIES, DEFAULT_BASELINE_POLICY, CheckDef, resolve_layers
 from .git import CACHE_PATH_RE, DELETED_HASH, MAX_HASH_BYTES, Baseline, is_git_repo, run_git
+from . import runner as _runner
 from .runner import SKIP_CANCELLED, SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
+
+_NO_TEST_REASONS = {ZERO_TEST_REASON, getattr(_runner, "ALL_SKIPPED_REASON", ZERO_TEST_REASON)}
+"""Fail-closed reasons meaning "no test really ran" (the check is not comparable)."""
 
 __all__ = [
     "TestIds",
@@ -87,8 +90,10 @@ MAX_TEST_ENTRIES = 200
 """``baselineGrading.tests`` lists at most this many entries (a note gives the rest's count)."""
 MAX_LOG_READ = 64 * 1024 * 1024
 """A verify log larger than this is not parsed for test ids (``outputTail`` is used instead)."""
-LINKED_DEP_DIRS = ("node_modules",)
-"""Ignored dependency directories of the project symlinked into the baseline worktree."""
+LINKED_DEP_DIRS = ("node_modules", ".venv", "venv")
+"""Ignored dependency directories of the project symlinked into the baseline worktree, so the
+baseline run resolves the same tools (the runner puts ``.venv/bin`` and ``node_modules/.bin`` first
+on ``PATH``) instead of failing for want of them."""
 
 _STATE_VERSION = 1
 _GIT_BASE = ("git", "-c", "core.quotepath=off", "-c", "color.ui=never", "-c", "core.fsmonitor=false")
@@ -202,9 +207,12 @@ def parse_test_ids(output: str, argv: Sequence[str]) -> TestIds | None:
         n_errors = getattr(tc, "errors", None)
         count = (int(n_failed or 0) + int(n_errors or 0)) if (n_failed is not None or n_errors is not None) else None
         found = TestIds(str(getattr(tc, "runner", "") or ""), passed_ids, failed_ids, count)
-        if passed_ids or failed_ids:
-            return found
-    mini = _parse_pytest_ids(output)
+    mini = _parse_pytest_ids(output) if found is None or found.runner in ("", "pytest") else None
+    if found is not None and (found.passed_ids or found.failed_ids):
+        # testcount keeps a bounded number of ids; the local pytest parser keeps them all
+        if mini is not None and len(mini.passed_ids) + len(mini.failed_ids) > len(found.passed_ids) + len(found.failed_ids):
+            return mini
+        return found
     if mini is not None and (mini.passed_ids or mini.failed_ids):
         return mini
     return found or mini
@@ -510,32 +518,40 @@ def _reproduce_dirty(
     wt_top: Path, top: Path, state: Mapping[str, Any] | None, baseline: Baseline, tdir: Path, notes: list[str]
 ) -> None:
     """Bring the fresh worktree to the pre-work state (stored state, else the hash fallback)."""
-    if state is not None:
-        sha = state.get("dirtyStashCommit")
-        if sha:
-            exists = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], top)
-            r = run_git(["read-tree", "--reset", "-u", sha], wt_top) if exists.ok else None
-            if r is None or not r.ok:
-                notes.append(
-                    "the pre-work tracked changes could not be reproduced in the baseline worktree "
-                    f"(stash commit {str(sha)[:12]} unavailable)"
-                )
-        src_root = tdir / str(state.get("untrackedDir") or UNTRACKED_DIR)
-        for rel in state.get("untrackedFiles") or []:
-            if not _safe_rel(rel):
-                continue
-            try:
-                _copy_entry(src_root / rel, wt_top / rel)
-            except OSError as exc:
-                notes.append(f"pre-existing untracked file {rel} could not be restored: {exc}")
-        for n in state.get("notes") or []:
-            notes.append(str(n))
+    if state is None:
+        if baseline.dirty:
+            _copy_unchanged(wt_top, top, baseline, [*baseline.pre_existing_changed, *baseline.pre_existing_untracked],
+                            notes, "baseline-state.json is missing")
         return
-    if not baseline.dirty:
-        return
-    # no stored state (captured without baselineChecks): copy what is provably unchanged since then
+    sha = state.get("dirtyStashCommit")
+    if sha:
+        exists = run_git(["cat-file", "-e", f"{sha}^{{commit}}"], top)
+        r = run_git(["read-tree", "--reset", "-u", sha], wt_top) if exists.ok else None
+        if r is None or not r.ok:
+            notes.append(
+                "the pre-work tracked changes could not be reproduced in the baseline worktree "
+                f"(stash commit {str(sha)[:12]} unavailable)"
+            )
+            sha = None
+    if not sha and baseline.pre_existing_changed:
+        _copy_unchanged(wt_top, top, baseline, list(baseline.pre_existing_changed), notes, "no stash commit")
+    src_root = tdir / str(state.get("untrackedDir") or UNTRACKED_DIR)
+    for rel in state.get("untrackedFiles") or []:
+        if not _safe_rel(rel):
+            continue
+        try:
+            _copy_entry(src_root / rel, wt_top / rel)
+        except OSError as exc:
+            notes.append(f"pre-existing untracked file {rel} could not be restored: {exc}")
+    for n in state.get("notes") or []:
+        notes.append(str(n))
+
+
+def _copy_unchanged(wt_top: Path, top: Path, baseline: Baseline, paths: Sequence[str], notes: list[str], why: str) -> None:
+    """Fallback: copy the pre-work dirty files that are still byte-identical to their baseline hash
+    (and re-delete pre-work deletions); note the ones that cannot be reproduced."""
     lost: list[str] = []
-    for rel in [*baseline.pre_existing_changed, *baseline.pre_existing_untracked]:
+    for rel in paths:
         if not _safe_rel(rel) or CACHE_PATH_RE.search(rel):
             continue
         want = baseline.pre_dirty_hashes.get(rel) or baseline.pre_untracked_hashes.get(rel)
@@ -550,8 +566,8 @@ def _reproduce_dirty(
                 lost.append(rel)
         except OSError:
             lost.append(rel)
-    notes.append("baseline-state.json is missing: the pre-work dirty files were rebuilt from the project "
-                 "where they are still byte-identical to the baseline")
+    notes.append(f"{why}: the pre-work dirty files were rebuilt from the project where they are still "
+                 "byte-identical to the baseline")
     if lost:
         shown = ", ".join(lost[:10]) + (f" (+{len(lost) - 10} more)" if len(lost) > 10 else "")
         notes.append(f"{len(lost)} pre-work dirty file(s) changed since the baseline and could not be "
@@ -572,6 +588,15 @@ def _baseline_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef
     return CheckDef(check.name, tuple(argv), check.display_cmd, check.timeout_ms, check.optional)
 
 
+def _stopped(should_stop: Callable[[], bool] | None) -> bool:
+    if should_stop is None:
+        return False
+    try:
+        return bool(should_stop())
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _check_key(check: CheckDef) -> str:
     return json.dumps([check.name, list(check.cmd)], ensure_ascii=False)
 
@@ -585,7 +610,7 @@ def _status(result: Mapping[str, Any]) -> str:
     reason = str(result.get("reason") or "")
     if result.get("aborted") or reason.startswith(SPAWN_REASON_PREFIX) or reason.startswith("internal runner error"):
         return "error"
-    if reason == ZERO_TEST_REASON:
+    if reason in _NO_TEST_REASONS:
         return "no-tests"
     return "passed" if result.get("passed") else "failed"
 
@@ -619,14 +644,14 @@ def run_baseline_checks(
     entries: dict[str, dict[str, Any]] = cache["checks"]
     missing = [c for c in checks if _check_key(c) not in entries]
     if missing:
-        if should_stop is not None and should_stop():
+        if _stopped(should_stop):
             return entries, notes
         try:
             ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency, should_stop)
         except Exception as exc:  # noqa: BLE001 - the caller falls back to counting every failure
             log.exception("baseline checks failed")
             ran, run_notes = {}, [f"the baseline checks could not run: {exc}"]
-        stopped = should_stop is not None and should_stop()
+        stopped = _stopped(should_stop)
         keep = {
             k: v for k, v in ran.items()
             if not stopped and not v.get("aborted") and v.get("reason") != SKIP_CANCELLED
@@ -714,9 +739,8 @@ def _run_in_worktree(
                 notes.append(f"baseline run of {c.name} timed out: not comparable, its failures count")
         return out, notes
     finally:
-        if added or wt.exists():
-            if not _remove_worktree(top, wt):
-                log.warning("the baseline worktree %s could not be removed", wt)
+        if (added or wt.exists()) and not _remove_worktree(top, wt):
+            log.warning("the baseline worktree %s could not be removed", wt)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -861,7 +885,8 @@ def grade_round(
 
     Args:
         project: project root.
-        task_dir: task directory (state, cache, baseline log).
+        task_dir: directory of the baseline's files (state, untracked copies, cache, baseline log):
+            the task directory, or the directory of the task whose baseline is used.
         baseline: the pre-work baseline.
         check_defs: the command checks of the round; ``results`` their CheckResults, same order.
         log_path: this round's ``verify-<round>.log`` (full outputs, for test ids).
@@ -928,18 +953,19 @@ def _grade(
             row["counted"] = counted if mandatory else False
             if why:
                 row["note"] = why
-            failing = [t for t in per_test if t["classification"] in ("regression", "new_failure", "still_failing")]
-            ids_of = lambda k: [t["id"] for t in failing if t["classification"] == k]  # noqa: E731
+            by_cls: dict[str, list[str]] = {"regression": [], "new_failure": [], "still_failing": []}
+            for t in per_test:
+                by_cls.get(t["classification"], []).append(t["id"])
             if mandatory:
-                if cls == "regression" or ids_of("regression"):
-                    regress.append(_label(d.name, ids_of("regression")))
-                if cls == "new_failure" or ids_of("new_failure"):
-                    new.append(_label(d.name, ids_of("new_failure")))
+                if cls == "regression" or by_cls["regression"]:
+                    regress.append(_label(d.name, by_cls["regression"]))
+                if cls == "new_failure" or by_cls["new_failure"]:
+                    new.append(_label(d.name, by_cls["new_failure"]))
                 if not counted:
                     g.not_counted.append(i)
-                    excused.append(_label(d.name, ids_of("still_failing")))
-                elif cls == "still_failing" and not ids_of("regression") and not ids_of("new_failure"):
-                    still_counted.append(_label(d.name, ids_of("still_failing")) + (f" ({why})" if why else ""))
+                    excused.append(_label(d.name, by_cls["still_failing"]))
+                elif cls == "still_failing" and not by_cls["regression"] and not by_cls["new_failure"]:
+                    still_counted.append(_label(d.name, by_cls["still_failing"]) + (f" ({why})" if why else ""))
         g.report["checks"].append(row)
         g.classes[i] = cls
     if len(tests) > MAX_TEST_ENTRIES:

@@ -1,9 +1,11 @@
 """Repair directives, the repair plan and the next round's feedback text.
 
-Sources: 20-acceptance §6 (``extractRepairDirectives``: only the ``typecheck`` and ``diffstat``
-sources, English text), 40-agents-tasks §3 "Repair plan" and "Feedback text" (English).
-The feedback text always carries the failing checks' names and the tails of their outputs, so a
-failing test's name reaches the next round's prompt.
+Sources: 20-acceptance §6 (``extractRepairDirectives``, English text), 40-agents-tasks §3 "Repair
+plan" and "Feedback text" (English). The directives themselves come from :mod:`.directives`
+(port: parsers for tsc, eslint, ruff, mypy, pytest, jest, vitest, go, cargo and git diff --check
+beyond the original's tsc-only source). The feedback text leads with the directives, then always
+carries the failing checks' names and the tails of their outputs, so a failing test's name reaches
+the next round's prompt even when nothing could be parsed.
 
 Plain Python: no Prefect, no adapters.
 """
@@ -11,13 +13,12 @@ Plain Python: no Prefect, no adapters.
 from __future__ import annotations
 
 import os
-import re
 from datetime import datetime, timezone
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable, Mapping
+from pathlib import Path
+from typing import Any, Mapping
 
 from ..core.files import atomic_write_text
-from .git import LOCKFILE_RE
+from .directives import NO_ITEMS_REASON, extract_directives
 from .report import fence, summarize_report
 
 __all__ = [
@@ -27,20 +28,12 @@ __all__ = [
     "write_repair_plan",
     "feedback_text",
     "failing_checks",
+    "NO_ITEMS_REASON",
 ]
 
 PLAN_TAIL_CHARS = 2000
 FEEDBACK_TAIL_CHARS = 1500
 FEEDBACK_MAX_DIRECTIVES = 10
-
-_TYPECHECK_NAME_RE = re.compile(r"typecheck|tsc|--noEmit|mypy|pyright", re.I)
-_TS_PRETTY_RE = re.compile(r"^(.+?)\((\d+),(\d+)\):\s*error\s+(TS\d+):\s*(.+)$")
-_TS_PLAIN_RE = re.compile(r"^(.+?):(\d+):(\d+)\s+-\s+error\s+(TS\d+):\s*(.+)$")
-
-NO_ITEMS_REASON = (
-    "this round's failures cannot be turned into directly actionable directives "
-    "(e.g. test failures have no stable file/line)"
-)
 
 
 def _now_iso() -> str:
@@ -56,132 +49,39 @@ def failing_checks(report: Mapping[str, Any], include_optional: bool = False) ->
     ]
 
 
-def _rel_file(file: str, project: str) -> str:
-    f = file.strip()
-    if os.path.isabs(f) or re.match(r"^[A-Za-z]:[\\/]", f):
-        root = os.path.normpath(project) if project else ""
-        norm = os.path.normpath(f)
-        if root and norm != root and norm.startswith(root.rstrip(os.sep) + os.sep):
-            return PurePosixPath(*Path(os.path.relpath(norm, root)).parts).as_posix()
-        return f
-    return f.replace("\\", "/")
-
-
-def _typecheck_source(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    project = str(report.get("projectPath") or "")
-    items: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for c in report.get("checks") or []:
-        if c.get("passed") or c.get("skipped"):
-            continue
-        if not _TYPECHECK_NAME_RE.search(f"{c.get('name', '')} {c.get('cmd', '')}"):
-            continue
-        for raw in str(c.get("outputTail") or "").split("\n"):
-            line = raw.strip()
-            if not line:
-                continue
-            m = _TS_PRETTY_RE.match(line) or _TS_PLAIN_RE.match(line)
-            if not m:
-                continue
-            file, ln, _col, code, msg = m.groups()
-            rel = _rel_file(file, project)
-            key = f"{rel}:{ln}:{code}:{msg.strip()}"
-            if key in seen:
-                continue
-            seen.add(key)
-            items.append(
-                {
-                    "file": rel,
-                    "line": int(ln),
-                    "issue": f"{code}: {msg.strip()}",
-                    "action": f"fix this type error (per the {code} diagnostic)",
-                    "source": "typecheck",
-                }
-            )
-    return items
-
-
-def _diffstat_source(report: Mapping[str, Any]) -> list[dict[str, Any]]:
-    a = report.get("analysis") or {}
-    items: list[dict[str, Any]] = []
-    for entry in a.get("bigFileChanges") or []:
-        items.append(
-            {
-                "file": str(entry).replace("\\", "/"),
-                "issue": "single-file change too large (>500 lines)",
-                "action": "split the change or confirm such a large change is really necessary",
-                "source": "diffstat",
-            }
-        )
-    for f in [*(a.get("changedFiles") or []), *(a.get("untrackedFiles") or [])]:
-        if LOCKFILE_RE.search(f):
-            items.append(
-                {
-                    "file": f,
-                    "issue": "lockfile modified",
-                    "action": "confirm the dependency change is intended; revert the lockfile if it is not",
-                    "source": "diffstat",
-                }
-            )
-    sig = a.get("signals") or {}
-    if (sig.get("todo") or 0) > 0:
-        items.append(
-            {
-                "issue": f"added/changed lines contain TODO/FIXME/HACK ({sig['todo']} hit(s))",
-                "action": "implement or remove these to-do markers",
-                "source": "diffstat",
-            }
-        )
-    if (sig.get("consoleDebug") or 0) > 0:
-        items.append(
-            {
-                "issue": f"added/changed lines contain console.log/debugger ({sig['consoleDebug']} hit(s))",
-                "action": "remove the debug output",
-                "source": "diffstat",
-            }
-        )
-    if (sig.get("secretLike") or 0) > 0:
-        items.append(
-            {
-                "issue": f"added/changed lines contain secret/token-like literals ({sig['secretLike']} hit(s))",
-                "action": "read them from environment variables or configuration; never hard-code credentials",
-                "source": "diffstat",
-            }
-        )
-    return items
-
-
-_SOURCES: list[tuple[str, Callable[[Mapping[str, Any]], list[dict[str, Any]]]]] = [
-    ("typecheck", _typecheck_source),
-    ("diffstat", _diffstat_source),
-]
-
-
 def extract_repair_directives(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Structured repair directives of a failed round (20-acceptance §6). Never raises.
+    """Structured repair directives of a failed round (20-acceptance §6, extended). Never raises.
+
+    Args:
+        report: the round's report (``checks``, ``analysis``, ``projectPath``).
 
     Returns:
-        ``{"items": [{file?, line?, issue, action, source}], "sources": [ids with ≥1 item],
-        "fallbackReason"?: str}`` (``fallbackReason`` only when there are no items).
+        ``{"items": [{file?, line?, issue, action, source}], "sources": [ids with ≥1 item, in
+        registry order], "fallbackReason"?: str, "omitted"?: int}`` (``fallbackReason`` only when
+        there are no items; ``omitted`` = items dropped by the cap). See
+        :func:`.directives.extract_directives` for the parsers.
     """
-    items: list[dict[str, Any]] = []
-    sources: list[str] = []
-    errors: list[str] = []
-    for sid, fn in _SOURCES:
-        try:
-            got = fn(report)
-        except Exception as exc:  # noqa: BLE001 - one bad source must not sink the others
-            errors.append(f"{sid}: {exc}")
-            continue
-        if got:
-            items.extend(got)
-            sources.append(sid)
-    out: dict[str, Any] = {"items": items, "sources": sources}
-    if not items:
-        out["fallbackReason"] = (
-            f"structured extraction failed ({'; '.join(errors)})" if errors else NO_ITEMS_REASON
-        )
-    return out
+    try:
+        return extract_directives(report)
+    except Exception as exc:  # noqa: BLE001 - the extractor never raises; belt and braces
+        return {"items": [], "sources": [], "fallbackReason": f"structured extraction failed ({exc})"}
+
+
+def _directives(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's stored directives; computed now for a failed report that has none."""
+    rd = report.get("repairDirectives")
+    if isinstance(rd, Mapping):
+        return dict(rd)
+    if report.get("passed") is False or report.get("verdict") == "failed":
+        return extract_repair_directives(report)
+    return {}
+
+
+def _where(item: Mapping[str, Any]) -> str:
+    """``<file>:<line>`` / ``<file>`` / ``(no specific file)``."""
+    if not item.get("file"):
+        return "(no specific file)"
+    return f"{item['file']}{':' + str(item['line']) if item.get('line') else ''}"
 
 
 def _loc(item: Mapping[str, Any]) -> str:
@@ -253,11 +153,21 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
         if tail:
             lines += ["- Output tail:", "", *_block(tail)]
         lines.append("")
-    rd = report.get("repairDirectives") or {}
+    rd = _directives(report)
     items = rd.get("items") or []
     if items:
-        lines += ["## 2.5 Structured repair directives (directly actionable)", ""]
-        lines += [f"- {_loc(it)} — {it.get('issue')} → **{it.get('action')}**" for it in items]
+        lines += [
+            "## 2.5 Structured repair directives (directly actionable)",
+            "",
+            "Parsed from the failing checks' output (sources: "
+            f"{', '.join(rd.get('sources') or []) or 'n/a'}); fix them first, most important first:",
+            "",
+        ]
+        lines += [
+            f"- {_loc(it)} — {it.get('issue')} → **{it.get('action')}** ({it.get('source')})" for it in items
+        ]
+        if rd.get("omitted"):
+            lines.append(f"- … {rd['omitted']} more not listed: see the output tails in section 2")
     else:
         reason = rd.get("fallbackReason") or "this round's report has no structured directives"
         lines += [
@@ -324,24 +234,35 @@ def write_repair_plan(
 def feedback_text(report: Mapping[str, Any], plan_path: str | os.PathLike[str]) -> str:
     """The feedback fed into the next round's prompt (40-agents-tasks §3 "Feedback text", English).
 
-    Lines: the header, the repair plan path, ≤10 structured directives, the report summary
-    (:func:`summarize_report`), then each failing check's name, exit code and output tail
-    (last 1500 chars), the full report path and the closing line. Always names every failing
-    check and carries its output tail.
+    Starts with the structured directives (a one-line heading, then at most
+    :data:`FEEDBACK_MAX_DIRECTIVES` lines ``- <file>:<line> — <issue> → <action>``, then how many
+    more the repair plan lists); then the failure header, the repair plan path, the report summary
+    (:func:`summarize_report`), each failing check's name, exit code and output tail (last 1500
+    chars), the full report path and the closing line. Without directives it starts with the header
+    and says why there are none. Always names every failing check and carries its output tail.
+    Directives missing from an older failed report are computed on the fly.
     """
-    lines = [
-        "[Previous round failed acceptance — fix the failing items below in a targeted way; do not refactor broadly]",
+    rd = _directives(report)
+    items = rd.get("items") or []
+    lines: list[str] = []
+    if items:
+        shown = items[:FEEDBACK_MAX_DIRECTIVES]
+        lines.append(
+            "Fix these first — structured repair directives parsed from the previous round's failing checks:"
+        )
+        lines += [f"- {_where(it)} — {it.get('issue')} → {it.get('action')}" for it in shown]
+        more = len(items) - len(shown) + int(rd.get("omitted") or 0)
+        if more > 0:
+            lines.append(f"- … and {more} more (see the repair plan and the output tails below)")
+        lines.append("")
+    lines += [
+        "[Previous round failed acceptance — fix the failing items in a targeted way; do not refactor broadly]",
         "",
         f"Repair plan: `{plan_path}` (absolute path in the MCP task data directory; read it first and address every item)",
         "",
     ]
-    items = (report.get("repairDirectives") or {}).get("items") or []
-    if items:
-        lines.append(
-            f"[Structured repair directives (summary, at most {FEEDBACK_MAX_DIRECTIVES}; the full list is in the repair plan)]"
-        )
-        lines += [f"- {_loc(it)} — {it.get('issue')} → {it.get('action')}" for it in items[:FEEDBACK_MAX_DIRECTIVES]]
-        lines.append("")
+    if not items and rd.get("fallbackReason"):
+        lines += [f"No structured repair directives: {rd['fallbackReason']}.", ""]
     lines += [summarize_report(report), ""]
     failing = failing_checks(report)
     if failing:

@@ -1,8 +1,12 @@
-"""Report artifacts: ``report-<N>.json``, ``report-<N>.md`` and the tool summary text.
+"""Report artifacts: ``report-<N>.json``, ``report-<N>.md``, ``report-<N>.html`` and the tool summary.
 
 Source: 20-acceptance §1.5 (report.json keys and order), §5.1 (markdown layout, here in English),
-§5.2 (``summarizeReport``, English). Writes are atomic (``core.files.atomic_write_*``).
-The HTML report (only with visual results) belongs to the visual package and is not written here.
+§5.2 (``summarizeReport``, English), issue §8 (test counts, baseline classification, renames and
+submodules, signals with the agent-tampering ones highlighted). Writes are atomic
+(``core.files.atomic_write_*``).
+
+port: ``report-<N>.html`` (:mod:`.html_report`) is written for every round, not only with visual
+results; ``files.html`` is always set.
 """
 
 from __future__ import annotations
@@ -13,10 +17,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.files import atomic_write_json, atomic_write_text
+from .html_report import CLASSIFICATIONS, render_html, tests_summary
+from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = [
     "REPORT_KEY_ORDER",
     "report_paths",
+    "html_report_path",
     "ordered_report",
     "render_markdown",
     "write_report",
@@ -47,12 +54,19 @@ CANCELLED_MARK = "task cancelled"
 """A report whose message contains this was interrupted by cancellation (20-acceptance §5.2)."""
 
 MD_TAIL_LINES = 40
+MD_MAX_LISTED = 50
+"""At most this many failed test ids / classified tests per list in the markdown."""
 
 
 def report_paths(task_dir: str | os.PathLike[str], round_: int) -> tuple[Path, Path]:
     """``(<task_dir>/report-<N>.md, <task_dir>/report-<N>.json)``."""
     d = Path(task_dir)
     return d / f"report-{round_}.md", d / f"report-{round_}.json"
+
+
+def html_report_path(task_dir: str | os.PathLike[str], round_: int) -> Path:
+    """``<task_dir>/report-<N>.html``."""
+    return Path(task_dir) / f"report-{round_}.html"
 
 
 def ordered_report(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,17 +95,70 @@ def _check_line(c: Mapping[str, Any]) -> str:
         line += f" — {c['reason']}"
     elif tag == "FAIL" and c.get("optional"):
         line += " — optional (does not affect the verdict)"
+    elif tag == "FAIL" and c.get("notCounted"):
+        line += " — not counted (already failing at the baseline)"
+    if c.get("baseline"):
+        line += f" [baseline: {c['baseline']}]"
     return line
 
 
-def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
-    """Render ``report-<N>.md`` (20-acceptance §5.1 layout, English text).
+def _listed(items: list[str], limit: int = MD_MAX_LISTED) -> list[str]:
+    return items[:limit] + ([f"… and {len(items) - limit} more"] if len(items) > limit else [])
 
-    Sections: title + bullets (task, project, started, finished, verdict); ``## Command checks``
-    (failing checks get timeout/exit code/reason and the last 40 output lines); ``## Code analysis``
-    (changed files, diffstat, suspicious markers/warnings, notes); ``## Structured repair
-    directives``; ``visual_section`` (markdown from the visual package, empty when none); ``---``
-    and the message.
+
+def _md_tests(c: Mapping[str, Any]) -> list[str]:
+    t = c.get("tests")
+    if not isinstance(t, Mapping):
+        return []
+    lines = [f"  - Tests ({t.get('runner') or 'tests'}): {tests_summary(t)}"]
+    failed_ids = [str(x) for x in (t.get("failedIds") or [])]
+    if failed_ids:
+        lines.append("  - Failed tests: " + ", ".join(f"`{x}`" for x in _listed(failed_ids)))
+    return lines
+
+
+def _md_baseline(report: Mapping[str, Any]) -> list[str]:
+    g = report.get("baselineGrading")
+    if not isinstance(g, Mapping) or not g.get("enabled"):
+        return []
+    lines = ["## Baseline comparison", "", f"- Policy: `{g.get('policy')}`"]
+    for c in g.get("checks") or []:
+        cls = str(c.get("classification"))
+        extra = [x for x in ("not counted" if c.get("counted") is False else "", str(c.get("note") or "")) if x]
+        lines.append(
+            f"- [{cls.upper()}] check {c.get('name')}: {c.get('before')} → {c.get('after')}"
+            + (f" — {'; '.join(extra)}" if extra else "")
+        )
+    tests = g.get("tests") or []
+    if tests:
+        counts: dict[str, int] = {}
+        for t in tests:
+            counts[str(t.get("classification"))] = counts.get(str(t.get("classification")), 0) + 1
+        order = [k for k in CLASSIFICATIONS if k in counts] + [k for k in counts if k not in CLASSIFICATIONS]
+        lines += ["", "### Tests", "", "- " + ", ".join(f"{k}: {counts[k]}" for k in order)]
+        listed = sorted(
+            (t for t in tests if t.get("classification") != "passing"),
+            key=lambda t: CLASSIFICATIONS.index(t.get("classification")) if t.get("classification") in CLASSIFICATIONS else 99,
+        )
+        rows = [f"[{str(t.get('classification')).upper()}] {t.get('check')}: `{t.get('id')}`" for t in listed]
+        lines += [f"- {r}" for r in _listed(rows)]
+    notes = g.get("notes") or []
+    if notes:
+        lines.append("")
+        lines += [f"- [INFO] {n}" for n in notes]
+    return [*lines, ""]
+
+
+def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
+    """Render ``report-<N>.md`` (20-acceptance §5.1 layout, English text; issue §8 additions).
+
+    Sections: title + bullets (task, project, started, finished, verdict); blocking issues;
+    ``## Command checks`` (status, timing, test counts when a check carries ``tests``; failing
+    checks get timeout/exit code/reason and the last 40 output lines); ``## Baseline comparison``
+    (when ``baselineGrading.enabled``); ``## Code analysis`` (changed files, renames, submodules,
+    diffstat, suspicious markers/warnings, ``### Agent tampering signals``, notes);
+    ``## Structured repair directives``; ``visual_section`` (markdown from the visual package,
+    empty when none); ``---`` and the message.
     """
     n = report.get("round", 0)
     lines: list[str] = [
@@ -114,6 +181,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         lines += ["(no runnable checks)", ""]
     for c in checks:
         lines.append(_check_line(c))
+        lines += _md_tests(c)
         if not c.get("skipped") and not c.get("passed"):
             if c.get("timeout"):
                 lines.append(f"  - [WARN] timed out ({c.get('durationMs', 0)}ms)")
@@ -130,16 +198,28 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
                 lines += [f"    {f}", ""]
     if lines[-1] != "":
         lines.append("")
+    lines += _md_baseline(report)
     lines += ["## Code analysis", ""]
     a = report.get("analysis") or {}
     changed = a.get("changedFiles") or []
     untracked = a.get("untrackedFiles") or []
-    if not changed and not untracked:
+    renames = a.get("renames") or []
+    submodules = a.get("submodules") or []
+    if not changed and not untracked and not submodules:
         lines.append("No changed files (relative to the git baseline).")
     else:
         lines += [f"### Changed files ({len(changed)} tracked + {len(untracked)} untracked)", ""]
         lines += [f"- {f}" for f in changed]
         lines += [f"- (untracked) {f}" for f in untracked]
+    if renames:
+        lines += ["", "### Renames", ""]
+        lines += [f"- {r.get('from')} → {r.get('to')} (similarity {r.get('similarity')}%)" for r in renames]
+    if submodules:
+        lines += ["", "### Submodules (not descended into)", ""]
+        lines += [
+            f"- {s.get('path')}: {(s.get('before') or 'none')[:12]} → {(s.get('after') or 'none')[:12]}" for s in submodules
+        ]
+    if changed or untracked:
         ds = a.get("diffstat") or {}
         lines += ["", f"### diffstat: +{ds.get('totalAdd', 0)} -{ds.get('totalDel', 0)}", ""]
         for row in ds.get("perFile") or []:
@@ -149,18 +229,16 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     sig = a.get("signals") or {}
     big = a.get("bigFileChanges") or []
     warnings = a.get("warnings") or []
-    if any((sig.get(k) or 0) > 0 for k in ("todo", "consoleDebug", "commentedBlock", "secretLike")) or big or warnings:
+    if any((sig.get(k) or 0) > 0 for k in MARKER_KINDS) or big or warnings:
         lines += ["", "### Suspicious markers and warnings", ""]
-        if sig.get("todo"):
-            lines.append(f"- TODO/FIXME/HACK hits: {sig['todo']}")
-        if sig.get("consoleDebug"):
-            lines.append(f"- console.log/debugger hits: {sig['consoleDebug']}")
-        if sig.get("commentedBlock"):
-            lines.append(f"- commented-out code blocks: {sig['commentedBlock']}")
-        if sig.get("secretLike"):
-            lines.append(f"- secret/token-like literals: {sig['secretLike']}")
+        lines += [f"- {SIGNAL_LABELS[k]}: {sig[k]}" for k in MARKER_KINDS if (sig.get(k) or 0) > 0]
         lines += [f"- [WARN] very large single-file change: {b}" for b in big]
         lines += [f"- [WARN] {w}" for w in warnings]
+    tampering = a.get("tampering") or []
+    if any((sig.get(k) or 0) > 0 for k in TAMPERING_KINDS) or tampering:
+        lines += ["", "### Agent tampering signals", ""]
+        lines += [f"- **{SIGNAL_LABELS[k]}: {sig[k]}**" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
+        lines += [f"- [TAMPER] {t.get('kind')} — `{t.get('file')}`: {t.get('detail')}" for t in tampering]
     notes = a.get("notes") or []
     if notes:
         lines.append("")
@@ -179,25 +257,39 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     return "\n".join(lines)
 
 
-def write_report(task_dir: str | os.PathLike[str], report: dict[str, Any], visual_section: str = "") -> tuple[Path, Path]:
-    """Write ``report-<N>.md`` and ``report-<N>.json`` atomically (20-acceptance §1.5, §5.1).
+def write_report(
+    task_dir: str | os.PathLike[str],
+    report: dict[str, Any],
+    visual_section: str = "",
+    visual_html: str = "",
+) -> tuple[Path, Path]:
+    """Write ``report-<N>.json``, ``report-<N>.md`` and ``report-<N>.html`` atomically
+    (20-acceptance §1.5, §5.1; issue §8).
 
-    Sets ``report["files"] = {"md", "json"}`` (absolute paths; an existing ``html`` entry is kept)
-    before writing, so the JSON names both files. ``N`` = ``report["round"]``.
+    Sets ``report["files"] = {"md", "json", "html"}`` (absolute paths, in that order) before
+    writing, so the JSON names all three files. ``N`` = ``report["round"]``.
+
+    Args:
+        task_dir: the task directory.
+        report: the report dict (``files`` is set in place).
+        visual_section: markdown of the visual package (empty when none).
+        visual_html: HTML fragment of the visual package for the HTML report (empty → a compact
+            table of ``report.visual.results`` when present).
 
     Returns:
-        ``(md_path, json_path)``.
+        ``(md_path, json_path)``; the HTML path is ``report["files"]["html"]``.
 
     Raises:
         OSError: the task directory cannot be written.
     """
-    md_path, json_path = report_paths(Path(task_dir).absolute(), int(report.get("round", 0)))
-    files = dict(report.get("files") or {})
-    files["md"] = str(md_path)
-    files["json"] = str(json_path)
-    report["files"] = {k: files[k] for k in ("md", "json", "html") if k in files}
+    d = Path(task_dir).absolute()
+    rnd = int(report.get("round", 0))
+    md_path, json_path = report_paths(d, rnd)
+    html_path = html_report_path(d, rnd)
+    report["files"] = {"md": str(md_path), "json": str(json_path), "html": str(html_path)}
     atomic_write_json(json_path, ordered_report(report))
     atomic_write_text(md_path, render_markdown(report, visual_section))
+    atomic_write_text(html_path, render_html(report, visual_html))
     return md_path, json_path
 
 
@@ -207,7 +299,9 @@ def summarize_report(report: Mapping[str, Any]) -> str:
     Head: ``[PASS] Acceptance passed (round N): p/t command checks passed[, k skipped].`` |
     ``[FAIL] Acceptance incomplete (round N): task cancelled, verification interrupted[, k not run].`` |
     ``[FAIL] Acceptance failed (round N): f check(s) failed[, k skipped].`` then visual/blocking lines,
-    one line per check, a ``Code analysis:`` diffstat line, ``Report: <md>``, ``JSON: <json>``.
+    one line per check (with its test counts when present), a ``Code analysis:`` diffstat line, an
+    ``Agent tampering signals:`` line when any, the message, ``Report: <md>``, ``JSON: <json>``,
+    ``HTML: <html>``.
     """
     n = report.get("round", 0)
     checks = report.get("checks") or []
@@ -235,14 +329,15 @@ def summarize_report(report: Mapping[str, Any]) -> str:
         if c.get("skipped"):
             lines.append(f"- [SKIP] {c.get('name')} — {c.get('reason', '')}")
         elif c.get("passed"):
-            lines.append(f"- [PASS] {c.get('name')} ({c.get('durationMs', 0)}ms)")
+            lines.append(f"- [PASS] {c.get('name')} ({c.get('durationMs', 0)}ms){_summary_tests(c)}")
         else:
             code = c.get("exitCode")
             extra = " timed out" if c.get("timeout") else ""
             opt = " (optional)" if c.get("optional") else ""
             reason = f" — {c['reason']}" if c.get("reason") else ""
             lines.append(
-                f"- [FAIL]{opt} {c.get('name')} — exit {code if code is not None else 'n/a'}{extra} ({c.get('durationMs', 0)}ms){reason}"
+                f"- [FAIL]{opt} {c.get('name')} — exit {code if code is not None else 'n/a'}{extra} "
+                f"({c.get('durationMs', 0)}ms){reason}{_summary_tests(c)}"
             )
     a = report.get("analysis") or {}
     ds = a.get("diffstat") or {}
@@ -250,6 +345,10 @@ def summarize_report(report: Mapping[str, Any]) -> str:
         f"Code analysis: {len(a.get('changedFiles') or [])} tracked + {len(a.get('untrackedFiles') or [])} untracked "
         f"file(s) changed, +{ds.get('totalAdd', 0)} -{ds.get('totalDel', 0)}."
     )
+    sig = a.get("signals") or {}
+    hits = [f"{k} {sig[k]}" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
+    if hits:
+        lines.append(f"Agent tampering signals: {', '.join(hits)} (see the report).")
     if message:
         lines.append(message)
     files = report.get("files") or {}
@@ -257,4 +356,11 @@ def summarize_report(report: Mapping[str, Any]) -> str:
         lines.append(f"Report: {files['md']}")
     if files.get("json"):
         lines.append(f"JSON: {files['json']}")
+    if files.get("html"):
+        lines.append(f"HTML: {files['html']}")
     return "\n".join(lines)
+
+
+def _summary_tests(c: Mapping[str, Any]) -> str:
+    t = c.get("tests")
+    return f" — tests: {tests_summary(t)}" if isinstance(t, Mapping) else ""

@@ -10,6 +10,24 @@ and removed.
 Log layout per check: header ``\\n=== check: <name> — <argv> @ <ISO time> ===\\n``, the raw output,
 then the trailer written by ``run_process``: ``\\n[exit] code=<c|null>[ (timeout)| (killed)] duration=<ms>ms\\n``.
 
+Environment: a check inherits the server's environment; when the project has a ``.venv/bin`` or a
+``node_modules/.bin`` directory, these are put in front of ``PATH`` for that check (``.venv/bin``
+first), so ``pytest``, ``jest``, ``vitest``, ``tsc``… resolve to the project's own tools, the way
+``npm run`` and an activated virtualenv would. Nothing else is changed.
+
+Test checks (:func:`~tianshu_mcp.acceptance.testcount.is_test_check`): the output (the last
+:data:`PARSE_TAIL_BYTES` of it) is parsed with
+:func:`~tianshu_mcp.acceptance.testcount.parse_tests` and the counts are put in the result as
+``tests`` (optional and passing checks too). A mandatory test check that exits 0 is failed closed
+(``exitCode`` stays 0) when:
+
+* nothing ran (zero-test text rules, or parsed total 0) → :data:`ZERO_TEST_REASON`;
+* the parsed counts report failed tests or errors → :data:`CONTRADICTION_REASON`;
+* every parsed test was skipped → :data:`ALL_SKIPPED_REASON`.
+
+A non-zero exit is a failure already. Timeouts are always enforced: a check timeout ≤ 0 (the
+config schema rejects it) falls back to the default, and a default ≤ 0 to 300 000 ms.
+
 Plain Python: no Prefect, no adapters.
 """
 
@@ -23,11 +41,11 @@ import tempfile
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..core.procs import run_process
 from .config import CheckDef
-from .testcount import detect_zero_tests, is_test_check
+from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 
 __all__ = [
     "run_check",
@@ -37,6 +55,14 @@ __all__ = [
     "part_file_name",
     "ZERO_TEST_REASON",
     "ZERO_TEST_MARK",
+    "ALL_SKIPPED_REASON",
+    "ALL_SKIPPED_MARK",
+    "CONTRADICTION_REASON",
+    "CONTRADICTION_MARK",
+    "FAIL_CLOSED_REASONS",
+    "SPAWN_REASON_PREFIX",
+    "PARSE_TAIL_BYTES",
+    "check_env",
     "SKIP_EMPTY",
     "SKIP_EXPLICIT",
     "SKIP_CANCELLED",
@@ -50,8 +76,18 @@ OUTPUT_TAIL_CHARS = 4000
 _READ_TAIL_BYTES = 16384
 """Bytes read back from the end of a part file (the original keeps a 16384-char tail)."""
 
+PARSE_TAIL_BYTES = 1 << 20
+"""Bytes of a test check's output (from the end) given to :func:`parse_tests` (1 MiB)."""
+_FALLBACK_TIMEOUT_MS = 300_000
+
 ZERO_TEST_REASON = "fail-closed: the command exited 0 but ran no test case"
 ZERO_TEST_MARK = "\n[fail-closed] the command exited 0 but ran no test case"
+ALL_SKIPPED_REASON = "fail-closed: the command exited 0 but every test was skipped"
+ALL_SKIPPED_MARK = "\n[fail-closed] the command exited 0 but every test was skipped"
+CONTRADICTION_REASON = "fail-closed: the command exited 0 but its output reports failed tests or errors"
+CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
+FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON)
+"""Every reason a mandatory test check that exited 0 can be failed with."""
 SKIP_EMPTY = "empty command"
 SKIP_EXPLICIT = "explicit skip command"
 SKIP_CANCELLED = "task cancelled, not run"
@@ -92,6 +128,53 @@ def part_file_name(index: int, name: str) -> str:
     ``check`` if empty (20-acceptance §3.2)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:40] or "check"
     return f"{index:03d}-{safe}.log"
+
+
+def check_env(project: str | os.PathLike[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a check run in ``project``: ``base`` (default: this process's
+    environment) with ``<project>/.venv/bin`` and ``<project>/node_modules/.bin`` (those that are
+    directories, in that order) put in front of ``PATH``."""
+    env = dict(os.environ if base is None else base)
+    root = Path(project)
+    extra = [str(d) for d in (root / ".venv" / "bin", root / "node_modules" / ".bin") if d.is_dir()]
+    if extra:
+        current = env.get("PATH", os.defpath)
+        env["PATH"] = os.pathsep.join(extra + ([current] if current else []))
+    return env
+
+
+def _effective_timeout(check_timeout_ms: Any, default_timeout_ms: Any) -> int:
+    """A positive timeout in ms: the check's, else the default, else 300 000 (never "none")."""
+    for value in (check_timeout_ms, default_timeout_ms):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return _FALLBACK_TIMEOUT_MS
+
+
+def _spawn_hint(argv0: str, project: str | os.PathLike[str], env: Mapping[str, str]) -> str:
+    """A short English explanation of why ``argv0`` could not be started."""
+    root = Path(project)
+    if not root.is_dir():
+        return f"the project directory {str(root)!r} does not exist"
+    if not argv0:
+        return "the program name is empty"
+    if os.sep in argv0 or (os.altsep and os.altsep in argv0):
+        path = Path(argv0) if os.path.isabs(argv0) else root / argv0
+        if path.is_dir():
+            return f"{argv0!r} is a directory"
+        if not path.exists():
+            return f"{argv0!r} does not exist"
+        if not os.access(path, os.X_OK):
+            return f"{argv0!r} is not executable"
+        return f"{argv0!r} could not be executed (bad #! interpreter or binary format?)"
+    found = shutil.which(argv0, path=env.get("PATH", os.defpath))
+    if found is None:
+        for d in env.get("PATH", os.defpath).split(os.pathsep):
+            candidate = Path(d or ".") / argv0
+            if candidate.is_file() and not os.access(candidate, os.X_OK):
+                return f"{argv0!r} on PATH ({candidate}) is not executable"
+        return f"{argv0!r} was not found on PATH"
+    return f"{argv0!r} ({found}) could not be executed (bad #! interpreter or binary format?)"
 
 
 def _read_tail(path: Path, start: int, max_bytes: int = _READ_TAIL_BYTES) -> str:
@@ -155,7 +238,8 @@ def run_check(
         project: working directory (project root).
         log_path: ``<taskDir>/verify-<round>.log``; the output first goes to the part file
             ``<log stem>.parts/<NNN>-<safe>.log`` (see :func:`part_file_name`).
-        default_timeout_ms: used when ``check.timeout_ms`` is unset (ms).
+        default_timeout_ms: used when ``check.timeout_ms`` is unset or not positive (ms); a
+            non-positive default becomes 300 000 ms (a check never runs without a timeout).
         should_stop: cancellation probe; True before start → skip, True while running → the tree
             is killed and ``aborted`` is set.
         index: position of the check (names the part file).
@@ -164,10 +248,14 @@ def run_check(
 
     Returns:
         ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason],
-        [optional], aborted}``. ``cmd[] == []`` / ``skip :`` / cancelled before start → skip
-        result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
-        command: <err>``. A mandatory test check that exits 0 but ran no test → ``passed False``,
-        ``reason`` :data:`ZERO_TEST_REASON` (exitCode stays 0). Never raises.
+        [optional], aborted, [tests]}``. ``cmd[] == []`` / ``skip :`` / cancelled before start →
+        skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
+        command: <why> (<OS error>)`` (``'x' was not found on PATH``, ``'./x' is not
+        executable``, …). A test check whose output parses gets ``tests`` =
+        :meth:`TestCounts.to_json`. A mandatory test check that exits 0 is failed closed
+        (``passed False``, exitCode stays 0) with :data:`ZERO_TEST_REASON` (nothing ran),
+        :data:`CONTRADICTION_REASON` (failures or errors reported) or :data:`ALL_SKIPPED_REASON`
+        (every test skipped). Never raises.
     """
     name, argv = check.name, list(check.cmd)
     display = check.display_cmd or " ".join(argv)
@@ -229,16 +317,24 @@ def _run(
         merge = True
     header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
     start = len(header.encode("utf-8"))
-    timeout_ms = check.timeout_ms or default_timeout_ms
+    env = check_env(project)
     res = run_process(
         argv,
         cwd=project,
         log_path=part,
-        timeout_ms=timeout_ms,
+        timeout_ms=_effective_timeout(check.timeout_ms, default_timeout_ms),
+        env=env,
         header=header,
         should_stop=(lambda: _safe_stop(should_stop)) if should_stop is not None else None,
     )
     tail = (log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
+    counts: TestCounts | None = None
+    is_test = res.error is None and is_test_check(check.name, argv)
+    if is_test:
+        try:
+            counts = parse_tests(_read_tail(part, start, PARSE_TAIL_BYTES), argv)
+        except Exception:  # noqa: BLE001 - a parser bug must not break the check
+            log.exception("could not parse the test output of check %s", check.name)
     if log_note and part.parent == Path(tempfile.gettempdir()):
         part.unlink(missing_ok=True)
     elif merge:
@@ -256,21 +352,35 @@ def _run(
     if res.error is not None:
         if "[spawn-error]" not in tail:
             result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
-        result["reason"] = SPAWN_REASON_PREFIX + res.error
-    elif (
-        not check.optional
-        and result["passed"]
-        and result["exitCode"] == 0
-        and is_test_check(check.name, argv)
-        and detect_zero_tests(tail)
-    ):
-        result["passed"] = False
-        result["outputTail"] = (tail + ZERO_TEST_MARK)[-OUTPUT_TAIL_CHARS:]
-        result["reason"] = ZERO_TEST_REASON
+        result["reason"] = f"{SPAWN_REASON_PREFIX}{_spawn_hint(argv[0], project, env)} ({res.error})"
+    elif not check.optional and result["passed"] and result["exitCode"] == 0 and is_test:
+        closed = _fail_closed(tail, counts)
+        if closed is not None:
+            reason, mark = closed
+            result["passed"] = False
+            result["outputTail"] = (tail + mark)[-OUTPUT_TAIL_CHARS:]
+            result["reason"] = reason
     if check.optional:
         result["optional"] = True
     result["aborted"] = res.killed
+    if counts is not None:
+        result["tests"] = counts.to_json()
     return result
+
+
+def _fail_closed(tail: str, counts: TestCounts | None) -> tuple[str, str] | None:
+    """Why a mandatory test check that exited 0 must fail anyway: ``(reason, tail mark)`` or None.
+
+    In this order: nothing ran (zero-test text rules on the tail, or parsed total 0); the parsed
+    counts report failures or errors; every parsed test was skipped.
+    """
+    if detect_zero_tests(tail) or (counts is not None and counts.total == 0):
+        return ZERO_TEST_REASON, ZERO_TEST_MARK
+    if counts is not None and (counts.failed > 0 or counts.errors > 0):
+        return CONTRADICTION_REASON, CONTRADICTION_MARK
+    if counts is not None and counts.skipped == counts.total:
+        return ALL_SKIPPED_REASON, ALL_SKIPPED_MARK
+    return None
 
 
 def run_checks(

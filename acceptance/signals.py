@@ -35,11 +35,27 @@ __all__ = [
     "scan_changes",
     "is_test_path",
     "TAMPERING_KINDS",
+    "MARKER_KINDS",
+    "SIGNAL_LABELS",
     "MAX_TAMPERING_ITEMS",
 ]
 
 TAMPERING_KINDS = ("skippedOrOnlyTests", "deletedTests", "weakenedTests", "acceptanceTampering")
 """Signals whose hits are listed in ``tampering`` (in this order)."""
+MARKER_KINDS = ("todo", "consoleDebug", "commentedBlock", "secretLike", "debugLeftover")
+"""The other (non-tampering) signal counts."""
+SIGNAL_LABELS = {
+    "todo": "TODO/FIXME/HACK hits",
+    "consoleDebug": "console.log/debugger hits",
+    "commentedBlock": "commented-out code blocks",
+    "secretLike": "secret/token-like literals",
+    "debugLeftover": "debug leftovers (breakpoint/pdb/stray print/debugger)",
+    "skippedOrOnlyTests": "focused or skipped tests added",
+    "deletedTests": "tests deleted",
+    "weakenedTests": "tests weakened (assertions removed or trivially true)",
+    "acceptanceTampering": "acceptance, check or CI configuration edited",
+}
+"""Human labels of the ``signals`` counts (reports)."""
 MAX_TAMPERING_ITEMS = 100
 """At most this many ``tampering`` entries are listed; the counts in ``signals`` stay exact."""
 _DETAIL_MAX = 200
@@ -334,7 +350,7 @@ def _argv_paths(check_argvs: Sequence[Sequence[str]], prefix: str) -> tuple[set[
             uses_make = True
         for arg in argv:
             for tok in _TOKEN_RE.findall(str(arg).replace("\\", "/")):
-                if tok.startswith("-") or tok.startswith("/"):
+                if tok.startswith(("-", "/")):
                     continue
                 p = posixpath.normpath(posixpath.join(prefix, tok)) if prefix else posixpath.normpath(tok)
                 if p and not p.startswith(".."):

@@ -95,6 +95,7 @@ def verify_flow(
     verdict = verify_round_task.with_options(task_run_name="verify-round-manual")(
         report_owner, 0, baseline, extra_checks, checks_mode,
         acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
+        str(st.dir(baseline_ref)) if baseline_ref and baseline_ref.startswith("tsk_") else None,
     )
     outcome = "passed" if verdict["passed"] else "failed"
     details = dict(

@@ -7,6 +7,8 @@ from typing import Any
 from prefect import task
 
 from ..acceptance.git import Baseline, capture_baseline
+from ..acceptance.grading import maybe_capture_baseline_state
+from ..core.settings import data_home
 from ..core.files import atomic_write_json, read_json_safe
 from .common import store
 
@@ -18,12 +20,16 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
     A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
     against the pre-work state. Returns the baseline as JSON (camelCase keys).
     """
-    path = store().dir(task_id) / "baseline.json"
+    st = store()
+    path = st.dir(task_id) / "baseline.json"
     existing = read_json_safe(path)
     if isinstance(existing, dict):
         return existing
     data = capture_baseline(project_path).model_dump(by_alias=True, mode="json")
     atomic_write_json(path, data)
+    # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
+    meta = st.read(task_id) or {}
+    maybe_capture_baseline_state(project_path, st.dir(task_id), data_home(), meta.get("acceptanceOverride"))
     return data
 
 

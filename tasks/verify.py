@@ -71,10 +71,13 @@ def verify_round_task(
     extra_checks: list[dict[str, Any]] | None = None,
     checks_mode: str = "append",
     acceptance_override: Any = _UNSET,
+    baseline_dir: str | None = None,
 ) -> dict[str, Any]:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
-    ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``.
+    ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
+    ``baseline_dir`` is where baseline-aware grading finds the baseline state (default: the
+    task's own dir; a verification against another task's baseline passes that task's dir).
 
     Returns:
         ``{"round", "passed", "mdPath", "jsonPath", "failedChecks", "blockingIssues",
@@ -106,6 +109,7 @@ def verify_round_task(
             verify_concurrency=cfg.verify_concurrency,
             should_stop=lambda: cancel_requested(tdir),
             project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
+            **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
         )
     )
     report = outcome.report

@@ -95,7 +95,7 @@ def test_passing_round(tmp_path: Path) -> None:
     data = json.loads(out.json_path.read_text())
     assert list(data) == [k for k in REPORT_KEY_ORDER if k in data]
     assert list(data)[:11] == list(REPORT_KEY_ORDER[:11])
-    assert data["files"] == {"md": str(out.md_path), "json": str(out.json_path)}
+    assert data["files"] == {"md": str(out.md_path), "json": str(out.json_path), "html": str(out.md_path.with_suffix(".html"))}
     assert out.md_path.name == "report-0.md" and out.json_path.name == "report-0.json"
     md = out.md_path.read_text()
     assert md.startswith("# Acceptance report — round 0\n")
@@ -120,7 +120,9 @@ def test_failing_round_then_next_round_and_repair(tmp_path: Path) -> None:
     assert pyt["exitCode"] == 1 and "test_broken_feature_xyz" in pyt["outputTail"]
     assert out.report["message"] == "Failed checks: pytest."
     rd = out.report["repairDirectives"]
-    assert rd["items"] == [] and "cannot be turned into directly actionable" in rd["fallbackReason"]
+    assert rd["sources"] == ["pytest"] and "fallbackReason" not in rd
+    assert (rd["items"][0]["file"], rd["items"][0]["line"]) == ("tests/test_feature.py", 5)
+    assert "test_broken_feature_xyz failed: AssertionError: add is wrong" in rd["items"][0]["issue"]
     md = out.md_path.read_text()
     assert "- [FAIL] pytest — `pytest -q`" in md and "  - Exit code: 1" in md
     assert "test_broken_feature_xyz" in md
@@ -133,10 +135,11 @@ def test_failing_round_then_next_round_and_repair(tmp_path: Path) -> None:
     assert "## 2. Failing checks (must fix)" in plan and "### 2.1 pytest" in plan
     assert "test_broken_feature_xyz" in plan and "Add a feature to calc" in plan
     assert "## 3. Passed checks (do not break)" in plan and "git-diff-check" in plan
-    assert "## 2.5 Structured repair directives (unavailable, fall back to the full report)" in plan
+    assert "## 2.5 Structured repair directives (directly actionable)" in plan and "- `tests/test_feature.py:5` — " in plan
     plan_path = write_repair_plan(req.task_dir, out.report, req.task_id, req.task_text, out.md_path)
     assert plan_path.name == f"rework-{req.task_id}-r0.md" and "test_broken_feature_xyz" in plan_path.read_text()
     fb = feedback_text(out.report, plan_path)
+    assert fb.startswith("Fix these first") and fb.splitlines()[1].startswith("- tests/test_feature.py:5 — ")
     assert "pytest" in fb and "test_broken_feature_xyz" in fb and "add is wrong" in fb
     assert str(plan_path) in fb and str(out.md_path) in fb
 
@@ -327,12 +330,13 @@ def _report(**kw: object) -> dict:
 
 def test_extract_repair_directives() -> None:
     rd = extract_repair_directives(_report())
-    assert rd["sources"] == ["typecheck", "diffstat"] and "fallbackReason" not in rd
+    assert rd["sources"] == ["tsc", "diffstat"] and "fallbackReason" not in rd
     items = rd["items"]
     assert items[0] == {"file": "src/a.ts", "line": 3, "issue": "TS2322: Type 'x' is not assignable.",
-                        "action": "fix this type error (per the TS2322 diagnostic)", "source": "typecheck"}
+                        "action": "fix this type error (per the TS2322 diagnostic): make the value match the declared "
+                                  "type (or correct the declaration)", "source": "tsc"}
     assert items[1]["file"] == "src/b.ts" and items[1]["line"] == 7  # absolute inside project → relative
-    assert len([i for i in items if i["source"] == "typecheck"]) == 2  # deduplicated
+    assert len([i for i in items if i["source"] == "tsc"]) == 2  # deduplicated
     assert [i.get("file") for i in items[2:]] == ["gen.ts (+900 -0)", "package-lock.json", None]
     assert "console.log/debugger (2 hit(s))" in items[-1]["issue"]
 
@@ -360,3 +364,27 @@ def test_build_message_order() -> None:
         "optional checks failed (do not affect the verdict): o; suspicious markers present, review the report; 1 warning(s)."
     )
     assert build_message([], {}, [], False, []) == "Acceptance passed."
+
+
+def test_build_message_baseline_grading_bits() -> None:
+    checks = [
+        {"name": "pytest", "passed": False, "notCounted": True},
+        {"name": "lint", "passed": False},
+    ]
+    bits = ["regressions relative to the pre-work baseline: lint", "still failing before the task (not counted): pytest (t::a)"]
+    assert build_message(checks, {}, [], False, [], bits) == (
+        "Failed checks: lint; regressions relative to the pre-work baseline: lint; "
+        "still failing before the task (not counted): pytest (t::a)."
+    )
+    only = [{"name": "pytest", "passed": False, "notCounted": True}]
+    assert build_message(only, {}, [], False, [], bits[1:]) == "Still failing before the task (not counted): pytest (t::a)."
+
+
+def test_baseline_checks_off_by_default(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "repo")
+    baseline = capture_baseline(repo)
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # ok\n")
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert out.passed is True and "baselineGrading" not in out.report
+    assert not any(p.name.startswith("baseline-") for p in out.md_path.parent.iterdir())
+    assert all("baseline" not in c and "notCounted" not in c for c in out.report["checks"])

@@ -364,3 +364,282 @@ def test_scan_signals() -> None:
 @pytest.mark.parametrize("line", ["pwd: 'short'", "token = x", "password = os.environ['PW']"])
 def test_scan_signals_no_false_secret(line: str) -> None:
     assert scan_signals([line]).secret_like == 0
+
+
+# --- change attribution (issue §6) -------------------------------------------------------------------
+
+
+def test_analysis_pre_dirty_file_changed_again_is_counted_unchanged_one_excluded(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"keep.py": "k\n", "edit.py": "e\n"})
+    (repo / "keep.py").write_text("k\nuser\n")
+    (repo / "edit.py").write_text("e\nuser\n")
+    b = capture_baseline(repo)
+    (repo / "edit.py").write_text("e\nuser\nagent\n")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["edit.py"]  # keep.py is still exactly as the user left it
+    assert a.diffstat.per_file[0].add == 2  # line-level attribution is relative to HEAD (known limitation)
+
+
+def test_analysis_staged_rename_is_reported_as_rename(tmp_path: Path) -> None:
+    body = "".join(f"line {i}\n" for i in range(20))
+    repo = make_repo(tmp_path / "r", {"src/old name.py": body})
+    b = capture_baseline(repo)
+    git(repo, "mv", "src/old name.py", "src/新 名.py")
+    (repo / "src" / "新 名.py").write_text(body + "# TODO more\n")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["src/新 名.py"] and a.untracked_files == []
+    assert [r.model_dump(by_alias=True) for r in a.renames] == [
+        {"from": "src/old name.py", "to": "src/新 名.py", "similarity": 92}
+    ]
+    assert a.to_json()["diffstat"] == {"totalAdd": 1, "totalDel": 0, "perFile": [{"file": "src/新 名.py", "add": 1, "del": 0}]}
+    assert a.signals.todo == 1  # only the genuinely added line is scanned
+    assert a.to_json()["renames"] == [{"from": "src/old name.py", "to": "src/新 名.py", "similarity": 92}]
+
+
+def test_analysis_committed_pure_rename_keeps_a_zero_row(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "1\n2\n3\n"})
+    b = capture_baseline(repo)
+    git(repo, "mv", "a.txt", "b.txt")
+    git(repo, "commit", "-qm", "rename")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["b.txt"] and a.has_changes
+    assert a.renames[0].similarity == 100
+    assert a.to_json()["diffstat"]["perFile"] == [{"file": "b.txt", "add": 0, "del": 0}]
+
+
+def test_analysis_unstaged_move_is_paired_by_content(tmp_path: Path) -> None:
+    body = "".join(f"value_{i} = {i}\n" for i in range(30))
+    repo = make_repo(tmp_path / "r", {"same.py": "x = 1\ny = 2\n", "edited.py": body, "logo.png": "\x89PNG\0\0\0"})
+    b = capture_baseline(repo)
+    (repo / "same.py").rename(repo / "moved.py")
+    (repo / "edited.py").unlink()
+    (repo / "pkg").mkdir()
+    (repo / "pkg" / "edited.py").write_text(body.replace("value_3 = 3\n", "value_3 = 33\n"))
+    (repo / "logo.png").rename(repo / "pkg" / "logo.png")
+    (repo / "brand_new.py").write_text("print('x')\n")
+    a = analyze_changes(b, repo, "")
+    ren = {r.to: (r.from_, r.similarity) for r in a.renames}
+    assert ren["moved.py"] == ("same.py", 100)
+    assert ren["pkg/logo.png"] == ("logo.png", 100)
+    assert ren["pkg/edited.py"][0] == "edited.py" and 90 <= ren["pkg/edited.py"][1] < 100
+    assert sorted(a.changed_files) == ["moved.py", "pkg/edited.py", "pkg/logo.png"]
+    assert a.untracked_files == ["brand_new.py"]
+    rows = {r["file"]: r for r in a.to_json()["diffstat"]["perFile"]}
+    assert rows["pkg/edited.py"] == {"file": "pkg/edited.py", "add": 1, "del": 1}
+    assert rows["pkg/logo.png"]["binary"] is True
+    assert "same.py" not in rows and "edited.py" not in rows
+    assert any("not recorded by git were detected by content" in n for n in a.notes)
+
+
+def test_analysis_binary_changes_are_flagged(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    (repo / "data.dat").write_bytes(b"\0\1\2\3" * 50)
+    git(repo, "add", "data.dat")
+    git(repo, "commit", "-qm", "bin")
+    b = capture_baseline(repo)
+    (repo / "data.dat").write_bytes(b"\0\7\6\5" * 60)
+    (repo / "new.dat").write_bytes(b"\0" * 100)
+    a = analyze_changes(b, repo, "")
+    rows = {r["file"]: r for r in a.to_json()["diffstat"]["perFile"]}
+    assert rows["data.dat"] == {"file": "data.dat", "add": 0, "del": 0, "binary": True}
+    assert rows["new.dat"] == {"file": "new.dat", "add": 0, "del": 0, "binary": True}
+
+
+def test_analysis_untracked_directories_listed_file_by_file(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    b = capture_baseline(repo)
+    (repo / "new pkg" / "sub dir").mkdir(parents=True)
+    (repo / "new pkg" / "__init__.py").write_text("")
+    (repo / "new pkg" / "sub dir" / "ü.py").write_text("x = 1\n")
+    (repo / "new pkg" / "sub dir" / 'we"ird\tname.txt').write_text("w\n")
+    a = analyze_changes(b, repo, "")
+    assert sorted(a.untracked_files) == sorted(
+        ["new pkg/__init__.py", "new pkg/sub dir/ü.py", 'new pkg/sub dir/we"ird\tname.txt']
+    )
+
+
+def test_analysis_tracked_paths_with_tab_and_backslash(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"t\tab.py": "a\n", "back\\slash.py": "b\n"})
+    b = capture_baseline(repo)
+    (repo / "t\tab.py").write_text("a\n# TODO x\n")
+    (repo / "back\\slash.py").write_text("b\nconsole.log(1)\n")
+    a = analyze_changes(b, repo, "")
+    assert sorted(a.changed_files) == sorted(["t\tab.py", "back\\slash.py"])
+    assert a.signals.todo == 1 and a.signals.console_debug == 1  # attributed through C-quoted headers
+
+
+def test_analysis_detached_head(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    git(repo, "checkout", "-q", "--detach")
+    b = capture_baseline(repo)
+    assert b.head == git(repo, "rev-parse", "HEAD").strip()
+    (repo / "b.py").write_text("b\n")
+    git(repo, "add", "b.py")
+    git(repo, "commit", "-qm", "detached work")
+    (repo / "a.py").write_text("a\nmore\n")
+    a = analyze_changes(b, repo, "")
+    assert sorted(a.changed_files) == ["a.py", "b.py"] and a.diffstat.total_add == 2
+    assert any(n.startswith("HEAD is detached") for n in a.notes)
+    assert git_diff_check(repo, b)["passed"]
+
+
+def test_analysis_commit_reverted_in_worktree_is_not_counted(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.py": "a\n"})
+    b = capture_baseline(repo)
+    (repo / "a.py").write_text("a\nb\n")
+    git(repo, "commit", "-qam", "add b")
+    (repo / "a.py").write_text("a\n")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == [] and a.diffstat.total_add == 0  # net change since the baseline is zero
+
+
+def test_analysis_unborn_head_untracked_and_staged(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r")
+    (repo / "pre.txt").write_text("user\n")
+    b = capture_baseline(repo)
+    assert b.head is None
+    (repo / "new.py").write_text("breakpoint()\n")
+    (repo / "staged.py").write_text("s\n")
+    git(repo, "add", "staged.py")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["staged.py"] and a.untracked_files == ["new.py"]
+    assert a.signals.debug_leftover == 1
+    assert git_diff_check(repo, b)["passed"]
+
+
+def _make_submodule_repo(tmp_path: Path) -> tuple[Path, Path]:
+    sub = make_repo(tmp_path / "sub", {"s.txt": "s\n"})
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "libs/sm")
+    git(repo, "commit", "-qm", "add submodule")
+    return repo, sub
+
+
+def test_analysis_submodule_reported_not_descended(tmp_path: Path) -> None:
+    repo, _sub = _make_submodule_repo(tmp_path)
+    b = capture_baseline(repo)
+    sm = repo / "libs" / "sm"
+    before = git(sm, "rev-parse", "HEAD").strip()
+    (sm / "t.txt").write_text("TODO inside the submodule\n")
+    git(sm, "add", "t.txt")
+    git(sm, "commit", "-qm", "t")
+    (sm / "dirty.txt").write_text("console.log(1)\n")  # untracked content inside is never analysed
+    after = git(sm, "rev-parse", "HEAD").strip()
+    a = analyze_changes(b, repo, "")
+    assert a.to_json()["submodules"] == [{"path": "libs/sm", "before": before, "after": after}]
+    assert a.changed_files == ["libs/sm"] and a.untracked_files == []
+    assert a.diffstat.per_file == [] and a.signals.todo == 0 and a.signals.console_debug == 0
+    assert a.has_changes
+    assert any("Submodules / embedded repositories changed" in n and "libs/sm" in n for n in a.notes)
+
+
+def test_analysis_dirty_submodule_content_alone_is_no_change(tmp_path: Path) -> None:
+    repo, _sub = _make_submodule_repo(tmp_path)
+    b = capture_baseline(repo)
+    (repo / "libs" / "sm" / "s.txt").write_text("changed inside\n")
+    a = analyze_changes(b, repo, "")
+    assert not a.has_changes and a.submodules == []
+
+
+def test_analysis_submodule_moved_before_work_is_excluded_when_unchanged(tmp_path: Path) -> None:
+    repo, _sub = _make_submodule_repo(tmp_path)
+    sm = repo / "libs" / "sm"
+    (sm / "u.txt").write_text("u\n")
+    git(sm, "add", "u.txt")
+    git(sm, "commit", "-qm", "user moved it")
+    b = capture_baseline(repo)
+    assert b.pre_dirty_hashes["libs/sm"].startswith("gitlink:")
+    a = analyze_changes(b, repo, "")
+    assert not a.has_changes, a.to_json()
+
+
+def test_analysis_embedded_repository_reported(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    b = capture_baseline(repo)
+    inner = make_repo(repo / "vendor" / "inner", {"x.py": "x = 1  # TODO\n"})
+    a = analyze_changes(b, repo, "")
+    head = git(inner, "rev-parse", "HEAD").strip()
+    assert a.to_json()["submodules"] == [{"path": "vendor/inner", "before": None, "after": head}]
+    assert a.untracked_files == [] and a.signals.todo == 0 and a.has_changes
+    assert any("embedded repository" in n for n in a.notes)
+
+
+def test_analysis_signals_and_tampering_from_a_real_repo(tmp_path: Path) -> None:
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "calc.py": "def add(a, b):\n    return a + b\n",
+            "tests/test_calc.py": (
+                "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                "def test_add_zero():\n    assert add(0, 0) == 0\n    assert add(0, 1) == 1\n"
+            ),
+            "tests/test_old.py": "def test_old():\n    assert True\n",
+            "scripts/check.sh": "pytest -q\n",
+            ".tianshu-mcp/acceptance.json": '{"checks": [{"name": "check", "cmd": "bash scripts/check.sh"}]}\n',
+        },
+    )
+    b = capture_baseline(repo)
+    (repo / "tests" / "test_calc.py").write_text(
+        "import pytest\nfrom calc import add\n\n\n@pytest.mark.skip(reason='later')\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+        "def test_add_zero():\n    assert add(0, 0) == 0\n"
+    )
+    (repo / "tests" / "test_old.py").unlink()
+    (repo / "scripts" / "check.sh").write_text("exit 0\n")
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text('{"checks": []}\n')
+    (repo / "calc.py").write_text("def add(a, b):\n    print(a, b)\n    return a + b\n")
+    a = analyze_changes(b, repo, "", check_argvs=[["bash", "scripts/check.sh"], [str(repo / "scripts" / "check.sh")]])
+    s = a.to_json()["signals"]
+    assert s["skippedOrOnlyTests"] == 1
+    assert s["deletedTests"] == 1  # tests/test_old.py deleted
+    assert s["weakenedTests"] == 1  # "assert add(0, 1) == 1" removed without replacement
+    assert s["acceptanceTampering"] == 2  # the check script and acceptance.json
+    assert s["debugLeftover"] == 1  # print( in calc.py
+    tampering = a.to_json()["tampering"]
+    assert {(t["kind"], t["file"]) for t in tampering} == {
+        ("skippedOrOnlyTests", "tests/test_calc.py"),
+        ("deletedTests", "tests/test_old.py"),
+        ("weakenedTests", "tests/test_calc.py"),
+        ("acceptanceTampering", "scripts/check.sh"),
+        ("acceptanceTampering", ".tianshu-mcp/acceptance.json"),
+    }
+    assert all(set(t) == {"kind", "file", "detail"} for t in tampering)
+
+
+def test_analysis_project_in_subdirectory_resolves_check_paths(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"app/run_checks.sh": "pytest\n", "run_checks.sh": "x\n"})
+    b = capture_baseline(repo / "app")
+    (repo / "app" / "run_checks.sh").write_text("true\n")
+    (repo / "run_checks.sh").write_text("y\n")
+    a = analyze_changes(b, repo / "app", "", check_argvs=[["sh", "run_checks.sh"]])
+    assert [(t.kind, t.file) for t in a.tampering] == [("acceptanceTampering", "app/run_checks.sh")]
+
+
+def test_analysis_json_has_new_fields_when_empty(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    data = analyze_changes(capture_baseline(repo), repo, "").to_json()
+    assert list(data) == [
+        "changedFiles", "untrackedFiles", "diffstat", "signals", "bigFileChanges", "warnings", "notes",
+        "renames", "submodules", "tampering",
+    ]
+    assert data["renames"] == [] and data["submodules"] == [] and data["tampering"] == []
+
+
+def test_git_diff_check_ignores_old_whitespace_in_a_renamed_file(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1   \ny = 2\nz = 3\n"})
+    b = capture_baseline(repo)
+    git(repo, "mv", "a.py", "b.py")
+    assert git_diff_check(repo, b)["passed"]  # the trailing blanks predate the task
+    (repo / "b.py").write_text("x = 1   \ny = 2\nz = 3\nw = 4 \n")
+    bad = git_diff_check(repo, b)
+    assert not bad["passed"] and "b.py:4: trailing whitespace" in bad["outputTail"]
+
+
+def test_analysis_pre_existing_untracked_file_only_staged_is_not_a_change(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
+    (repo / "notes.txt").write_text("user notes\n")
+    (repo / "draft.txt").write_text("draft\n")
+    b = capture_baseline(repo)
+    git(repo, "add", "notes.txt", "draft.txt")
+    (repo / "draft.txt").write_text("draft\nagent\n")
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["draft.txt"] and a.untracked_files == []

@@ -308,6 +308,11 @@ CARGO_CLIPPY = {
     "Cargo.toml": CARGO_TOML,
     "src/lib.rs": "pub fn inc(x: i32) -> i32 {\n    return x + 1;\n}\n",
 }
+CARGO_RUN = {
+    "Cargo.toml": CARGO_TOML,
+    "src/main.rs": "fn main() {\n    let v: Vec<i32> = std::env::args().map(|a| a.len() as i32).collect();\n"
+    "    println!(\"{}\", v[3]);\n}\n",
+}
 CARGO_TEST = {
     "Cargo.toml": CARGO_TOML,
     "src/lib.rs": (
@@ -385,6 +390,7 @@ CASES: list[Case] = [
     Case("cargo", "color", CARGO_BUILD, ["cargo", "build", "--offline", "--color", "always"]),
     Case("cargo", "clippy", CARGO_CLIPPY, ["cargo", "clippy", "--offline", "--", "-D", "warnings"]),
     Case("cargo", "test", CARGO_TEST, ["cargo", "test", "--offline"]),
+    Case("cargo", "run-panic", CARGO_RUN, ["cargo", "run", "--offline", "--quiet"]),
     Case(
         "git",
         "diff-check",
