@@ -18,7 +18,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -103,6 +103,34 @@ def _reject_null(data: Any, keys: Iterable[str]) -> Any:
     return data
 
 
+def _wire(schema: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    """``json_schema_extra`` that replaces a field's generated schema with its real wire contract
+    (the before-validators enforce more than the Python types say: no nulls, non-empty argv,
+    positive timeouts, the policy names), so the published schema rejects what the models reject."""
+
+    def apply(generated: dict[str, Any]) -> None:
+        title = generated.get("title")
+        generated.clear()
+        generated.update(schema)
+        if title:
+            generated["title"] = title
+
+    return apply
+
+
+def _drop_null_branch(generated: dict[str, Any]) -> None:
+    """``json_schema_extra``: keep the generated schema minus its ``null`` alternative (explicit
+    JSON null is rejected; an optional key is simply omitted)."""
+    branches = [b for b in generated.pop("anyOf", []) if b.get("type") != "null"]
+    generated.pop("default", None)
+    if len(branches) == 1:
+        generated.update(branches[0])
+    elif branches:
+        generated["anyOf"] = branches
+
+
+_STR1 = {"type": "string", "minLength": 1}
+
 SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2>&1", "|&"})
 
 
@@ -116,9 +144,12 @@ class AcceptanceCheck(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
     name: str = Field(min_length=1, strict=True)
-    cmd: str | list[str]
-    timeout_ms: int | None = Field(None, alias="timeoutMs")
-    optional: bool | None = Field(None, strict=True)
+    cmd: str | list[str] = Field(json_schema_extra=_wire({
+        "oneOf": [_STR1, {"type": "array", "items": _STR1, "minItems": 1}],
+        "description": "argv array (preferred) or a string split by the splitCmd rules; never run through a shell"}))
+    timeout_ms: int | None = Field(None, alias="timeoutMs", json_schema_extra=_wire(
+        {"type": "integer", "exclusiveMinimum": 0, "description": "per-check timeout, ms"}))
+    optional: bool | None = Field(None, strict=True, json_schema_extra=_wire({"type": "boolean"}))
 
     @model_validator(mode="before")
     @classmethod
@@ -172,12 +203,16 @@ class AcceptanceConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    checks: list[AcceptanceCheck] | None = None
-    require_changes: bool | None = Field(None, alias="requireChanges", strict=True)
-    verify_concurrency: int | None = Field(None, alias="verifyConcurrency")
-    visual: dict[str, Any] | None = None
-    baseline_checks: bool | None = Field(None, alias="baselineChecks", strict=True)
-    baseline_policy: str | None = Field(None, alias="baselinePolicy")
+    checks: list[AcceptanceCheck] | None = Field(None, json_schema_extra=_drop_null_branch)
+    require_changes: bool | None = Field(None, alias="requireChanges", strict=True, json_schema_extra=_wire(
+        {"type": "boolean", "description": "fail a git project whose work changed no file (default true)"}))
+    verify_concurrency: int | None = Field(None, alias="verifyConcurrency", json_schema_extra=_wire(
+        {"type": "number", "description": "checks run at once; rounded and clamped to 1..4"}))
+    visual: dict[str, Any] | None = Field(None, json_schema_extra=_wire({"type": "object"}))
+    baseline_checks: bool | None = Field(None, alias="baselineChecks", strict=True, json_schema_extra=_wire(
+        {"type": "boolean", "description": "also run the checks on the pre-work baseline and grade against it"}))
+    baseline_policy: str | None = Field(None, alias="baselinePolicy", json_schema_extra=_wire(
+        {"enum": list(BASELINE_POLICIES)}))
 
     @model_validator(mode="before")
     @classmethod

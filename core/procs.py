@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 import psutil
 
@@ -36,22 +37,28 @@ log = logging.getLogger("tianshu_mcp")
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+TAG_ENV = "TIANSHU_MCP_PROC_TAG"
+
+
 @dataclass(frozen=True)
 class ProcRecord:
-    """Identity of a started process: ``pid``, process group ``pgid``, ``createTime`` (epoch s)."""
+    """Identity of a started process: ``pid``, process group ``pgid``, ``createTime`` (epoch s)
+    and ``tag``, a random value in the environment (``TIANSHU_MCP_PROC_TAG``) that every
+    descendant inherits, so a ``setsid``'d, orphaned grandchild is still recognised as ours."""
 
     pid: int
     pgid: int
     createTime: float  # noqa: N815 (wire/json name)
+    tag: str = ""
 
-    def to_json(self) -> dict[str, float | int]:
-        """Return ``{"pid", "pgid", "createTime"}``."""
+    def to_json(self) -> dict[str, float | int | str]:
+        """Return ``{"pid", "pgid", "createTime", "tag"}``."""
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> "ProcRecord":
         """Inverse of :meth:`to_json`. Raises KeyError/TypeError/ValueError on a bad record."""
-        return cls(int(data["pid"]), int(data["pgid"]), float(data["createTime"]))  # type: ignore[arg-type]
+        return cls(int(data["pid"]), int(data["pgid"]), float(data["createTime"]), str(data.get("tag") or ""))  # type: ignore[arg-type]
 
 
 @dataclass
@@ -117,6 +124,9 @@ def spawn(
     """
     path = Path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    tag = secrets.token_hex(8)
+    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env[TAG_ENV] = tag
     with open(path, "ab") as out:
         if header:
             out.write(header.encode("utf-8", errors="replace"))
@@ -124,7 +134,7 @@ def spawn(
         proc = subprocess.Popen(  # noqa: S603 - argv, never a shell
             list(argv),
             cwd=os.fspath(cwd),
-            env=dict(env) if env is not None else None,
+            env=child_env,
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -137,7 +147,7 @@ def spawn(
         create_time = psutil.Process(proc.pid).create_time()
     except psutil.Error:
         create_time = 0.0
-    return proc, ProcRecord(proc.pid, proc.pid, create_time)
+    return proc, ProcRecord(proc.pid, proc.pid, create_time, tag)
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
@@ -174,7 +184,7 @@ def _members(record: ProcRecord) -> list[psutil.Process]:
             sid = os.getsid(proc.pid)
         except OSError:
             continue
-        if record.pgid != my_pgid and (pgid == record.pgid or sid == record.pgid):
+        if (record.pgid != my_pgid and (pgid == record.pgid or sid == record.pgid)) or _tagged(proc, record.tag):
             found[proc.pid] = proc
             try:
                 for child in proc.children(recursive=True):
@@ -185,12 +195,24 @@ def _members(record: ProcRecord) -> list[psutil.Process]:
     return list(found.values())
 
 
-def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0) -> bool:
+def _tagged(proc: psutil.Process, tag: str) -> bool:
+    """True when ``proc`` inherited the record's environment tag."""
+    if not tag:
+        return False
+    try:
+        return proc.environ().get(TAG_ENV) == tag
+    except psutil.Error:
+        return False
+
+
+def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0,
+              extra: Iterable[psutil.Process] = ()) -> bool:
     """Kill the process tree of ``record``: SIGTERM, then SIGKILL after ``grace_s`` seconds.
 
     Targets the recorded root (only if its create time still matches, so a reused pid is never
-    hit), all its descendants and every process in its process group or session. Never kills
-    this process or a group it shares. Never raises.
+    hit), all its descendants, every process in its process group or session, and ``extra``
+    (descendants seen earlier that may have left the tree, e.g. ``setsid``'d and orphaned).
+    Never kills this process or a group it shares. Never raises.
 
     Returns:
         True when nothing of the tree is alive any more (within ``total_s`` seconds).
@@ -198,6 +220,8 @@ def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0) ->
     deadline = time.monotonic() + total_s
     try:
         members = _members(record)
+        known_pids = {p.pid for p in members}
+        members += [p for p in extra if p.pid not in known_pids and _alive(p)]
         if not members:
             return True
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -284,6 +308,11 @@ def run_process(
         return RunResult(None, False, False, int((time.monotonic() - start) * 1000), str(exc))
     deadline = start + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
     timed_out = killed = False
+    seen: dict[int, psutil.Process] = {}  # descendants ever seen: a setsid'd orphan is still ours
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.Error:
+        root = None
     try:
         if on_start is not None:
             on_start(record)
@@ -293,6 +322,12 @@ def run_process(
                 break
             except subprocess.TimeoutExpired:
                 pass
+            if root is not None:
+                try:
+                    for child in root.children(recursive=True):
+                        seen.setdefault(child.pid, child)
+                except psutil.Error:
+                    pass
             if deadline is not None and time.monotonic() >= deadline:
                 timed_out = True
                 break
@@ -301,14 +336,15 @@ def run_process(
                 break
     finally:
         if timed_out or killed or proc.poll() is None:
-            kill_tree(record)
+            kill_tree(record, extra=seen.values())
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
         else:
-            # the root exited on its own: a background grandchild still in its group must not linger
-            kill_tree(record, grace_s=0.3)
+            # the root exited on its own: a background grandchild (in its group, or setsid'd and
+            # seen earlier) must not linger
+            kill_tree(record, grace_s=0.3, extra=seen.values())
     code = None if (timed_out or killed) else proc.returncode
     duration = int((time.monotonic() - start) * 1000)
     mark = " (timeout)" if timed_out else " (killed)" if killed else ""

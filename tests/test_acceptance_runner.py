@@ -381,7 +381,10 @@ def test_setsid_grandchild_holding_the_output_open_cannot_hang_the_round(tmp_pat
         r = run_check(py("daemonizes", code, timeout_ms=60_000), tmp_path, tmp_path / "v.log", 60_000)
         assert time.monotonic() - t0 < 8
         assert r["passed"] is True and "parent done" in r["outputTail"]
-    finally:  # a daemon that left our tree before the root exited is out of reach; clean up here
+        # it left the tree before the root exited, but carries the run's environment tag: it is gone too
+        gc = int(pidfile.read_text())
+        assert not (psutil.pid_exists(gc) and psutil.Process(gc).status() != psutil.STATUS_ZOMBIE)
+    finally:  # belt and braces: never leave the daemon behind even if the assertion fails
         try:
             os.kill(int(pidfile.read_text()), signal.SIGKILL)
         except (OSError, ValueError):
