@@ -44,7 +44,13 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     # the repair plan fed the failing test's name to round 1
     plan = (tdir / f"rework-{sub['taskId']}-r0.md").read_text()
     assert "test_add_negative" in plan
-    assert "test_add_negative" in (tdir / "prompt-1.txt").read_text()
+    prompt1 = (tdir / "prompt-1.txt").read_text()
+    assert "test_add_negative" in prompt1
+    # the feedback leads with file:line repair directives parsed from pytest's output
+    feedback = prompt1.split("Fix these first", 1)
+    assert len(feedback) == 2 and feedback[1].splitlines()[1].startswith("- tests/test_calc.py:")
+    assert r0["repairDirectives"]["sources"][0] == "pytest"
+    assert next(c for c in r0["checks"] if c["name"] == "pytest")["tests"]["failed"] == 1
     assert "return a + b" in (calc_repo / "calc.py").read_text()
     # the flow run: deployment run-task, named by the task id, tagged, COMPLETED, one task run per round
     run = prefect_api.get(f"/flow_runs/{sub['flowRunId']}").json()
@@ -155,3 +161,29 @@ async def test_manual_rework_reruns_the_same_flow_run(ts_home: Path, calc_repo: 
     assert "handle negative numbers" in (tdir / "prompt-1.txt").read_text()
     run = prefect_api.get(f"/flow_runs/{sub['flowRunId']}").json()
     assert run["run_count"] == 2 and run["state"]["name"] == "Succeeded"
+
+
+async def test_baseline_aware_grading_excuses_an_untargeted_legacy_failure(ts_home: Path, tmp_path: Path) -> None:
+    import sys as _sys
+
+    repo = make_calc_repo(tmp_path / "legacy", checks=[
+        {"name": "pytest", "cmd": [_sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]}])
+    (repo / "tests" / "test_legacy.py").write_text("def test_legacy_thing():\n    assert 1 == 2\n")
+    cfg = json.loads((repo / ".tianshu-mcp" / "acceptance.json").read_text())
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({**cfg, "baselineChecks": True}))
+    from fixture_project import git
+
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a legacy failing test nobody asked about")
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "agentId": "scripted", "autoFixRounds": 2,
+                                             "task": "Fix add() in calc.py so that tests/test_calc.py passes"})
+    assert meta["status"] == "succeeded" and meta["round"] == 2, meta
+    tdir = ts_home / "tasks" / sub["taskId"]
+    r0 = json.loads((tdir / "report-0.json").read_text())
+    r1 = json.loads((tdir / "report-1.json").read_text())
+    # round 0: the targeted test still fails (wrong fix) → counted; round 1: only the legacy failure is left
+    assert r0["verdict"] == "failed"
+    assert r1["verdict"] == "passed"
+    legacy = [t for t in r1["baselineGrading"]["tests"] if t["id"].endswith("test_legacy_thing")]
+    assert legacy and legacy[0]["classification"] == "still_failing"
+    assert "still failing before the task (not counted)" in r1["message"].lower()
