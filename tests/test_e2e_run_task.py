@@ -63,6 +63,13 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     for expected in ("baseline", "dispatch-round-0", "verify-round-0", "repair-plan-0", "dispatch-round-1", "verify-round-1"):
         assert expected in names, names
     assert "dispatch-round-2" not in names
+    # each round's markdown report and a table of its checks are artifacts of the flow run
+    arts = prefect_api.post("/artifacts/filter", json={"artifacts": {"flow_run_id": {"any_": [sub["flowRunId"]]}}}).json()
+    keys = {a["key"] for a in arts}
+    stem = sub["taskId"].replace("_", "-")
+    assert {f"{stem}-report-0", f"{stem}-checks-0", f"{stem}-report-1", f"{stem}-checks-1"} <= keys
+    table = next(a for a in arts if a["key"] == f"{stem}-checks-0")
+    assert table["type"] == "table" and "pytest" in json.dumps(table["data"])
     # events: the automatic rework is visible to query_task
     async with mcp_client(ts_home) as client:
         q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
