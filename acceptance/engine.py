@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..core.errors import ErrorCode
+from ..core.procs import stop_requested
 from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
 from .git import Analysis, Baseline, analyze_changes, capture_baseline, git_diff_check, list_untracked
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
@@ -180,15 +181,6 @@ def build_message(
     return text.rstrip(".") + "."
 
 
-def _safe_stop(should_stop: Callable[[], bool] | None) -> bool:
-    if should_stop is None:
-        return False
-    try:
-        return bool(should_stop())
-    except Exception:  # noqa: BLE001
-        return False
-
-
 def verify_round(req: VerifyRequest) -> VerifyOutcome:
     """Run one acceptance round and write its report (20-acceptance §3.0–§3.5, §5).
 
@@ -279,7 +271,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None
     if baseline_checks and resolved is not None:
-        if _safe_stop(req.should_stop):
+        if stop_requested(req.should_stop):
             grading = Grading({"enabled": True, "policy": resolved.baseline_policy, "checks": [], "tests": [],
                                "notes": ["baseline grading skipped: the task was cancelled"]})
         elif check_defs:
@@ -360,7 +352,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         )
 
     # 11. verdict
-    cancelled = _safe_stop(req.should_stop) or any(c.get("aborted") for c in checks)
+    cancelled = stop_requested(req.should_stop) or any(c.get("aborted") for c in checks)
     failed = [
         c for c in checks
         if not c.get("passed") and not c.get("skipped") and not c.get("optional") and not c.get("notCounted")

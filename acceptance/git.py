@@ -283,7 +283,7 @@ def parse_porcelain(entries: Iterable[tuple[str, str]]) -> tuple[list[str], list
     return changed, untracked, others
 
 
-def _sha1(path: Path) -> str | None:
+def file_sha1(path: Path) -> str | None:
     """SHA-1 hex of a regular file's bytes; None when unreadable, not a file or > 4 MiB."""
     try:
         st = path.stat()
@@ -312,13 +312,13 @@ def _sub_head(path: Path) -> str | None:
 
 
 def _fingerprint(root: Path, rel: str) -> str | None:
-    """SHA-1 of a file (:func:`_sha1`) or ``gitlink:<HEAD>`` of a submodule / nested repository."""
+    """SHA-1 of a file (:func:`file_sha1`) or ``gitlink:<HEAD>`` of a submodule / nested repository."""
     path = root / rel.rstrip("/")
     if path.is_dir() and not path.is_symlink():
         if (path / ".git").exists():
             return GITLINK_PREFIX + (_sub_head(path) or "unborn")
         return None
-    return _sha1(path)
+    return file_sha1(path)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1019,7 +1019,7 @@ def analyze_changes(
             continue
         if f in pre_untracked:
             base_hash = baseline.pre_untracked_hashes.get(f) or baseline.pre_dirty_hashes.get(f)
-            if base_hash and _sha1(path) == base_hash:
+            if base_hash and file_sha1(path) == base_hash:
                 continue
             notes.append(
                 f"Untracked file {f} existed before work started but its content changed; it is counted whole "

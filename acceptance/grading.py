@@ -34,7 +34,6 @@ Plain Python: no Prefect, no adapters. Never modifies the project's sources, ind
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -50,7 +49,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.files import atomic_write_json, read_json_safe
 from .config import BASELINE_POLICIES, DEFAULT_BASELINE_POLICY, CheckDef, resolve_layers
-from .git import CACHE_PATH_RE, DELETED_HASH, MAX_HASH_BYTES, Baseline, is_git_repo, run_git
+from ..core.procs import stop_requested
+from .git import CACHE_PATH_RE, DELETED_HASH, Baseline, file_sha1, is_git_repo, run_git
 from . import runner as _runner
 from .runner import SKIP_CANCELLED, SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
 
@@ -273,19 +273,6 @@ def _head(project: str | os.PathLike[str]) -> str | None:
     r = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], project)
     sha = r.stdout.strip()
     return sha if r.ok and sha else None
-
-
-def _sha1(path: Path) -> str | None:
-    try:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_HASH_BYTES:
-            return None
-        h = hashlib.sha1()  # noqa: S324 - content fingerprint
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        return h.hexdigest()
-    except OSError:
-        return None
 
 
 def _safe_rel(rel: str) -> bool:
@@ -560,7 +547,7 @@ def _copy_unchanged(wt_top: Path, top: Path, baseline: Baseline, paths: Sequence
             if want == DELETED_HASH and not os.path.lexists(src):
                 if dst.is_file() or dst.is_symlink():
                     dst.unlink()
-            elif want is not None and _sha1(src) == want:
+            elif want is not None and (not src.is_symlink() and file_sha1(src) == want):
                 _copy_entry(src, dst)
             else:
                 lost.append(rel)
@@ -586,15 +573,6 @@ def _baseline_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef
     if i is not None and "-rA" not in argv:
         argv.insert(i + 1, "-rA")
     return CheckDef(check.name, tuple(argv), check.display_cmd, check.timeout_ms, check.optional)
-
-
-def _stopped(should_stop: Callable[[], bool] | None) -> bool:
-    if should_stop is None:
-        return False
-    try:
-        return bool(should_stop())
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _check_key(check: CheckDef) -> str:
@@ -644,14 +622,14 @@ def run_baseline_checks(
     entries: dict[str, dict[str, Any]] = cache["checks"]
     missing = [c for c in checks if _check_key(c) not in entries]
     if missing:
-        if _stopped(should_stop):
+        if stop_requested(should_stop):
             return entries, notes
         try:
             ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency, should_stop)
         except Exception as exc:  # noqa: BLE001 - the caller falls back to counting every failure
             log.exception("baseline checks failed")
             ran, run_notes = {}, [f"the baseline checks could not run: {exc}"]
-        stopped = _stopped(should_stop)
+        stopped = stop_requested(should_stop)
         keep = {
             k: v for k, v in ran.items()
             if not stopped and not v.get("aborted") and v.get("reason") != SKIP_CANCELLED

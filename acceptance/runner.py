@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.procs import run_process
+from ..core.procs import run_process, stop_requested
 from .config import CheckDef
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 
@@ -263,7 +263,7 @@ def run_check(
         return skip_result(name, display or name, SKIP_EMPTY, check.optional)
     if argv[0] == "skip" and len(argv) > 1 and argv[1] == ":":
         return skip_result(name, display, SKIP_EXPLICIT, check.optional)
-    if should_stop is not None and _safe_stop(should_stop):
+    if should_stop is not None and stop_requested(should_stop):
         return skip_result(name, display, SKIP_CANCELLED, check.optional)
     try:
         return _run(check, argv, display, project, Path(log_path), default_timeout_ms, should_stop, index, merge)
@@ -283,13 +283,6 @@ def run_check(
             out["optional"] = True
         out["aborted"] = False
         return out
-
-
-def _safe_stop(should_stop: Callable[[], bool]) -> bool:
-    try:
-        return bool(should_stop())
-    except Exception:  # noqa: BLE001
-        return False
 
 
 def _run(
@@ -325,7 +318,7 @@ def _run(
         timeout_ms=_effective_timeout(check.timeout_ms, default_timeout_ms),
         env=env,
         header=header,
-        should_stop=(lambda: _safe_stop(should_stop)) if should_stop is not None else None,
+        should_stop=(lambda: stop_requested(should_stop)) if should_stop is not None else None,
     )
     tail = (log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
     counts: TestCounts | None = None
@@ -418,7 +411,7 @@ def run_checks(
                     return
                 next_index[0] += 1
             c = checks[i]
-            if should_stop is not None and _safe_stop(should_stop):
+            if should_stop is not None and stop_requested(should_stop):
                 results[i] = skip_result(c.name, c.display_cmd or c.name, SKIP_CANCELLED, c.optional)
                 continue
             results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False)

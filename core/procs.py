@@ -81,6 +81,16 @@ class RunResult:
         return self.exit_code == 0 and not self.timed_out and not self.killed and self.error is None
 
 
+def stop_requested(should_stop: Callable[[], bool] | None) -> bool:
+    """Ask a cancellation probe; a missing probe or one that raises means "go on" (False)."""
+    if should_stop is None:
+        return False
+    try:
+        return bool(should_stop())
+    except Exception:  # noqa: BLE001 - a broken probe must not stop or crash a run
+        return False
+
+
 def become_subreaper() -> bool:
     """Make this process the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``).
 

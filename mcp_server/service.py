@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from ..adapters.profiles import ResolvedAgent, resolve_agent
+from ..adapters.profiles import ResolvedAgent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
 from ..core.ids import new_task_id

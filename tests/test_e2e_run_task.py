@@ -56,7 +56,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     run = prefect_api.get(f"/flow_runs/{sub['flowRunId']}").json()
     assert run["name"] == sub["taskId"]
     assert run["state"]["type"] == "COMPLETED" and run["state"]["name"] == "Succeeded"
-    assert f"agent:scripted" in run["tags"] and any(t.startswith("project:") for t in run["tags"])
+    assert "agent:scripted" in run["tags"] and any(t.startswith("project:") for t in run["tags"])
     dep = prefect_api.get(f"/deployments/{run['deployment_id']}").json()
     assert dep["name"] == "run-task"
     names = [tr["name"] for tr in task_runs(prefect_api, sub["flowRunId"])]
