@@ -15,6 +15,7 @@ import json
 import math
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,6 +131,8 @@ def _drop_null_branch(generated: dict[str, Any]) -> None:
 
 
 _STR1 = {"type": "string", "minLength": 1}
+# a standalone shell operator token, or a token glued to a trailing ';' (see AcceptanceCheck._check_cmd)
+_SHELL_OP_PATTERN = r"(^|\s)(&&|\|\||\||;|&|>|>>|<|2>|2>&1|\|&)(\s|$)|\S;(\s|$)"
 
 SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2>&1", "|&"})
 
@@ -143,9 +146,12 @@ class AcceptanceCheck(BaseModel):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    name: str = Field(min_length=1, strict=True)
+    name: str = Field(min_length=1, strict=True, json_schema_extra=_wire(
+        {"type": "string", "minLength": 1, "pattern": "^[^\\x00-\\x1f\\x7f]+$",
+         "description": "one line: shown in reports"}))
     cmd: str | list[str] = Field(json_schema_extra=_wire({
-        "oneOf": [_STR1, {"type": "array", "items": _STR1, "minItems": 1}],
+        "oneOf": [{**_STR1, "pattern": "\\S", "not": {"pattern": _SHELL_OP_PATTERN}},
+                  {"type": "array", "items": _STR1, "minItems": 1}],
         "description": "argv array (preferred) or a string split by the splitCmd rules; never run through a shell"}))
     timeout_ms: int | None = Field(None, alias="timeoutMs", json_schema_extra=_wire(
         {"type": "integer", "exclusiveMinimum": 0, "description": "per-check timeout, ms"}))
@@ -156,15 +162,23 @@ class AcceptanceCheck(BaseModel):
     def _no_null(cls, data: Any) -> Any:
         return _reject_null(data, ("name", "cmd", "timeoutMs", "optional"))
 
+    @field_validator("name", mode="before")
+    @classmethod
+    def _one_line_name(cls, value: Any) -> Any:
+        # port: a newline in a name could forge lines in the markdown report
+        if isinstance(value, str) and re.search(r"[\x00-\x1f\x7f]", value):
+            raise ValueError("name must be a single line without control characters")
+        return value
+
     @field_validator("cmd", mode="before")
     @classmethod
     def _check_cmd(cls, value: Any) -> Any:
         if isinstance(value, str):
-            if not value:
+            if not value.strip():
                 raise ValueError("cmd must be a non-empty string or a non-empty list of non-empty strings")
             # port: checks never run through a shell, so a shell operator in the string form would
             # silently become an argument (`true && false` passes); refuse it with the reason
-            ops = [t for t in split_cmd(value) if t in SHELL_OPERATORS]
+            ops = [t for t in split_cmd(value) if t in SHELL_OPERATORS or (len(t) > 1 and t.endswith(";"))]
             if ops:
                 raise ValueError(f"cmd contains the shell operator '{ops[0]}', but checks never run through a shell; "
                                  "use an argv array, and a script for pipelines or chains")
@@ -301,6 +315,9 @@ def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
         ) from exc
 
 
+MAX_LAYER_BYTES = 1 << 20  # an acceptance layer is a small JSON file
+
+
 def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | None:
     """Read one acceptance layer file (20-acceptance §2.1 ``readAcceptanceLayer``).
 
@@ -314,8 +331,18 @@ def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | N
     """
     p = os.fspath(path)
     try:
+        st = os.stat(p)
+        if not stat.S_ISREG(st.st_mode):
+            # port: a FIFO would block the round forever, /dev/zero would exhaust memory
+            raise AcceptanceConfigError(ErrorCode.CONFIG_UNREADABLE,
+                                        f"{layer} acceptance config {p} is not a regular file",
+                                        layer=layer, path=p)
+        if st.st_size > MAX_LAYER_BYTES:
+            raise AcceptanceConfigError(ErrorCode.CONFIG_UNREADABLE,
+                                        f"{layer} acceptance config {p} is larger than {MAX_LAYER_BYTES} bytes",
+                                        layer=layer, path=p)
         with open(p, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_LAYER_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -529,7 +556,8 @@ def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDe
        typecheck/lint/test/build present (mandatory); tsconfig is then ignored.
     2. else ``tsconfig.json`` → ``typecheck-tsc`` ``npx tsc --noEmit`` (optional).
     3. independently: pytest project (:func:`detect_pytest`) → ``pytest`` ``pytest -q``
-       (**mandatory**; the project's ``.venv``/``venv``/``env`` pytest when present); ``go.mod`` → ``go-test`` (optional); ``Cargo.toml`` → ``cargo-test`` (optional).
+       (**mandatory**; the project's ``.venv``/``venv``/``env`` pytest when present); ``go.mod`` → ``go-test`` and ``Cargo.toml`` → ``cargo-test`` (port: **mandatory** too — a
+       project's tests gate the round whatever its language; the original made them optional).
 
     Returns:
         ``(checks, notes)``; an empty project gives ``([], [])``. Never raises.
@@ -565,9 +593,9 @@ def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDe
         if exe:
             notes.append(f"Using the project's virtualenv pytest: {exe}.")
     if (root / "go.mod").is_file():
-        checks.append(CheckDef.make("go-test", ["go", "test", "./..."], optional=True))
+        checks.append(CheckDef.make("go-test", ["go", "test", "./..."]))  # port: mandatory, like pytest
     if (root / "Cargo.toml").is_file():
-        checks.append(CheckDef.make("cargo-test", ["cargo", "test"], optional=True))
+        checks.append(CheckDef.make("cargo-test", ["cargo", "test"]))  # port: mandatory, like pytest
     return checks, notes
 
 

@@ -75,6 +75,9 @@ class VerifyRequest:
         verify_command_timeout_ms: default per-check timeout, ms.
         verify_concurrency: server default check parallelism (1..4), overridden by the layers.
         should_stop: cancellation probe.
+        agent_work: False when no agent task is being judged (a manual or scheduled verification of
+            a project): baseline grading then never excuses a failure (policy forced to
+            ``strict``), because "it already failed before" is no excuse for a health check.
         baseline_dir: directory holding the baseline's grading files (``baseline-state.json``,
             ``baseline-untracked/``, the ``baseline-checks.json`` cache and log); None → ``task_dir``.
             ``verify_task(baselineRef=<taskId>)`` passes that task's directory.
@@ -95,6 +98,7 @@ class VerifyRequest:
     should_stop: Callable[[], bool] | None = None
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None
     baseline_dir: Path | None = None
+    agent_work: bool = True
 
 
 @dataclass
@@ -271,8 +275,9 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None
     if baseline_checks and resolved is not None:
+        policy = resolved.baseline_policy if req.agent_work else "strict"
         if stop_requested(req.should_stop):
-            grading = Grading({"enabled": True, "policy": resolved.baseline_policy, "checks": [], "tests": [],
+            grading = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [],
                                "notes": ["baseline grading skipped: the task was cancelled"]})
         elif check_defs:
             grading = grade_round(
@@ -282,7 +287,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                 check_defs=check_defs,
                 results=checks[1:],
                 log_path=log_path,
-                policy=resolved.baseline_policy,
+                policy=policy,
                 task_text=req.task_text,
                 default_timeout_ms=default_timeout,
                 concurrency=concurrency,
@@ -294,7 +299,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                 if k in grading.not_counted:
                     c["notCounted"] = True
         else:
-            grading = Grading({"enabled": True, "policy": resolved.baseline_policy, "checks": [], "tests": [],
+            grading = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [],
                                "notes": ["baseline grading: no command check to grade"]})
 
     # 8. analysis

@@ -267,8 +267,9 @@ def parse_porcelain(entries: Iterable[tuple[str, str]]) -> tuple[list[str], list
     """Classify status entries (20-acceptance §4.1 ``parsePorcelain``).
 
     Returns:
-        ``(changed, untracked, others)``: ``??`` → untracked; a code with any of ``MADRC`` →
-        changed; everything else (``!!``, ``UU``, ``T``…) → others.
+        ``(changed, untracked, others)``: ``??`` → untracked; a code with any of ``MADRCTU`` →
+        changed (port: type changes ``T`` and unmerged ``U``/``AA``/``DD`` entries, e.g. a merge in
+        progress, are pre-existing work too, never the agent's); everything else (``!!``) → others.
     """
     changed: list[str] = []
     untracked: list[str] = []
@@ -276,7 +277,7 @@ def parse_porcelain(entries: Iterable[tuple[str, str]]) -> tuple[list[str], list
     for code, path in entries:
         if code == "??":
             untracked.append(path)
-        elif any(c in "MADRC" for c in code):
+        elif any(c in "MADRCTU" for c in code):
             changed.append(path)
         else:
             others.append(path)

@@ -62,9 +62,45 @@ def extract_repair_directives(report: Mapping[str, Any]) -> dict[str, Any]:
         :func:`.directives.extract_directives` for the parsers.
     """
     try:
-        return extract_directives(report)
+        return _without_tolerated(extract_directives(_counted_only(report)), report)
     except Exception as exc:  # noqa: BLE001 - the extractor never raises; belt and braces
         return {"items": [], "sources": [], "fallbackReason": f"structured extraction failed ({exc})"}
+
+
+def _tolerated_tests(report: Mapping[str, Any]) -> list[str]:
+    """Test ids baseline grading tolerates: failing before the task and not targeted by it."""
+    grading = report.get("baselineGrading") or {}
+    return [str(t.get("id")) for t in grading.get("tests") or []
+            if t.get("classification") == "still_failing" and not t.get("targeted")]
+
+
+def _counted_only(report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The report minus checks that baseline grading did not count (``notCounted``): the agent
+    must not be sent after failures that were there before the task and do not fail the round."""
+    checks = report.get("checks") or []
+    if not any(c.get("notCounted") for c in checks):
+        return report
+    return {**report, "checks": [c for c in checks if not c.get("notCounted")]}
+
+
+def _without_tolerated(rd: dict[str, Any], report: Mapping[str, Any]) -> dict[str, Any]:
+    """Drop directive items about tolerated still-failing tests (by test id or test name)."""
+    tolerated = _tolerated_tests(report)
+    if not tolerated or not rd.get("items"):
+        return rd
+    names = {t.rsplit("::", 1)[-1].split("[", 1)[0] for t in tolerated} | set(tolerated)
+
+    def about_tolerated(item: Mapping[str, Any]) -> bool:
+        issue = str(item.get("issue", ""))
+        return any(n and n in issue for n in names)
+
+    kept = [i for i in rd["items"] if not about_tolerated(i)]
+    if len(kept) == len(rd["items"]):
+        return rd
+    out = {**rd, "items": kept, "sources": [s for s in rd.get("sources", []) if any(i.get("source") == s for i in kept)]}
+    if not kept:
+        out["fallbackReason"] = "every parsed failure was already failing before the task and is not counted"
+    return out
 
 
 def _directives(report: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,7 +73,8 @@ def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
     src["round"] = int(task.get("roundsUsed") or 0)
     src["message"] = task.get("lastMessage") or ""
     if task.get("reportMd") or task.get("reportJson"):
-        src["reportFiles"] = {k: v for k, v in (("md", task.get("reportMd")), ("json", task.get("reportJson"))) if v}
+        src["reportFiles"] = {k: v for k, v in (("md", task.get("reportMd")), ("json", task.get("reportJson")),
+                                                 ("html", task.get("reportHtml"))) if v}
     meta: dict[str, Any] = {"ok": status == "succeeded"}
     for key in _META_KEYS:
         value = src.get(key)

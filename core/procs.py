@@ -399,6 +399,36 @@ def current_record() -> ProcRecord:
     return ProcRecord(os.getpid(), os.getpgid(0), psutil.Process().create_time())
 
 
+def kill_descendants() -> None:
+    """Kill every descendant of this process (agents, checks, their orphans when we are a
+    subreaper), SIGTERM then SIGKILL. Never raises."""
+    try:
+        children = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for child in children:
+            try:
+                child.send_signal(sig)
+            except psutil.Error:
+                pass
+        _, children = psutil.wait_procs(children, timeout=0.5)
+        if not children:
+            return
+
+
+def exit_when_host_dies() -> bool:
+    """In a flow-run process of the embedded host: when the host dies, kill everything this
+    process started and exit (the host's API is gone, so no state can be recorded; the next
+    host's start-up sweep archives the run). Returns False when no host is watched."""
+
+    def gone() -> None:
+        kill_descendants()
+        os._exit(3)
+
+    return watch_host(gone)
+
+
 def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
     """Call ``on_gone`` once when the hosting tianshu-mcp process dies.
 

@@ -71,14 +71,30 @@ async def ensure_project_queue(client: PrefectClient, project_key: str) -> str:
 
 
 async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypoint: str) -> Any:
-    """Upsert deployment ``<flow.name>/<name>`` on work pool ``tianshu``; return its id."""
+    """Create deployment ``<flow.name>/<name>`` on work pool ``tianshu``, or update its entrypoint
+    and parameter schema in place; return its id.
+
+    An existing deployment is updated, never re-created: an upsert without ``schedules`` would
+    replace the deployment's schedules with none, wiping every re-verification schedule on start.
+    """
+    from prefect.client.schemas.actions import DeploymentUpdate
+
+    schema = parameter_schema(flow).model_dump_for_openapi()
+    try:
+        existing = await client.read_deployment_by_name(f"{flow.name}/{name}")
+    except ObjectNotFound:
+        existing = None
+    if existing is not None:
+        await client.update_deployment(existing.id, DeploymentUpdate(
+            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=WORK_POOL))
+        return existing.id
     flow_id = await client.create_flow_from_name(flow.name)
     return await client.create_deployment(
         flow_id=flow_id,
         name=name,
         work_pool_name=WORK_POOL,
         entrypoint=entrypoint,
-        parameter_openapi_schema=parameter_schema(flow).model_dump_for_openapi(),
+        parameter_openapi_schema=schema,
         enforce_parameter_schema=False,
         description=(flow.description or "").strip().splitlines()[0] if flow.description else None,
     )

@@ -10,14 +10,13 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from prefect import flow
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..core.files import read_json_safe
-from ..core.procs import become_subreaper, current_record, kill_recorded, save_record, watch_host
+from ..core.procs import become_subreaper, current_record, exit_when_host_dies, kill_recorded, save_record
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
@@ -99,14 +98,9 @@ def run_task_flow(
     tdir = st.dir(task_id)
     save_record(tdir / FLOW_PROC_FILE, current_record())
 
-    def _host_gone() -> None:
-        # the embedded host died (SIGKILL): nobody can record a state any more; stop the agent
-        # now rather than let it edit the project unsupervised. The next host's sweep archives
-        # this run as interrupted.
-        kill_recorded(tdir / AGENT_PROC_FILE)
-        os._exit(3)
-
-    watch_host(_host_gone)
+    # the embedded host died (SIGKILL): stop the agent now rather than let it edit the project
+    # unsupervised; the next host's sweep archives this run as interrupted
+    exit_when_host_dies()
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     if auto_verify:
         problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"))
@@ -157,6 +151,7 @@ def run_task_flow(
             roundsUsed=rnd + 1,
             reportMd=verdict["mdPath"],
             reportJson=verdict["jsonPath"],
+            reportHtml=verdict.get("htmlPath"),
             reportRound=verdict["round"],
             verificationSource="auto",
             latestVerificationVerdict="passed" if verdict["passed"] else "failed",

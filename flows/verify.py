@@ -13,6 +13,7 @@ judges the project's current state against HEAD with the zero-change gate off.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from typing import Any
 
@@ -21,6 +22,7 @@ from prefect.states import Completed, Failed, State
 
 from ..acceptance.git import Baseline, capture_baseline
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.procs import become_subreaper, exit_when_host_dies
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
@@ -77,12 +79,16 @@ def verify_flow(
     extra_checks: list[dict[str, Any]] | None = None,
     checks_mode: str = "append",
     acceptance_override: dict[str, Any] | None = None,
+    source: str = "manual",
 ) -> State:
-    """Verify ``project_path`` for record ``record_id`` (see the module doc).
+    """Verify ``project_path`` for record ``record_id`` (see the module doc); ``source`` is
+    ``manual`` (verify_task) or ``scheduled`` (a reverify run).
 
     Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
     blocked (broken config, a check that cannot start), ``Failed`` otherwise.
     """
+    become_subreaper()
+    exit_when_host_dies()  # a killed embedded host takes its checks with it
     st = store()
     record(record_id, startedAt=utc_now(), phase="verify_start")
     try:
@@ -96,11 +102,13 @@ def verify_flow(
         report_owner, 0, baseline, extra_checks, checks_mode,
         acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
         str(st.dir(baseline_ref)) if baseline_ref and baseline_ref.startswith("tsk_") else None,
+        target_task_id is not None,
     )
     outcome = "passed" if verdict["passed"] else "failed"
     details = dict(
-        reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportRound=verdict["round"],
-        verificationSource="manual", latestVerificationVerdict=outcome,
+        reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
+        reportRound=verdict["round"],
+        verificationSource=source, latestVerificationVerdict=outcome,
         changedFiles=verdict["changedFiles"], diffstat=verdict["diffstat"],
     )
     if target_task_id:
@@ -129,6 +137,9 @@ async def reverify_flow(project_path: str) -> State:
     from ..core.paths import project_key
     from ..deployments.setup import ensure_project_queue
 
+    if not os.path.isdir(project_path):
+        return Failed(message=f"{project_path} no longer exists; remove its schedule with "
+                              f"`tianshu-mcp schedule remove {project_path}`")
     record_id = new_verify_id()
     st = store()
     st.create(record_id, {"kind": "reverify", "workspaceMode": "project", "projectPath": project_path,
@@ -140,7 +151,7 @@ async def reverify_flow(project_path: str) -> State:
     run = await run_deployment(
         "verify/verify", timeout=0, work_queue_name=queue, flow_run_name=record_id,
         parameters={"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
-                    "acceptance_override": {"requireChanges": False}},
+                    "acceptance_override": {"requireChanges": False}, "source": "scheduled"},
         tags=[f"tianshu-task:{record_id}", f"project:{project_key(project_path)}", "agent:scheduled-verify", home_tag()],
     )
     record(record_id, flowRunId=str(run.id), workQueue=queue)

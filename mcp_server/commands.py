@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from ..core.errors import TianshuError
+from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import data_home, load_config
 
 DEFAULT_SUMMARY = {"checks": "(default set)", "requireChanges": "(default true)",
@@ -25,7 +25,23 @@ DEFAULT_SUMMARY = {"checks": "(default set)", "requireChanges": "(default true)"
 
 
 def _print(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False))
+    try:
+        print(json.dumps(obj, indent=2, ensure_ascii=False), flush=True)
+    except BrokenPipeError:  # `| head` closed the pipe: not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+
+
+KNOWN_KEYS = frozenset({"checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy", "$schema"})
+
+
+def _raw_keys(path: str) -> list[str]:
+    """Top-level keys of a JSON layer file (empty when unreadable)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return []
+    return list(data) if isinstance(data, dict) else []
 
 
 def config_acceptance(argv: list[str]) -> int:
@@ -82,6 +98,10 @@ def config_acceptance(argv: list[str]) -> int:
         else:
             if cfg is not None:
                 entry.update(present=True, config=cfg.to_json())
+                raw = _raw_keys(path) if source != "override" else []
+                unknown = sorted(k for k in raw if k not in KNOWN_KEYS)
+                if unknown:  # dropped silently by the schema; a typo deserves a warning here
+                    entry["unknownKeys"] = unknown
                 merged = merge_configs(merged, cfg)
                 applied.append(source)
         layers.append(entry)
@@ -109,10 +129,13 @@ def config_acceptance(argv: list[str]) -> int:
         layers.append({"source": "override", "path": "(no --task given, no task-level override)", "present": False})
     data = merged.to_json()
     effective = {
-        "checks": len(data["checks"]) if data.get("checks") is not None else DEFAULT_SUMMARY["checks"],
+        "checks": ("(blocked: a layer is broken; no check would run)" if not ok
+                   else len(data["checks"]) if data.get("checks") is not None else DEFAULT_SUMMARY["checks"]),
         "requireChanges": data["requireChanges"] if data.get("requireChanges") is not None else DEFAULT_SUMMARY["requireChanges"],
         "verifyConcurrency": data["verifyConcurrency"] if data.get("verifyConcurrency") is not None else DEFAULT_SUMMARY["verifyConcurrency"],
         "visual": "overridden" if data.get("visual") is not None else DEFAULT_SUMMARY["visual"],
+        "baselineChecks": bool(data.get("baselineChecks", False)),
+        "baselinePolicy": data.get("baselinePolicy", "tolerate-untargeted"),
     }
     summary = (f"effective layers={'>'.join(applied) or '(none)'} checks={effective['checks']} "
                f"requireChanges={effective['requireChanges']} verifyConcurrency={effective['verifyConcurrency']} "
@@ -174,24 +197,37 @@ def schedule(argv: list[str]) -> int:
     rm.add_argument("projectPath")
     args = parser.parse_args(argv)
     try:
-        from ..core.paths import check_project_path
+        from ..core.paths import SafeProject, check_project_path, norm_path, project_key
 
-        project = check_project_path(os.path.abspath(args.projectPath)) if getattr(args, "projectPath", None) else None
+        project: SafeProject | None = None
         if args.action == "add":
-            from prefect.client.schemas.schedules import CronSchedule
-
-            CronSchedule(cron=args.cron, timezone=args.timezone)  # validates the expression first
+            project = check_project_path(os.path.abspath(args.projectPath))
+            _check_cron(args.cron, args.timezone)
+        elif args.action == "remove":
+            # the project may be gone already: its schedule must still be removable
+            raw = os.path.abspath(args.projectPath)
+            norm = norm_path(os.path.realpath(raw))
+            project = SafeProject(norm=norm, raw=raw, via_symlink=False, key=project_key(norm))
         runtime = _runtime()
     except TianshuError as exc:
         print(exc.render(), file=sys.stderr)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - e.g. an invalid cron expression
-        print(f"Error: [INVALID_ARGUMENT] {exc}", file=sys.stderr)
         return 1
     try:
         return anyio.run(_schedule, args, project)
     finally:
         runtime.stop()
+
+
+def _check_cron(cron: str, timezone: str | None) -> None:
+    """Validate a cron expression and time zone. Raises TianshuError(INVALID_ARGUMENT) in one line."""
+    from prefect.client.schemas.schedules import CronSchedule
+    from pydantic import ValidationError
+
+    try:
+        CronSchedule(cron=cron, timezone=timezone)
+    except ValidationError as exc:
+        reason = "; ".join(str(e.get("msg", "")).removeprefix("Value error, ") for e in exc.errors())
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"--cron {cron!r}: {reason}") from exc
 
 
 async def _schedule(args: argparse.Namespace, project: Any) -> int:
@@ -211,10 +247,14 @@ async def _schedule(args: argparse.Namespace, project: Any) -> int:
         slug = f"reverify-{project.key}"
         existing = [s for s in schedules if s.slug == slug]
         if args.action == "remove":
+            if not existing:
+                print(TianshuError(ErrorCode.INVALID_ARGUMENT, f"no re-verification schedule for {project.norm}").render(),
+                      file=sys.stderr)
+                return 1
             for s in existing:
                 await client.delete_deployment_schedule(dep.id, s.id)
-            _print({"ok": bool(existing), "projectPath": project.norm, "removed": len(existing)})
-            return 0 if existing else 1
+            _print({"ok": True, "projectPath": project.norm, "removed": len(existing)})
+            return 0
         for s in existing:  # add replaces the project's schedule
             await client.delete_deployment_schedule(dep.id, s.id)
         await client.create_deployment_schedules(dep.id, [DeploymentScheduleCreate(

@@ -217,6 +217,14 @@ class Handlers:
 
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
+        if args.get("extraChecks"):
+            from ..acceptance.config import AcceptanceConfigError, parse_layer
+
+            try:
+                parse_layer({"checks": args["extraChecks"]}, "extraChecks", "extraChecks")
+            except AcceptanceConfigError as exc:
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, exc.message.replace("checks.", "extraChecks[", 1)
+                                   .replace("extraChecks acceptance config extraChecks is invalid: ", "")) from exc
         key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
         target: dict[str, Any] | None = None
         ref = args.get("baselineRef")
@@ -240,6 +248,10 @@ class Handlers:
             if ref.startswith("tsk_"):
                 if not (self.service.store.exists(ref) and (self.service.store.dir(ref) / "baseline.json").is_file()):
                     raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' names no task with a saved baseline")
+                other = (self.service.store.read(ref) or {}).get("projectPath")
+                if other != norm:
+                    raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                                       f"baselineRef '{ref}' is a task of another project ({other}), not of {norm}")
             elif await anyio.to_thread.run_sync(resolve_commit, norm, ref) is None:
                 raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' is not a valid git ref (project {norm})")
         elif ref == "task" and target is None:
@@ -262,12 +274,17 @@ class Handlers:
                 IdempotencyStore(self.runtime.home).claim("verify_task", key, dig, record_id, kind="verify")
         from ..core.paths import project_key
 
+        override = args.get("acceptanceOverride")
+        if target is None and ref is None and "requireChanges" not in (override or {}):
+            # the baseline is the project as it is now: nothing can have changed since, so the
+            # zero-change gate would always fail; a health check runs without it
+            override = {**(override or {}), "requireChanges": False}
         params: dict[str, Any] = {
             "target_task_id": target["taskId"] if target else None,
             "baseline_ref": ref,
             "extra_checks": args.get("extraChecks"),
             "checks_mode": args.get("checksMode", "append"),
-            "acceptance_override": args.get("acceptanceOverride"),
+            "acceptance_override": override,
         }
         fields: dict[str, Any] = {"task": f"manual verification of {target['taskId'] if target else norm}"}
         if target:
@@ -298,12 +315,21 @@ class Handlers:
             return ok_result(f"verification {rec['taskId']} ended {record.status}: {rec.get('lastMessage', '')}",
                              record.meta(self.runtime))
         checks = [c for c in report.get("checks", []) if not c.get("skipped")]
-        failed = [c for c in checks if not c.get("passed") and not c.get("optional")]
+        failed = [c for c in checks if not c.get("passed") and not c.get("optional") and not c.get("notCounted")]
+        excused = [c for c in checks if not c.get("passed") and c.get("notCounted")]
+        passed_n = len([c for c in checks if c.get("passed")])
         rnd = report.get("round")
-        head = ("[PASS] " if report.get("passed") else "[FAIL] ") + (
-            "idempotent replay: this idempotencyKey already maps to verification report-{} (not re-run).".format(rnd) if replay
-            else (f"manual verification passed (report-{rnd}): {len(checks) - len(failed)}/{len(checks)} checks passed."
-                  if report.get("passed") else f"manual verification failed (report-{rnd}): {len(failed)} check(s) did not pass."))
+        if replay:
+            what = f"idempotent replay: this idempotencyKey already maps to verification report-{rnd} (not re-run)."
+        elif report.get("blockingIssues"):
+            issue = report["blockingIssues"][0]
+            what = f"manual verification blocked (report-{rnd}): [{issue.get('code')}] {issue.get('message')}"
+        elif report.get("passed"):
+            what = (f"manual verification passed (report-{rnd}): {passed_n}/{len(checks)} checks passed"
+                    + (f", {len(excused)} failing check(s) not counted (already failing at the baseline)" if excused else "") + ".")
+        else:
+            what = f"manual verification failed (report-{rnd}): {len(failed)} check(s) did not pass."
+        head = ("[PASS] " if report.get("passed") else "[FAIL] ") + what
         analysis = report.get("analysis") or {}
         diff = analysis.get("diffstat") or {}
         changed = len(analysis.get("changedFiles") or []) + len(analysis.get("untrackedFiles") or [])
@@ -365,6 +391,10 @@ class Handlers:
         }[action]
         _branch_whitelist(f"action={action}", args, allowed)
         task_id = args["taskId"]
+        if task_id.startswith("vfy_"):
+            self.service.read_task(task_id)  # TASK_NOT_FOUND first
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"{task_id} is a verification record, not a task: "
+                               f"manage_task(action={action}) applies to tasks (tsk_…); run verify_task again instead")
         if action == "cancel":
             view, settled, text = await self.service.cancel(task_id, args.get("reason"))
             return ok_result(text, view.meta(self.runtime))

@@ -65,6 +65,15 @@ def dirty_count(project: str) -> int | None:
     return len([ln for ln in out.stdout.splitlines() if ln.strip()])
 
 
+def _iso_z(ts: Any) -> str | None:
+    """A datetime as ``2026-11-30T09:15:00.123Z`` (the form every other timestamp here has)."""
+    if ts is None:
+        return None
+    from datetime import timezone
+
+    return ts.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def _uuid(value: Any) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value)) if value else None
@@ -210,7 +219,7 @@ class TaskService:
                 for run in runs:
                     if run.state is not None:
                         states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
-                                               run.state.timestamp.isoformat() if run.state.timestamp else None)
+                                               _iso_z(run.state.timestamp))
         out = []
         for t in tasks:
             st_type, st_name, st_msg, st_ts = states.get(t.get("flowRunId") or "", (None, None, None, None))

@@ -72,15 +72,17 @@ def verify_round_task(
     checks_mode: str = "append",
     acceptance_override: Any = _UNSET,
     baseline_dir: str | None = None,
+    agent_work: bool = True,
 ) -> dict[str, Any]:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
     ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
     ``baseline_dir`` is where baseline-aware grading finds the baseline state (default: the
-    task's own dir; a verification against another task's baseline passes that task's dir).
+    task's own dir; a verification against another task's baseline passes that task's dir);
+    ``agent_work`` is False for a verification of a project with no task (never excuse failures).
 
     Returns:
-        ``{"round", "passed", "mdPath", "jsonPath", "failedChecks", "blockingIssues",
+        ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks", "blockingIssues",
         "changedFiles", "diffstat", "message", "summary"}``.
     """
     from ..acceptance.report import summarize_report
@@ -110,6 +112,7 @@ def verify_round_task(
             should_stop=lambda: cancel_requested(tdir),
             project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
             **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
+            agent_work=agent_work,
         )
     )
     report = outcome.report
@@ -121,6 +124,7 @@ def verify_round_task(
         "passed": outcome.passed,
         "mdPath": str(outcome.md_path),
         "jsonPath": str(outcome.json_path),
+        "htmlPath": (report.get("files") or {}).get("html"),
         "failedChecks": list(outcome.failed_checks),
         "blockingIssues": list(outcome.blocking_issues),
         "changedFiles": list(analysis.get("changedFiles") or []) + list(analysis.get("untrackedFiles") or []),

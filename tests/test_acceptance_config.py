@@ -257,13 +257,14 @@ def test_derived_package_json_without_known_scripts(tmp_path: Path) -> None:
     assert checks == [] and "no typecheck/lint/test/build" in notes[0]
 
 
-def test_derived_tsconfig_go_cargo_optional(tmp_path: Path) -> None:
+def test_derived_tsc_optional_go_and_cargo_tests_mandatory(tmp_path: Path) -> None:
     _write(tmp_path / "package.json", "{broken")  # invalid = absent
     _write(tmp_path / "tsconfig.json", "{}")
     _write(tmp_path / "go.mod", "module x\n")
     _write(tmp_path / "Cargo.toml", "[package]\n")
     checks, _ = derive_default_checks(tmp_path)
-    assert _names(checks) == [("typecheck-tsc", True), ("go-test", True), ("cargo-test", True)]
+    # a failing Go or Rust test suite must fail the round, like pytest's (the original made them optional)
+    assert _names(checks) == [("typecheck-tsc", True), ("go-test", False), ("cargo-test", False)]
     assert checks[0].cmd == ("npx", "tsc", "--noEmit")
 
 
@@ -340,3 +341,19 @@ def test_string_cmd_with_a_shell_operator_is_refused(cmd: str) -> None:
     assert err.value.code.value == "CONFIG_INVALID" and "shell operator" in err.value.message
     # the argv form can still pass such a token as a literal argument
     parse_layer({"checks": [{"name": "x", "cmd": ["echo", "&&"]}]}, "override", "acceptanceOverride")
+
+
+@pytest.mark.parametrize("special", ["fifo", "devzero"])
+def test_a_layer_that_is_not_a_regular_file_is_unreadable(tmp_path: Path, special: str) -> None:
+    import os
+
+    from tianshu_mcp.acceptance.config import AcceptanceConfigError, read_layer
+
+    path = tmp_path / "acceptance.json"
+    if special == "fifo":
+        os.mkfifo(path)  # reading it would block the round forever
+    else:
+        path.symlink_to("/dev/zero")  # reading it would exhaust memory
+    with pytest.raises(AcceptanceConfigError) as err:
+        read_layer(path, "project")
+    assert err.value.code.value == "CONFIG_UNREADABLE" and "not a regular file" in err.value.message

@@ -643,3 +643,34 @@ def test_analysis_pre_existing_untracked_file_only_staged_is_not_a_change(tmp_pa
     (repo / "draft.txt").write_text("draft\nagent\n")
     a = analyze_changes(b, repo, "")
     assert a.changed_files == ["draft.txt"] and a.untracked_files == []
+
+
+def test_a_merge_in_progress_belongs_to_the_baseline(tmp_path: Path) -> None:
+    # pins a finding: an unmerged file (UU) was left out of the baseline and blamed on the agent
+    import subprocess
+
+    from tianshu_mcp.acceptance.git import analyze_changes, capture_baseline
+
+    repo = tmp_path / "r"
+    repo.mkdir()
+
+    def g(*args: str) -> None:
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, stdin=subprocess.DEVNULL)
+
+    g("init", "-q", "-b", "main")
+    g("config", "user.email", "t@example.invalid")
+    g("config", "user.name", "t")
+    (repo / "f.txt").write_text("base\n")
+    g("add", "-A")
+    g("commit", "-qm", "base")
+    g("checkout", "-qb", "other")
+    (repo / "f.txt").write_text("other\n")
+    g("commit", "-qam", "other")
+    g("checkout", "-q", "main")
+    (repo / "f.txt").write_text("main\n")
+    g("commit", "-qam", "main")
+    subprocess.run(["git", "-C", str(repo), "merge", "other"], capture_output=True, stdin=subprocess.DEVNULL)
+    baseline = capture_baseline(repo)
+    assert "f.txt" in baseline.pre_existing_changed
+    analysis = analyze_changes(baseline, repo)
+    assert analysis.changed_files == [] and not analysis.has_changes

@@ -29,7 +29,8 @@ def test_layers_in_order_with_effective_values(tmp_path: Path) -> None:
     assert code == 0 and out["ok"] is True
     assert [layer["source"] for layer in out["layers"]] == ["global", "project", "override"]
     assert out["appliedOrder"] == ["global", "project", "override"]
-    assert out["effective"] == {"checks": 1, "requireChanges": True, "verifyConcurrency": 4, "visual": "(not configured)"}
+    assert out["effective"] == {"checks": 1, "requireChanges": True, "verifyConcurrency": 4, "visual": "(not configured)",
+                                "baselineChecks": False, "baselinePolicy": "tolerate-untargeted"}
     assert out["summary"].startswith("effective layers=global>project>override checks=1")
 
 
@@ -61,3 +62,17 @@ def test_argument_errors_and_unknown_scope(tmp_path: Path) -> None:
     assert code == 0 and out["ok"] is False and "unknown config subcommand: nope" in out["error"]
     code, out = run(home, "acceptance", str(tmp_path), "--task", "tsk_20260101000000_000000")
     assert out["ok"] is False and "task snapshot unreadable or missing" in out["error"]
+
+
+def test_unknown_keys_and_grading_switches_are_shown(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    project = tmp_path / "proj"
+    (project / ".tianshu-mcp").mkdir(parents=True)
+    (project / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"chekcs": [], "baselineChecks": True}))
+    code, out = run(home, "acceptance", str(project))
+    assert out["ok"] is True and out["layers"][1]["unknownKeys"] == ["chekcs"]
+    assert out["effective"]["baselineChecks"] is True and out["effective"]["baselinePolicy"] == "tolerate-untargeted"
+    (project / ".tianshu-mcp" / "acceptance.json").write_text("{")
+    code, out = run(home, "acceptance", str(project))
+    assert out["ok"] is False and out["effective"]["checks"].startswith("(blocked")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -124,6 +125,17 @@ async def test_verify_task_answers_in_progress_past_its_wait(ts_home: Path, calc
         cfg_path.write_text(original)
 
 
+def reregister_deployments(home: Path) -> None:
+    """What every hosting start does: ensure the pool, the deployments and the automation."""
+    api = json.loads((home / "prefect" / "server.json").read_text())["apiUrl"]
+    code = ("import anyio\nfrom prefect.client.orchestration import get_client\n"
+            "from tianshu_mcp.deployments.setup import ensure_all\n"
+            "async def main():\n    async with get_client() as c:\n        await ensure_all(c, 2)\nanyio.run(main)\n")
+    env = {**server_env(home), "PREFECT_API_URL": api}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120, stdin=subprocess.DEVNULL,
+                   capture_output=True)
+
+
 def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CONSOLE, *args], env=server_env(home), capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
@@ -136,6 +148,8 @@ async def test_cron_reverification_runs_on_the_project_queue(ts_home: Path, tmp_
     out = await anyio.to_thread.run_sync(lambda: run_cli(ts_home, "schedule", "add", str(repo), "--cron", "* * * * *"))
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["ok"] is True
+    # a host (re)start re-registers the deployments; the schedules must survive it
+    await anyio.to_thread.run_sync(lambda: reregister_deployments(ts_home))
     listed = json.loads((await anyio.to_thread.run_sync(lambda: run_cli(ts_home, "schedule", "list"))).stdout)
     assert any(s["projectPath"] == str(repo) and s["cron"] == "* * * * *" for s in listed["schedules"])
     try:
