@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.procs import run_process, stop_requested
 from .config import CheckDef
+from .directives import strip_ansi
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 
 __all__ = [
@@ -92,6 +93,9 @@ SKIP_EMPTY = "empty command"
 SKIP_EXPLICIT = "explicit skip command"
 SKIP_CANCELLED = "task cancelled, not run"
 SPAWN_REASON_PREFIX = "cannot start command: "
+MAX_OUTPUT_BYTES = 256 << 20  # a check writing more is stopped (a runaway `yes` must not fill the disk)
+KEEP_HEAD_BYTES = 1 << 20  # what verify-N.log keeps of a huge check output: its head …
+KEEP_TAIL_BYTES = 8 << 20  # … and its tail (the tail is what reports and parsers read)
 
 
 def _now_iso() -> str:
@@ -205,9 +209,25 @@ def _append_file(src: Path, dst: Path) -> None:
         shutil.copyfileobj(fin, fout, 1 << 20)
 
 
+def _compact(part: Path) -> None:
+    """Keep a huge check log readable and bounded: its first ``KEEP_HEAD_BYTES`` and last
+    ``KEEP_TAIL_BYTES``, with a line saying how much was left out (atomic rewrite)."""
+    size = part.stat().st_size
+    if size <= KEEP_HEAD_BYTES + KEEP_TAIL_BYTES:
+        return
+    tmp = part.with_name(part.name + ".compact")
+    with open(part, "rb") as src, open(tmp, "wb") as dst:
+        dst.write(src.read(KEEP_HEAD_BYTES))
+        dst.write(f"\n[… {size - KEEP_HEAD_BYTES - KEEP_TAIL_BYTES} bytes of output left out …]\n".encode())
+        src.seek(size - KEEP_TAIL_BYTES)
+        shutil.copyfileobj(src, dst)
+    os.replace(tmp, part)
+
+
 def _merge_part(part: Path, log_path: Path) -> None:
     try:
         if part.exists() and part.stat().st_size > 0:
+            _compact(part)
             _append_file(part, log_path)
         part.unlink(missing_ok=True)
     except OSError as exc:
@@ -319,8 +339,9 @@ def _run(
         env=env,
         header=header,
         should_stop=(lambda: stop_requested(should_stop)) if should_stop is not None else None,
+        max_output_bytes=MAX_OUTPUT_BYTES,
     )
-    tail = (log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
+    tail = strip_ansi(log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
     counts: TestCounts | None = None
     is_test = res.error is None and is_test_check(check.name, argv)
     if is_test:
@@ -336,12 +357,14 @@ def _run(
     result: dict[str, Any] = {
         "name": check.name,
         "cmd": display,
-        "passed": res.error is None and not res.timed_out and not res.killed and res.exit_code == 0,
+        "passed": res.ok,
         "durationMs": res.duration_ms,
-        "exitCode": None if (res.error is not None or res.timed_out or res.killed) else res.exit_code,
+        "exitCode": None if (res.error is not None or res.timed_out or res.killed or res.output_limited) else res.exit_code,
         "outputTail": tail,
         "timeout": res.timed_out,
     }
+    if res.output_limited:
+        result["reason"] = f"output limit: the check wrote more than {MAX_OUTPUT_BYTES // (1 << 20)} MiB and was stopped"
     if res.error is not None:
         if "[spawn-error]" not in tail:
             result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]

@@ -65,7 +65,8 @@ class ProcRecord:
 class RunResult:
     """Outcome of :func:`run_process`.
 
-    ``exit_code`` is None when the process could not start, timed out or was killed;
+    ``exit_code`` is None when the process could not start, timed out, was killed or was stopped
+    for writing more than its output limit (``output_limited``);
     ``duration_ms`` is wall time in milliseconds; ``error`` carries a spawn failure's text.
     """
 
@@ -74,11 +75,13 @@ class RunResult:
     killed: bool
     duration_ms: int
     error: str | None = None
+    output_limited: bool = False
 
     @property
     def ok(self) -> bool:
         """True when the process ran to exit code 0 on its own."""
-        return self.exit_code == 0 and not self.timed_out and not self.killed and self.error is None
+        return (self.exit_code == 0 and not self.timed_out and not self.killed and self.error is None
+                and not self.output_limited)
 
 
 def stop_requested(should_stop: Callable[[], bool] | None) -> bool:
@@ -295,6 +298,7 @@ def run_process(
     should_stop: Callable[[], bool] | None = None,
     on_start: Callable[[ProcRecord], None] | None = None,
     poll_s: float = 0.1,
+    max_output_bytes: int | None = None,
 ) -> RunResult:
     """Run ``argv`` to completion under a timeout, killing its whole tree on timeout or stop.
 
@@ -304,6 +308,8 @@ def run_process(
         should_stop: polled every ``poll_s`` s; returning True kills the tree (``killed``).
         on_start: called with the :class:`ProcRecord` once the process is running (e.g. to
             persist it for a kill from another process).
+        max_output_bytes: stop the tree once ``log_path`` grows past this many bytes
+            (``output_limited``), so a runaway writer (``yes``) cannot fill the disk.
         Other args: see :func:`spawn`.
 
     Returns:
@@ -317,7 +323,7 @@ def run_process(
         _append(log_path, f"[spawn-error] {exc}\n")
         return RunResult(None, False, False, int((time.monotonic() - start) * 1000), str(exc))
     deadline = start + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
-    timed_out = killed = False
+    timed_out = killed = limited = False
     seen: dict[int, psutil.Process] = {}  # descendants ever seen: a setsid'd orphan is still ours
     try:
         root = psutil.Process(proc.pid)
@@ -344,8 +350,11 @@ def run_process(
             if should_stop is not None and should_stop():
                 killed = True
                 break
+            if max_output_bytes is not None and _size(log_path) > max_output_bytes:
+                limited = True
+                break
     finally:
-        if timed_out or killed or proc.poll() is None:
+        if timed_out or killed or limited or proc.poll() is None:
             kill_tree(record, extra=seen.values())
             try:
                 proc.wait(timeout=5)
@@ -355,11 +364,18 @@ def run_process(
             # the root exited on its own: a background grandchild (in its group, or setsid'd and
             # seen earlier) must not linger
             kill_tree(record, grace_s=0.3, extra=seen.values())
-    code = None if (timed_out or killed) else proc.returncode
+    code = None if (timed_out or killed or limited) else proc.returncode
     duration = int((time.monotonic() - start) * 1000)
-    mark = " (timeout)" if timed_out else " (killed)" if killed else ""
+    mark = " (timeout)" if timed_out else " (killed)" if killed else " (output limit)" if limited else ""
     _append(log_path, f"\n[exit] code={code if code is not None else 'null'}{mark} duration={duration}ms\n")
-    return RunResult(code, timed_out, killed, duration)
+    return RunResult(code, timed_out, killed, duration, output_limited=limited)
+
+
+def _size(path: str | os.PathLike[str]) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def _append(path: str | os.PathLike[str], text: str) -> None:

@@ -424,7 +424,10 @@ def test_200mb_output_is_streamed_to_disk(tmp_path: Path) -> None:
         assert r["passed"] is True and r["exitCode"] == 0
         assert len(r["outputTail"]) <= OUTPUT_TAIL_CHARS and r["outputTail"].rstrip().endswith("==== 3 passed in 0.10s ====")
         assert r["tests"]["passed"] == 3  # parsed from the bounded tail
-        assert log.stat().st_size > 200 * 1024 * 1024
+        # streamed to disk whole, then compacted to head + tail in verify-N.log
+        text = log.read_bytes()
+        assert 9 << 20 <= len(text) < 10 << 20 and b"bytes of output left out" in text
+        assert b"THE-END" in text[-(1 << 20):]  # the tail is what was kept
         assert growth < 100 * 2**20 and max_growth < 100 * 2**20, (growth, max_growth)
         assert elapsed < 30
         print(f"200 MB check: {elapsed:.2f}s, peak RSS growth {growth / 2**20:.1f} MB (ru_maxrss growth {max_growth / 2**20:.1f} MB)")
@@ -504,3 +507,21 @@ def test_project_tool_dirs_are_prepended_to_path(tmp_path: Path, monkeypatch: py
     # no such dirs: the server's environment unchanged
     assert check_env(tmp_path) == dict(os.environ)
     assert json.dumps(check_env(tmp_path, {"A": "1"})) == '{"A": "1"}'
+
+
+def test_a_runaway_writer_is_stopped_at_the_output_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # pins a finding: `yes` as a check wrote 1.4 GB in 3 s into verify-0.log
+    from tianshu_mcp.acceptance import runner
+
+    monkeypatch.setattr(runner, "MAX_OUTPUT_BYTES", 8 << 20)
+    t0 = time.monotonic()
+    r = run_check(CheckDef.make("yes", ["yes"], timeout_ms=60_000), tmp_path, tmp_path / "verify-0.log", 60_000)
+    assert time.monotonic() - t0 < 10
+    assert r["passed"] is False and r["exitCode"] is None and r["aborted"] is False and r["timeout"] is False
+    assert r["reason"].startswith("output limit") and (tmp_path / "verify-0.log").stat().st_size < 64 << 20
+
+
+def test_ansi_colours_are_stripped_from_the_tail(tmp_path: Path) -> None:
+    code = "print('\\x1b[31mred\\x1b[0m plain')"
+    r = run_check(CheckDef.make("colour", [sys.executable, "-c", code]), tmp_path, tmp_path / "v.log", 60_000)
+    assert "red plain" in r["outputTail"] and "\x1b" not in r["outputTail"]
