@@ -212,6 +212,7 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
     )
 
 
+AGENT_MAX_LOG_BYTES = 1 << 30  # an agent writing more output is stopped (its log must not fill the disk)
 MAX_ARG_BYTES = 131071  # Linux MAX_ARG_STRLEN (32 pages) minus the terminating NUL
 
 
@@ -316,14 +317,16 @@ def run_cli_agent(
         header=header,
         should_stop=stop_probe if should_stop is not None else None,
         on_start=started,
+        max_output_bytes=AGENT_MAX_LOG_BYTES,
     )
     hard = res.error is not None and res.exit_code is None
+    limited = f"the agent wrote more than {AGENT_MAX_LOG_BYTES >> 30} GiB of output and was stopped"
     return AgentRunResult(
         ok=res.ok,
         exit_code=res.exit_code,
         timeout=res.timed_out,
         killed=res.killed,
-        error=res.error,
+        error=res.error or (limited if res.output_limited else None),
         duration_ms=res.duration_ms,
         log_file=inv.log_file,
         hard_failure=hard,

@@ -317,3 +317,15 @@ def test_a_prompt_too_long_for_argv_is_a_clear_spawn_failure(env: dict, tmp_path
     result = run_cli_agent(ctx, agent_for({"argsTemplate": ["-c", "pass", "<prompt:arg>"]}))
     assert result.hard_failure and result.error_type == "spawn"
     assert "too long for one command-line argument" in (result.error or "")
+
+
+def test_a_runaway_agent_is_stopped_at_its_output_limit(env: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tianshu_mcp.adapters import cli
+
+    monkeypatch.setattr(cli, "AGENT_MAX_LOG_BYTES", 4 << 20)
+    ctx = AgentRunContext(task_id="tsk_20260101000000_abcdef", project_path=str(tmp_path), task_dir=tmp_path / "t",
+                          round=0, task="flood", timeout_ms=60_000)
+    code = "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)\n"
+    result = run_cli_agent(ctx, agent_for({"argsTemplate": ["-c", code, "<prompt:arg>"]}))
+    assert not result.ok and not result.hard_failure and result.exit_code is None
+    assert "output and was stopped" in (result.error or "")
