@@ -13,6 +13,7 @@ Plain Python: no Prefect, no adapters. The Prefect task ``verify-round-{r}`` is 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import threading
 from dataclasses import dataclass, field
@@ -23,7 +24,15 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from ..core.errors import ErrorCode
 from ..core.procs import stop_requested
 from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
-from .git import Analysis, Baseline, analyze_changes, capture_baseline, git_diff_check, list_untracked
+from .git import (
+    Analysis,
+    Baseline,
+    _status_entries,
+    analyze_changes,
+    capture_baseline,
+    git_diff_check,
+    list_untracked,
+)
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
 from .repair import extract_repair_directives
 from .report import write_report
@@ -131,6 +140,14 @@ def next_round(task_dir: str | Path, requested: int) -> int:
     except OSError:
         pass
     return best
+
+
+def _dirty_tracked(project: str | os.PathLike[str]) -> set[str] | None:
+    """Tracked paths that differ from HEAD or the index now (None when git cannot tell)."""
+    entries = _status_entries(project)
+    if entries is None:
+        return None
+    return {path for code, path in entries if code != "??"}
 
 
 def build_message(
@@ -267,10 +284,18 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 6. command checks (untracked files they create are not task output)
     log_path = task_dir / f"verify-{rnd}.log"
     before = set(list_untracked(project)) if baseline.is_repo and check_defs else set()
+    clean_before = _dirty_tracked(project) if baseline.is_repo and check_defs else None
     checks.extend(
         run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     )
     created = (set(list_untracked(project)) - before) if baseline.is_repo and check_defs else set()
+    # port: tracked files that were clean before the checks and dirty after were changed by the
+    # checks themselves (a formatter, a snapshot update), not by the task: they are no task output
+    touched_by_checks: set[str] = set()
+    if clean_before is not None:
+        after = _dirty_tracked(project)
+        if after is not None:
+            touched_by_checks = after - clean_before
 
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None
@@ -314,8 +339,16 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         analysis.notes.extend(f"baseline grading ({grading.report['policy']}): {n}" for n in grading.report["notes"])
     analysis_json = analysis.to_json()
 
+    if touched_by_checks:
+        analysis_json["warnings"].append(
+            "the checks modified tracked file(s) during verification (not counted as task output): "
+            + ", ".join(sorted(touched_by_checks)[:20]))
+    task_output = analysis.has_changes and not (
+        touched_by_checks and not analysis.untracked_files and not analysis.submodules
+        and set(analysis.changed_files) <= touched_by_checks)
+
     # 9. zero-change gate
-    if baseline.is_repo and not analysis.has_changes:
+    if baseline.is_repo and not task_output:
         if require_changes:
             checks.append(
                 {

@@ -388,3 +388,23 @@ def test_baseline_checks_off_by_default(tmp_path: Path) -> None:
     assert out.passed is True and "baselineGrading" not in out.report
     assert not any(p.name.startswith("baseline-") for p in out.md_path.parent.iterdir())
     assert all("baseline" not in c and "notCounted" not in c for c in out.report["checks"])
+
+
+def test_tracked_files_changed_by_the_checks_are_not_task_output(tmp_path: Path) -> None:
+    # pins a finding: a check that edits a tracked file (a formatter, a snapshot update) passed the zero-change gate
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    (repo / ".tianshu-mcp").mkdir()
+    touch = [sys.executable, "-c", "open('calc.py', 'a').write('# touched by a check\\n')"]
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": [{"name": "fmt", "cmd": touch}]}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "config")
+    baseline = capture_baseline(repo)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert not out.passed and out.report["checks"][-1]["name"] == "no-changes"
+    assert any("modified tracked file(s) during verification" in w and "calc.py" in w
+               for w in out.report["analysis"]["warnings"])
+    # the agent's own change to the same kind of file still counts
+    git(repo, "checkout", "--", "calc.py")
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert out.passed, out.report["message"]
