@@ -82,6 +82,7 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
             t = time.perf_counter()
             r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop", "agentId": "bench-noop", "autoVerify": False})
             run_ms.append((time.perf_counter() - t) * 1000)
+            assert not r.is_error and "taskId" in (r.structured_content or {}), r.content[0].text
             ids.append(r.structured_content["taskId"])
         for i in range(args.calls):
             t = time.perf_counter()

@@ -49,8 +49,9 @@ FORCED_ENV = {
     "PREFECT_CLI_COLORS": "false",
     # a new re-verification schedule produces its first run within ≈10 s, not ≈60 s
     "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "10",
-    # fail fast (≈6 s, not ≈60 s) when the hosting process is gone; tools report PREFECT_UNAVAILABLE
-    "PREFECT_CLIENT_MAX_RETRIES": "2",
+    # fail within ≈15 s (not ≈60 s) when the hosting process is gone; tools report
+    # PREFECT_UNAVAILABLE; 3 retries still ride out SQLite write stalls (50-prefect-lab P6)
+    "PREFECT_CLIENT_MAX_RETRIES": "3",
 }
 
 
