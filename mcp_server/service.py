@@ -233,8 +233,8 @@ class TaskService:
                 # the run ended without the flow writing its details (killed, crashed, swept):
                 # complete task.json from the final state so no stale "running" message remains
                 fields = {"finishedAt": st_ts or utc_now(), "lastMessage": st_msg or status, "phase": None}
-                if status == "interrupted" and not t.get("errorType"):
-                    fields["errorType"] = "interrupted"
+                if status in ("interrupted", "cancelled") and not t.get("errorType"):
+                    fields["errorType"] = status
                 try:
                     t = self.store.update(t["taskId"], **fields)
                 except (OSError, ValueError):
@@ -322,7 +322,8 @@ class TaskService:
         settled = view.status in TERMINAL
         if settled:
             task = self.read_task(task_id)
-            if not task.get("finishedAt"):
+            if view.status in ("cancelled", "interrupted") and (
+                    not task.get("finishedAt") or task.get("errorType") not in ("cancelled", "interrupted")):
                 msg = "server exited; the agent process was terminated" if interrupted else (
                     "cancelled" + (f": {reason}" if reason else ""))
                 self._finish_cancel(task_id, msg, interrupted)
