@@ -48,6 +48,7 @@ from typing import Any, Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.childenv import scrub
 from .signals import Signals, SignalsReport, TamperingItem, scan_changes, scan_signals
 
 __all__ = [
@@ -142,12 +143,9 @@ class GitResult:
 
 
 def _git_env() -> dict[str, str]:
-    env = dict(os.environ)
+    env = scrub()
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_TERMINAL_PROMPT"] = "0"
-    env.pop("GIT_DIR", None)
-    env.pop("GIT_WORK_TREE", None)
-    env.pop("GIT_INDEX_FILE", None)
     return env
 
 
@@ -1192,3 +1190,14 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
         "timeout": result.timed_out,
         "aborted": False,
     }
+
+
+def resolve_commit(project: str, ref: str) -> str | None:
+    """The commit sha ``ref`` names in ``project`` (``git rev-parse --verify --quiet <ref>^{commit}``), or None."""
+    try:
+        out = subprocess.run(["git", "-C", project, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False,
+                             env=_git_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

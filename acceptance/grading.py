@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core.childenv import scrub
 from ..core.files import atomic_write_json, read_json_safe
 from .config import BASELINE_POLICIES, DEFAULT_BASELINE_POLICY, CheckDef, resolve_layers
 from ..core.procs import stop_requested
@@ -234,9 +235,7 @@ def _is_pytest_argv(argv: Sequence[str]) -> int | None:
 
 def _git_env_run(args: Sequence[str], cwd: str | os.PathLike[str], env_extra: Mapping[str, str], timeout_ms: int = 120_000) -> tuple[int | None, str, str]:
     """Like :func:`git.run_git` but with extra environment (``GIT_INDEX_FILE``). Never raises."""
-    env = dict(os.environ)
-    for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        env.pop(k, None)
+    env = scrub()
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.update(env_extra)

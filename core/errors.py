@@ -36,6 +36,14 @@ class ErrorCode(str, Enum):
     """A configuration file is not valid JSON or violates its schema; the message names the file."""
     PREFECT_UNAVAILABLE = "PREFECT_UNAVAILABLE"
     """The Prefect API did not become ready in time, or a call to it failed."""
+    SERVICE_IDENTITY_MISMATCH = "SERVICE_IDENTITY_MISMATCH"
+    """The API found at the home's published address belongs to another data home (or does not
+    know this home's credentials); nothing was sent to it."""
+    PREFECT_DB_CORRUPT = "PREFECT_DB_CORRUPT"
+    """The home's Prefect database cannot be opened; the message names the file and how to recover
+    (task files are never touched)."""
+    SERVICE_START_FAILED = "SERVICE_START_FAILED"
+    """The per-home background service exited before it became ready; the message quotes its log."""
     CHECK_NOT_RUNNABLE = "CHECK_NOT_RUNNABLE"
     """An acceptance check's program cannot be started (missing, not executable): a setup problem."""
     NOTHING_VERIFIED = "NOTHING_VERIFIED"

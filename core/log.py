@@ -18,8 +18,9 @@ class _UtcFormatter(logging.Formatter):
         return time.strftime("%Y-%m-%dT%H:%M:%S", ct) + f".{int(record.msecs):03d}Z"
 
 
-def setup_logging(home: Path, level: int = logging.INFO) -> logging.Logger:
-    """Route the ``tianshu_mcp`` logger to stderr and ``<home>/logs/server.log``.
+def setup_logging(home: Path, level: int = logging.INFO, file_name: str | None = "server.log") -> logging.Logger:
+    """Route the ``tianshu_mcp`` logger to stderr and ``<home>/logs/<file_name>`` (``server.log``;
+    None: stderr only, for a process whose stderr already is its log file).
 
     Lines read ``[<ISO-8601 UTC>] [<LEVEL>] <msg>``. Idempotent: calling twice adds no handler.
     Returns the configured logger.
@@ -30,10 +31,10 @@ def setup_logging(home: Path, level: int = logging.INFO) -> logging.Logger:
         return logger
     fmt = _UtcFormatter("[%(asctime)s] [%(levelname)s] %(message)s")
     (home / "logs").mkdir(parents=True, exist_ok=True)
-    for handler in (
-        logging.StreamHandler(sys.stderr),
-        logging.FileHandler(home / "logs" / "server.log", encoding="utf-8"),
-    ):
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if file_name:
+        handlers.append(logging.FileHandler(home / "logs" / file_name, encoding="utf-8"))
+    for handler in handlers:
         handler.setFormatter(fmt)
         logger.addHandler(handler)
     logger.propagate = False

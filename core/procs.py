@@ -32,6 +32,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import psutil
 
+from .childenv import scrub
+
 log = logging.getLogger("tianshu_mcp")
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -124,7 +126,8 @@ def spawn(
         argv: program and arguments (no shell).
         cwd: working directory.
         log_path: file receiving stdout and stderr (created, appended to).
-        env: full environment for the child (default: this process's environment).
+        env: full environment for the child (default: this process's environment); scrubbed of
+            our Prefect credentials and git location variables (:mod:`.childenv`).
         stdin_text: when given, written to the child's stdin, which is then closed; otherwise the
             child's stdin is ``/dev/null`` (at EOF).
         header: a line written to the log before the child's output.
@@ -138,7 +141,7 @@ def spawn(
     path = Path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = secrets.token_hex(8)
-    child_env = dict(env) if env is not None else dict(os.environ)
+    child_env = scrub(env)
     child_env[TAG_ENV] = tag
     with open(path, "ab") as out:
         if header:
@@ -473,3 +476,50 @@ def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
 
     threading.Thread(target=loop, name="tianshu-host-watchdog", daemon=True).start()
     return True
+
+
+PROJECT_TAG_ENV = "TIANSHU_MCP_PROJECT_TAG"
+
+
+def project_processes(tag: str) -> list[psutil.Process]:
+    """Live processes (not this one) whose initial environment carries ``TIANSHU_MCP_PROJECT_TAG=tag``."""
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(PROJECT_TAG_ENV) == tag and _alive(proc):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def claim_project(tag: str, timeout_s: float = 30.0) -> int:
+    """The project gate that outlives an agent (hosting issue §7).
+
+    Every process a flow run starts for a project inherits ``TIANSHU_MCP_PROJECT_TAG=<tag>``
+    (set here in this process's environment). Before a flow run starts work on the project, every
+    process still carrying the tag — an agent or a check left by a previous run whose flow-run
+    process was killed, or whose host died — is killed, and this returns only once none is alive
+    (or ``timeout_s`` passed). The work queue's limit of 1 decides which run is next; this makes
+    sure that run never works beside the leftovers of the last one.
+
+    Returns:
+        How many leftover processes were killed.
+    """
+    leftovers = project_processes(tag)
+    if leftovers:
+        log.warning("project gate: %d process(es) of a previous run still alive; killing them", len(leftovers))
+        for proc in leftovers:
+            try:
+                record = ProcRecord(proc.pid, proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            kill_tree(record, extra=[proc])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and project_processes(tag):
+            time.sleep(0.05)
+    os.environ[PROJECT_TAG_ENV] = tag
+    return len(leftovers)

@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -65,15 +66,24 @@ class ConcurrencyConfig(BaseModel):
 
 
 class PrefectConfig(BaseModel):
-    """``prefect`` section: where the API lives.
+    """``prefect`` section: where the API lives and who hosts it (00-design §3, hosting issue).
 
-    ``apiUrl`` set → scale-out mode, tianshu hosts neither API nor worker (00-design §3).
-    ``port`` → the embedded API port (next free one if taken).
+    * ``apiUrl`` set → scale-out mode, tianshu hosts neither API nor worker.
+    * ``hosting``: ``"service"`` (default) — a per-home background service hosts the API, UI and
+      worker; stdio servers are thin clients and their exit never touches a task.
+      ``"in-process"`` — the first stdio server of the home hosts them itself and its exit
+      interrupts every active task (the original behaviour).
+    * ``port`` → the preferred API port; the service binds the next free one if it is taken.
+    * ``idleExitMs`` → the service exits after this long with no active or queued run, no
+      client and no schedule (0: never). Default 10 minutes.
+    * ``readyTimeoutMs`` → how long a client waits for the service to become ready.
     """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     api_url: str | None = Field(None, alias="apiUrl")
+    hosting: Literal["service", "in-process"] = "service"
     port: int = Field(4200, ge=1, le=65535)
+    idle_exit_ms: int = Field(600000, ge=0, alias="idleExitMs")
     ready_timeout_ms: int = Field(120000, gt=0, alias="readyTimeoutMs")
 
 

@@ -1,8 +1,11 @@
 """The embedded Prefect services: API + UI in a uvicorn thread and an in-process process worker.
 
-Used in ``host`` mode (see :mod:`.topology`): the stdio server and ``tianshu-mcp server`` (daemon
-mode) both call :meth:`PrefectHost.start`. Import this module only after
-:func:`.topology.decide` has exported Prefect's settings.
+Used by whoever hosts a home's Prefect (the per-home service, or a stdio server in ``in-process``
+mode; see :mod:`.service`). The listening socket is bound by :func:`bind_socket` *before* the
+address is published, and handed to uvicorn as is, so no other process can take the port between
+a probe and a bind (hosting issue: "one home, one Prefect"). The app is wrapped so that
+``GET /tianshu/identity`` (same credentials as the API) answers the home's identity. Import this
+module only after :func:`.topology.export_env` has exported Prefect's settings.
 """
 
 from __future__ import annotations
@@ -15,22 +18,79 @@ import threading
 import time
 from typing import Any
 
+import base64
+import hmac
+import json
+import socket
+
 import httpx
+
+from .identity import IDENTITY_PATH
 
 log = logging.getLogger("tianshu_mcp")
 
 
+def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
+    """Bind a listening TCP socket on 127.0.0.1: ``preferred`` when free, else the next free port.
+
+    The socket is bound here and kept; ``SO_REUSEADDR`` lets a restarted service take its old port
+    out of TIME_WAIT while a port another process listens on stays refused.
+
+    Raises:
+        OSError: no port in ``preferred .. preferred+tries`` nor an ephemeral one could be bound.
+    """
+    for port in [*range(preferred, min(preferred + tries, 65536)), 0]:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            continue
+        sock.set_inheritable(False)
+        return sock
+    raise OSError(f"no free port on 127.0.0.1 from {preferred}")
+
+
+def identity_app(app: Any, identity: dict[str, Any], auth: str) -> Any:
+    """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
+    as JSON, 401 without it; every other request goes to ``app``."""
+    body = json.dumps(identity).encode()
+    expected = "Basic " + base64.b64encode(auth.encode()).decode()
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope.get("type") == "http" and scope.get("path") == IDENTITY_PATH:
+            headers = dict(scope.get("headers") or [])
+            given = headers.get(b"authorization", b"").decode("latin-1")
+            ok = hmac.compare_digest(given, expected)
+            status = 200 if ok else 401
+            payload = body if ok else b'{"exception_message": "Unauthorized"}'
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(payload)).encode())]})
+            await send({"type": "http.response.body", "body": payload})
+            return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
 class PrefectHost:
-    """Hosts the Prefect API/UI and a process worker for work pool ``tianshu``.
+    """Hosts the Prefect API/UI on an already bound socket and a process worker for pool ``tianshu``.
 
     Args:
-        api_url: ``http://127.0.0.1:<port>/api`` (from the topology).
-        port: the port to bind on 127.0.0.1.
+        sock: the listening socket from :func:`bind_socket`.
+        identity: what ``GET /tianshu/identity`` answers (``{"homeId", "home", "pid"}``).
+        auth: the home's credentials, required by the API and the identity route.
     """
 
-    def __init__(self, api_url: str, port: int) -> None:
-        self.api_url = api_url
-        self.port = port
+    def __init__(self, sock: socket.socket, identity: dict[str, Any], auth: str) -> None:
+        self.sock = sock
+        self.port = int(sock.getsockname()[1])
+        self.api_url = f"http://127.0.0.1:{self.port}/api"
+        self.identity = identity
+        self.auth = auth
         self._server: Any = None
         self._api_thread: threading.Thread | None = None
         self._worker_thread: threading.Thread | None = None
@@ -39,39 +99,41 @@ class PrefectHost:
 
     # --- API ---------------------------------------------------------------------------------
     def start_api(self, ready_timeout_s: float = 120.0) -> None:
-        """Start uvicorn on 127.0.0.1 and block until ``/api/health`` answers 200.
+        """Serve the app on the bound socket and block until ``/api/health`` answers 200.
 
         Raises:
             TimeoutError: the API did not become healthy within ``ready_timeout_s`` seconds.
-            RuntimeError: the server thread died during start-up.
+            RuntimeError: the server thread died during start-up (e.g. the database is unusable).
         """
         import uvicorn
         from prefect.server.api.server import create_app
 
-        app = create_app(final=True)
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error",
-                                lifespan="on", access_log=False, log_config=None)
+        app = identity_app(create_app(final=True), self.identity, self.auth)
+        config = uvicorn.Config(app, log_level="error", lifespan="on", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
-        self._api_thread = threading.Thread(target=self._server.run, name="prefect-api", daemon=True)
+        self._api_thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self.sock]},
+                                            name="prefect-api", daemon=True)
         self._api_thread.start()
         deadline = time.monotonic() + ready_timeout_s
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if not self._api_thread.is_alive():
-                    raise RuntimeError("the Prefect API thread stopped during start-up")
+                    raise RuntimeError("the Prefect API stopped during start-up (see the log above)")
                 with contextlib.suppress(httpx.HTTPError):
-                    if client.get(f"{self.api_url}/health").status_code == 200:
+                    if client.get(f"{self.api_url}/health").status_code == 200 and self._server.started:
                         return
-                time.sleep(0.2)
+                time.sleep(0.1)
         raise TimeoutError(f"Prefect API at {self.api_url} not healthy after {ready_timeout_s:.0f} s")
 
     def stop_api(self) -> None:
-        """Ask uvicorn to exit and wait for its thread (≤10 s)."""
+        """Ask uvicorn to exit and wait for its thread (≤10 s); close the socket."""
         if self._server is not None:
             self._server.should_exit = True
         if self._api_thread is not None:
             self._api_thread.join(timeout=10)
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
     # --- worker ------------------------------------------------------------------------------
     def start_worker(self) -> None:

@@ -34,12 +34,32 @@ def queue_name(project_key: str) -> str:
     return f"project-{project_key}"
 
 
+def locked_job_template() -> dict[str, Any]:
+    """The process work pool's base job template with nothing a flow run could abuse.
+
+    Prefect's default template lets a flow run's (or a deployment's) job variables set the
+    worker's ``command``, its ``env`` and its ``working_dir`` — any API client could make the
+    worker run a program. Here the job configuration holds only ``name``, ``labels`` and
+    ``stream_output``, the variables schema declares only those and forbids every other key
+    (the API refuses such a flow run with 422), and since the configuration has no ``env``
+    mapping, the worker merges no job-variable environment either (hosting issue, locked-down API).
+    """
+    template = ProcessWorker.get_default_base_job_template()
+    keep = ("name", "labels", "stream_output")
+    template["job_configuration"] = {k: v for k, v in template["job_configuration"].items() if k in keep}
+    props = template["variables"]["properties"]
+    template["variables"]["properties"] = {k: v for k, v in props.items() if k in keep}
+    template["variables"]["additionalProperties"] = False
+    return template
+
+
 async def ensure_work_pool(client: PrefectClient, max_running: int) -> None:
-    """Create work pool ``tianshu`` (process type) or align its concurrency limit with ``max_running``."""
+    """Create work pool ``tianshu`` (process type) with :func:`locked_job_template`, or bring an
+    existing pool's concurrency limit and template back to ours."""
+    template = locked_job_template()
     try:
         pool = await client.read_work_pool(WORK_POOL)
     except ObjectNotFound:
-        template = ProcessWorker.get_default_base_job_template()
         try:
             await client.create_work_pool(
                 WorkPoolCreate(name=WORK_POOL, type="process", base_job_template=template,
@@ -49,9 +69,11 @@ async def ensure_work_pool(client: PrefectClient, max_running: int) -> None:
             return
         except ObjectAlreadyExists:
             pool = await client.read_work_pool(WORK_POOL)
-    if pool.concurrency_limit != max_running:
-        await client.update_work_pool(WORK_POOL, WorkPoolUpdate(concurrency_limit=max_running))
-        log.info("work pool %s concurrency limit %s -> %d", WORK_POOL, pool.concurrency_limit, max_running)
+    if pool.concurrency_limit != max_running or pool.base_job_template != template:
+        await client.update_work_pool(WORK_POOL, WorkPoolUpdate(concurrency_limit=max_running,
+                                                                base_job_template=template))
+        log.info("work pool %s: concurrency limit %s -> %d, job template locked", WORK_POOL,
+                 pool.concurrency_limit, max_running)
 
 
 async def ensure_project_queue(client: PrefectClient, project_key: str) -> str:
@@ -86,7 +108,7 @@ async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypo
         existing = None
     if existing is not None:
         await client.update_deployment(existing.id, DeploymentUpdate(
-            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=WORK_POOL))
+            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=WORK_POOL, job_variables={}))
         return existing.id
     flow_id = await client.create_flow_from_name(flow.name)
     return await client.create_deployment(

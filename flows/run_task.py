@@ -16,7 +16,7 @@ from prefect import flow
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..core.files import read_json_safe
-from ..core.procs import become_subreaper, current_record, exit_when_host_dies, kill_recorded, save_record
+from ..core.procs import current_record, kill_recorded, save_record
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
@@ -25,6 +25,7 @@ from ..tasks.dispatch import dispatch_round
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import preflight_acceptance, verify_round_task
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED
+from .watch import guard_run
 
 
 def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
@@ -90,17 +91,13 @@ def run_task_flow(
     Returns:
         The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
     """
-    become_subreaper()
     st = store()
     meta = st.read(task_id)
     if meta is None:
         return Failed(message=f"task {task_id} has no task.json under {st.root}")
     tdir = st.dir(task_id)
     save_record(tdir / FLOW_PROC_FILE, current_record())
-
-    # the embedded host died (SIGKILL): stop the agent now rather than let it edit the project
-    # unsupervised; the next host's sweep archives this run as interrupted
-    exit_when_host_dies()
+    guard_run(task_id, project_path)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     if auto_verify:
         problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"))

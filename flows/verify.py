@@ -14,30 +14,19 @@ judges the project's current state against HEAD with the zero-change gate off.
 from __future__ import annotations
 
 import os
-import subprocess
 from typing import Any
 
 from prefect import flow, task
 from prefect.states import Completed, Failed, State
 
-from ..acceptance.git import Baseline, capture_baseline
+from ..acceptance.git import Baseline, capture_baseline, resolve_commit
 from ..core.files import atomic_write_json, read_json_safe
-from ..core.procs import become_subreaper, exit_when_host_dies
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
 from ..tasks.verify import verify_round_task
 from .states import NEEDS_ATTENTION, SUCCEEDED
-
-
-def resolve_commit(project: str, ref: str) -> str | None:
-    """The commit sha ``ref`` names in ``project`` (``git rev-parse --verify --quiet <ref>^{commit}``), or None."""
-    try:
-        out = subprocess.run(["git", "-C", project, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+from .watch import guard_run
 
 
 def baseline_at(project: str, ref: str, sha: str) -> dict[str, Any]:
@@ -87,8 +76,7 @@ def verify_flow(
     Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
     blocked (broken config, a check that cannot start), ``Failed`` otherwise.
     """
-    become_subreaper()
-    exit_when_host_dies()  # a killed embedded host takes its checks with it
+    guard_run(record_id, project_path)
     st = store()
     record(record_id, startedAt=utc_now(), phase="verify_start")
     try:
@@ -127,33 +115,27 @@ def verify_flow(
 async def reverify_flow(project_path: str) -> State:
     """Queue a ``verify`` flow run for ``project_path`` on its work queue and return.
 
-    The new ``vfy_`` record (``kind: reverify``) appears in query_info(type=tasks); its flow run
-    carries the report. The zero-change gate is off (a health check, not a task).
+    The new ``vfy_`` record (``kind: reverify``) appears in query_info(type=tasks); it is handed
+    over as a durable submission entry (:mod:`tianshu_mcp.core.submissions`), which the home's
+    service turns into a flow run of deployment ``verify`` within a second; that flow run carries
+    the report. The zero-change gate is off (a health check, not a task).
     """
-    from prefect.client.orchestration import get_client
-    from prefect.deployments import run_deployment
-
+    from ..core import submissions
     from ..core.ids import new_verify_id
     from ..core.paths import project_key
-    from ..deployments.setup import ensure_project_queue
 
     if not os.path.isdir(project_path):
         return Failed(message=f"{project_path} no longer exists; remove its schedule with "
                               f"`tianshu-mcp schedule remove {project_path}`")
     record_id = new_verify_id()
     st = store()
-    st.create(record_id, {"kind": "reverify", "workspaceMode": "project", "projectPath": project_path,
-                          "agentId": "scheduled-verify", "task": f"scheduled re-verification of {project_path}",
-                          "autoVerify": True, "autoFixRounds": 0, "projectKey": project_key(project_path),
-                          "homeTag": home_tag()})
-    async with get_client() as client:
-        queue = await ensure_project_queue(client, project_key(project_path))
-    run = await run_deployment(
-        "verify/verify", timeout=0, work_queue_name=queue, flow_run_name=record_id,
-        parameters={"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
-                    "acceptance_override": {"requireChanges": False}, "source": "scheduled"},
-        tags=[f"tianshu-task:{record_id}", f"project:{project_key(project_path)}", "agent:scheduled-verify", home_tag()],
-    )
-    record(record_id, flowRunId=str(run.id), workQueue=queue)
+    key = project_key(project_path)
+    rec = st.create(record_id, {"kind": "reverify", "workspaceMode": "project", "projectPath": project_path,
+                                "agentId": "scheduled-verify", "task": f"scheduled re-verification of {project_path}",
+                                "autoVerify": True, "autoFixRounds": 0, "projectKey": key, "homeTag": home_tag()})
+    submissions.enqueue(
+        st.home, record_id, "verify/verify",
+        {"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
+         "acceptance_override": {"requireChanges": False}, "source": "scheduled"},
+        [f"tianshu-task:{record_id}", f"project:{key}", "agent:scheduled-verify", home_tag()], key, rec["createdAt"])
     return Completed(message=f"queued verification {record_id} for {project_path}")
-

@@ -1,7 +1,8 @@
 """Console script ``tianshu-mcp``: argv dispatch (10-tools §4–§5).
 
-* ``tianshu-mcp`` — the stdio MCP server (hosts Prefect unless another process of this home does).
-* ``tianshu-mcp server`` — daemon mode: Prefect API + UI + worker, no stdio, until SIGINT/SIGTERM.
+* ``tianshu-mcp`` — the stdio MCP server (a client of the home's service, started on demand).
+* ``tianshu-mcp service start|stop|status`` — the home's background service (see :mod:`.commands`).
+* ``tianshu-mcp server`` — that service in the foreground, until SIGINT/SIGTERM.
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-import threading
 
 from .. import __version__
 from ..core.log import setup_logging
@@ -23,15 +22,24 @@ from ..core.settings import data_home, load_config
 log = logging.getLogger("tianshu_mcp")
 
 USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (what an MCP host runs)
-       tianshu-mcp server                       host Prefect API + UI + worker until stopped (daemon)
+       tianshu-mcp service start|stop|status     the home's background service (Prefect API + UI + worker)
+       tianshu-mcp server                       run that service in the foreground until stopped
        tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
        tianshu-mcp config acceptance [projectPath] [--task ID]   show the acceptance layers (JSON)
        tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
        tianshu-mcp schedule add PROJECT --cron EXPR [--timezone TZ] | list | remove PROJECT
        tianshu-mcp --version
 
+every subcommand takes --help.
 environment: TIANSHU_MCP_HOME (data home, default ~/.tianshu-mcp),
-             TIANSHU_PREFECT_API_URL (use an external Prefect server instead of the embedded one)"""
+             TIANSHU_PREFECT_API_URL (use an external Prefect server instead of the home's service)"""
+
+SERVER_HELP = """usage: tianshu-mcp server
+
+Run the data home's service in the foreground: the Prefect API + UI on 127.0.0.1 (SQLite under
+<home>/prefect), the process worker of work pool 'tianshu' and the submission intake, until
+SIGINT/SIGTERM (running tasks are then interrupted; queued ones stay queued). No idle exit: use it
+under a process supervisor. Exits 3 when another process already hosts the home."""
 
 
 def _fail(msg: str) -> int:
@@ -52,7 +60,7 @@ def run_stdio(argv: list[str]) -> int:
         runtime = Runtime(home, load_config(home))
     except Exception as exc:  # noqa: BLE001
         return _fail(str(exc))
-    log.info("Prefect topology: %s (%s)", runtime.topology.mode, runtime.api_url)
+    log.info("Prefect hosting: %s", runtime.mode)
     try:
         anyio.run(serve_stdio, runtime)
     except KeyboardInterrupt:
@@ -61,41 +69,27 @@ def run_stdio(argv: list[str]) -> int:
 
 
 def run_daemon(argv: list[str]) -> int:
-    """Daemon mode: host Prefect API + UI + worker until SIGINT/SIGTERM (00-design §3)."""
-    import anyio
-
-    from .runtime import Runtime
-    from .service import TaskService
-    from .sweep import shutdown_interrupt
+    """``tianshu-mcp server``: the home's service in the foreground, no idle exit (00-design §3)."""
+    if argv and argv[0] in ("--help", "-h"):
+        print(SERVER_HELP)
+        return 0
+    if argv:
+        print(f"tianshu-mcp server: unknown arguments: {' '.join(argv)} (see --help)", file=sys.stderr)
+        return 2
+    from ..deployments.service import run
 
     try:
         home = data_home()
-        setup_logging(home)
-        runtime = Runtime(home, load_config(home))
-        if not runtime.hosting:
-            return _fail(f"another process already hosts Prefect for {home} at {runtime.ui_url}")
-        runtime.start_blocking()
+        setup_logging(home, file_name="service.log")
+        config = load_config(home)
     except Exception as exc:  # noqa: BLE001
         return _fail(str(exc))
-    print(f"tianshu-mcp server: Prefect UI {runtime.ui_url}  API {runtime.api_url}  home {home}", file=sys.stderr, flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
 
-    async def _shutdown() -> None:
-        service = TaskService(runtime)
-        try:
-            await shutdown_interrupt(service)
-        finally:
-            await service.close()
+    def announce(info: object) -> None:
+        print(f"tianshu-mcp server: Prefect UI {info.ui_url}  API {info.api_url}  home {home}",  # type: ignore[attr-defined]
+              file=sys.stderr, flush=True)
 
-    try:
-        anyio.run(_shutdown)
-    finally:
-        runtime.stop()
-    return 0
+    return run(home, config, 0, announce)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args and args[0] == "server":
         return run_daemon(args[1:])
+    if args and args[0] == "service":
+        from .commands import service
+
+        return service(args[1:])
     if args and args[0] == "config":
         from .commands import config
 

@@ -1,12 +1,13 @@
 """CLI subcommands that print to stdout and never start the protocol (10-tools §5).
 
 * ``tianshu-mcp config acceptance [projectPath] [--task <taskId>]`` — the acceptance layers and
-  the effective configuration, as JSON; exit code 0 even when a layer is broken.
+  the effective configuration, as JSON; exit code 0 even when a layer is broken, 2 on a usage error.
 * ``tianshu-mcp config schema`` — the JSON Schema of acceptance.json (generated from the models).
 * ``tianshu-mcp schedule add <projectPath> --cron "<expr>" [--timezone TZ]`` /
   ``schedule list`` / ``schedule remove <projectPath>`` — cron re-verification of a project
-  (deployment ``reverify``, one schedule per project). Runs fire while a tianshu-mcp process
-  hosts Prefect for the home (``tianshu-mcp server``).
+  (deployment ``reverify``, one schedule per project), on the home's service (started when none
+  runs; a home with a schedule keeps its service running).
+* ``tianshu-mcp service start|stop|status`` — the home's background service.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ def config_acceptance(argv: list[str]) -> int:
         i += 1
     if error:
         _print({"ok": False, "error": error, "layers": [], "appliedOrder": [], "effective": DEFAULT_SUMMARY, "summary": ""})
-        return 0
+        return 2
     home = data_home()
     layers: list[dict[str, Any]] = []
     merged = Cfg()
@@ -160,26 +161,47 @@ def config_schema(argv: list[str]) -> int:
     return 0
 
 
+CONFIG_HELP = """usage: tianshu-mcp config acceptance [projectPath] [--task <taskId>]
+       tianshu-mcp config schema
+
+acceptance  the acceptance layers (global, project, task override) and what is in effect, as JSON
+            (exit 0 even when a layer is broken: the JSON says so; 2 on a usage error)
+schema      the JSON Schema of .tianshu-mcp/acceptance.json"""
+
+
 def config(argv: list[str]) -> int:
-    """``config <scope>``; an unknown scope prints a usage error (exit 0, as 10-tools §5)."""
+    """``config <scope>``; ``--help`` prints usage (exit 0), an unknown scope exits 2."""
     scope = argv[0] if argv else ""
+    if scope in ("--help", "-h") or "--help" in argv or "-h" in argv:
+        print(CONFIG_HELP)
+        return 0
     if scope == "acceptance":
         return config_acceptance(argv[1:])
     if scope == "schema":
         return config_schema(argv[1:])
     _print({"ok": False, "error": f"unknown config subcommand: {scope or '(empty)'}",
             "usage": ["tianshu-mcp config acceptance [projectPath] [--task <taskId>]", "tianshu-mcp config schema"]})
-    return 0
+    return 2
 
 
 # --- schedules ---------------------------------------------------------------------------------
-def _runtime() -> Any:
-    from .runtime import Runtime
+def _connect() -> tuple[Any, str]:
+    """The home's service (started when none runs); returns ``(ServiceInfo, auth)``. Prefect's
+    settings are exported before Prefect is imported, so no ephemeral API is ever started."""
+    from ..deployments.identity import auth_string
+    from ..deployments.launcher import connect
+    from ..deployments.topology import export_env, remote_api_url
 
     home = data_home()
-    runtime = Runtime(home, load_config(home), allow_host=True, run_worker=False)
-    runtime.start_blocking()
-    return runtime
+    config = load_config(home)
+    remote = remote_api_url(config)
+    if remote:
+        export_env(home, remote, None)
+        return remote, os.environ.get("PREFECT_API_AUTH_STRING", "")
+    info = connect(home, config.prefect.ready_timeout_ms / 1000)
+    auth = auth_string(home)
+    export_env(home, info.api_url, auth)
+    return info.api_url, auth
 
 
 def schedule(argv: list[str]) -> int:
@@ -208,14 +230,11 @@ def schedule(argv: list[str]) -> int:
             raw = os.path.abspath(args.projectPath)
             norm = norm_path(os.path.realpath(raw))
             project = SafeProject(norm=norm, raw=raw, via_symlink=False, key=project_key(norm))
-        runtime = _runtime()
+        api_url, auth = _connect()
     except TianshuError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
-    try:
-        return anyio.run(_schedule, args, project)
-    finally:
-        runtime.stop()
+    return anyio.run(_schedule, args, project, api_url, auth)
 
 
 def _check_cron(cron: str, timezone: str | None) -> None:
@@ -230,12 +249,12 @@ def _check_cron(cron: str, timezone: str | None) -> None:
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"--cron {cron!r}: {reason}") from exc
 
 
-async def _schedule(args: argparse.Namespace, project: Any) -> int:
-    from prefect.client.orchestration import get_client
+async def _schedule(args: argparse.Namespace, project: Any, api_url: str, auth: str) -> int:
+    from prefect.client.orchestration import PrefectClient
     from prefect.client.schemas.actions import DeploymentScheduleCreate
     from prefect.client.schemas.schedules import CronSchedule
 
-    async with get_client() as client:
+    async with PrefectClient(api_url, auth_string=auth or None) as client:
         dep = await client.read_deployment_by_name("reverify/reverify")
         schedules = await client.read_deployment_schedules(dep.id)
         if args.action == "list":
@@ -261,6 +280,47 @@ async def _schedule(args: argparse.Namespace, project: Any) -> int:
             schedule=CronSchedule(cron=args.cron, timezone=args.timezone), active=True,
             parameters={"project_path": project.norm}, slug=slug)])
         _print({"ok": True, "projectPath": project.norm, "cron": args.cron, "timezone": args.timezone, "slug": slug,
-                "note": "runs fire while a tianshu-mcp process hosts Prefect for this home (tianshu-mcp server)"})
+                "note": "runs fire while the home's service runs; a schedule keeps the service from exiting when idle"})
         return 0
 
+
+# --- the background service ------------------------------------------------------------------
+SERVICE_HELP = """usage: tianshu-mcp service start|stop|status
+
+start   start the data home's background service (Prefect API + UI + process worker), detached,
+        unless it runs already; print its status (JSON)
+stop    stop it: running tasks are interrupted, queued ones stay queued for the next start
+status  whether it runs, its pid, API/UI address, log file and credentials file (JSON)
+
+The service is started on demand by every tianshu-mcp process that needs Prefect (stdio servers,
+schedule, demo) and exits by itself after prefect.idleExitMs (config.json, default 10 min) with
+no active or queued run, no connected client and no schedule. Its log: <home>/logs/service.log.
+The UI asks for a password: the whole line of <home>/prefect/credentials."""
+
+
+def service(argv: list[str]) -> int:
+    """``service start|stop|status``; exit 0 on success, 1 on a failure, 2 on a usage error."""
+    from ..deployments import launcher
+
+    if not argv or argv[0] in ("--help", "-h") or "--help" in argv or "-h" in argv:
+        print(SERVICE_HELP)
+        return 0 if argv else 2
+    action, extra = argv[0], argv[1:]
+    if action not in ("start", "stop", "status") or extra:
+        print(f"tianshu-mcp service: unknown arguments: {' '.join(argv)} (see --help)", file=sys.stderr)
+        return 2
+    try:
+        home = data_home()
+        if action == "start":
+            launcher.connect(home, load_config(home).prefect.ready_timeout_ms / 1000)
+            _print(launcher.status(home))
+            return 0
+        if action == "stop":
+            result = launcher.stop(home)
+            _print(result)
+            return 0 if result["stopped"] or result["pid"] is None else 1
+        _print(launcher.status(home))
+        return 0
+    except TianshuError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1

@@ -19,12 +19,12 @@ from ..core.files import tail_lines
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
 from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
-from ..core.model import ACTIVE, TERMINAL, is_wait_settled
+from ..core.model import TERMINAL, is_wait_settled
 from ..core.paths import check_project_path, norm_path
 from ..core.projects import ProjectRegistry
 from ..core.settings import load_config
 from .format import ok_result
-from .service import TaskService, TaskView, dirty_count
+from .taskops import TaskService, TaskView, dirty_count
 
 WAIT_DEFAULT_MS = 50000
 WAIT_MAX_MS = 600000
@@ -127,8 +127,7 @@ class Handlers:
                 return self._agent_unavailable(agent_id, project.norm, agent.message)
             self._agent_gates(agent_id, args)
             dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
-            active = [v for v in await self.service.list_tasks(project.norm, None, 200)
-                      if v.status in ACTIVE or v.status == "needs_user"]
+            active = self._unfinished(project.norm)
             payload = {**args, "agentId": agent.id}
             if key is not None:
                 payload["idempotencyKey"] = key
@@ -148,17 +147,30 @@ class Handlers:
             f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
             f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
             f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
-            f"Prefect flow run: {self.runtime.flow_run_url(task['flowRunId'])}",
+            (f"Prefect flow run: {self.runtime.flow_run_url(task['flowRunId'])}" if task.get("flowRunId") else
+             "Prefect flow run: being created (the tianshu-mcp service is starting); the task is already "
+             "accepted and durable, query_task shows the link once it exists"),
         ]
         meta = view.meta(self.runtime)
         if active:
-            lines.append(f"note: this project already has an unfinished task {active[0].task['taskId']} "
-                         f"({active[0].status}); this one waits behind it.")
-            meta["projectActiveTask"] = {"taskId": active[0].task["taskId"], "status": active[0].status}
+            lines.append(f"note: this project already has an unfinished task {active[0]['taskId']}; "
+                         "this one waits behind it.")
+            meta["projectActiveTask"] = {"taskId": active[0]["taskId"]}
         if dirty:
             lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
                          "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
+
+    def _unfinished(self, norm: str) -> list[dict[str, Any]]:
+        """This project's other records without ``finishedAt``, newest first (task files only, no
+        Prefect call: run_task answers before the service is up)."""
+        store = self.service.store
+        found = []
+        for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
+            task = store.read(record_id)
+            if task and task.get("projectPath") == norm and not task.get("finishedAt"):
+                found.append(task)
+        return found
 
     async def _claim(self, key: str, norm: str, args: dict[str, Any], task_id: str) -> types.CallToolResult | None:
         """Idempotency pre-check (10-tools §3.2): None on a miss (key now bound to ``task_id``),
@@ -213,7 +225,7 @@ class Handlers:
     # --- verify_task -------------------------------------------------------------------------
     async def verify_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
         """One acceptance round without an agent (10-tools §1.2, §1.3, §3; 00-design §4)."""
-        from ..flows.verify import resolve_commit
+        from ..acceptance.git import resolve_commit
 
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])

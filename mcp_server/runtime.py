@@ -1,8 +1,21 @@
-"""Process runtime: decides the Prefect topology, hosts Prefect when this process owns the home,
-and tells tools when Prefect is ready (00-design §3).
+"""The Prefect side of one tianshu-mcp client process (00-design §3, hosting issue).
 
-``initialize`` is answered before Prefect is ready: :meth:`Runtime.start_background` starts the
-API, worker and deployments in a thread; tools ``await`` :meth:`Runtime.wait_ready`.
+Three modes, decided from the config before Prefect is imported:
+
+* ``service`` (default): find the home's background service, or start it detached
+  (:mod:`tianshu_mcp.deployments.launcher`); this process is a thin client, and its exit never
+  touches a task.
+* ``in-process`` (``prefect.hosting``): attach to a live host of the home, else host the API,
+  UI and worker here (:class:`~tianshu_mcp.deployments.service.HomeService`); when this process
+  exits every active task of the home is interrupted (the original behaviour).
+* ``remote``: ``TIANSHU_PREFECT_API_URL`` / ``prefect.apiUrl`` names an external Prefect server;
+  tianshu hosts nothing.
+
+``initialize`` is answered before Prefect is ready: :meth:`Runtime.start_background` connects
+in a thread, tools that need Prefect ``await`` :meth:`Runtime.wait_ready`. A task is accepted
+without Prefect (a durable submission entry); this process submits it as soon as the API is up,
+and so does the service. When the API stops answering (the service was killed), the next call
+reconnects — which starts a new service.
 """
 
 from __future__ import annotations
@@ -16,122 +29,182 @@ from typing import Any
 import anyio
 import httpx
 
+from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import ServerConfig, home_tag
-from ..deployments.topology import Topology, decide
+from ..deployments.identity import auth_string, register_client
+from ..deployments.topology import export_env, remote_api_url
 
 log = logging.getLogger("tianshu_mcp")
 
+RETRY_S = 15.0
+
 
 class Runtime:
-    """The Prefect side of one tianshu-mcp process.
+    """Connection of one process to its home's Prefect.
 
     Args:
-        home: data home. config: server config. allow_host: may this process host Prefect.
-        run_worker: host the process worker too (True for the stdio server and the daemon).
+        home: data home. config: server config.
     """
 
-    def __init__(self, home: Path, config: ServerConfig, allow_host: bool = True, run_worker: bool = True) -> None:
+    def __init__(self, home: Path, config: ServerConfig) -> None:
         self.home = home
         self.config = config
-        self.topology: Topology = decide(home, config, allow_host=allow_host)
-        self.run_worker = run_worker
+        remote = remote_api_url(config)
+        self.mode = "remote" if remote else config.prefect.hosting
+        self.api_url = remote or ""
+        self.ui_url = (remote[: -len("/api")] if remote and remote.endswith("/api") else remote) or ""
         self.home_tag = home_tag(home)
+        self.auth: str | None = None
         self._ready = threading.Event()
-        self._error: str | None = None
-        self._host: Any = None
+        self._error: TianshuError | None = None
+        self._host: Any = None  # HomeService in in-process hosting
         self._thread: threading.Thread | None = None
-        self._stopping = False
-
-    @property
-    def api_url(self) -> str:
-        """``http://127.0.0.1:<port>/api`` (or the remote URL)."""
-        return self.topology.api_url
-
-    @property
-    def ui_url(self) -> str:
-        """The Prefect UI base URL."""
-        return self.topology.ui_url
+        self._generation = 0
+        self._kick = threading.Event()
+        self._closing = False
+        self._failed_at = 0.0
+        self._probed = threading.Event()
+        export_env(home, remote, None)
 
     @property
     def hosting(self) -> bool:
-        """True when this process hosts the API and worker."""
-        return self.topology.mode == "host"
+        """True when this process hosts the API and worker (in-process hosting)."""
+        return self._host is not None
 
     def flow_run_url(self, flow_run_id: str) -> str:
-        """UI link of a flow run."""
+        """UI link of a flow run (empty host part until connected)."""
         return f"{self.ui_url}/runs/flow-run/{flow_run_id}"
 
+    # --- connecting --------------------------------------------------------------------------
     def start_background(self) -> None:
-        """Start Prefect (host) or wait for the hosting process (attach/remote) in a thread."""
-        self._thread = threading.Thread(target=self._start, name="tianshu-prefect-start", daemon=True)
+        """Connect in a thread; the thread then submits pending entries whenever kicked."""
+        register_client(self.home)
+        self._thread = threading.Thread(target=self._run, name="tianshu-prefect", daemon=True)
         self._thread.start()
 
     def start_blocking(self) -> None:
-        """Same as :meth:`start_background` but in the calling thread. Raises TianshuError on failure."""
-        self._start()
+        """Connect in the calling thread. Raises TianshuError on failure."""
+        self._connect()
         if self._error:
-            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, self._error)
+            raise self._error
 
-    def _start(self) -> None:
+    def _connect(self) -> None:
         t0 = time.monotonic()
+        self._error = None
         try:
-            if self.hosting:
-                from ..deployments.embedded import PrefectHost
-
-                self._host = PrefectHost(self.api_url, int(self.topology.port or 4200))
-                self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
-                anyio.run(self._setup)
-                if self.run_worker:
-                    self._host.start_worker()
+            timeout_s = self.config.prefect.ready_timeout_ms / 1000
+            if self.mode == "remote":
+                self._wait_remote(timeout_s)
+            elif self.mode == "in-process":
+                self._connect_in_process(timeout_s)
             else:
-                self._wait_remote(self.config.prefect.ready_timeout_ms / 1000)
-                if self.topology.mode == "attach" and self.run_worker:
-                    threading.Thread(target=self._watch_host, name="tianshu-host-watch", daemon=True).start()
-            log.info("Prefect ready (%s) in %.1f s; UI %s", self.topology.mode, time.monotonic() - t0, self.ui_url)
-        except Exception as exc:  # noqa: BLE001 - reported to every tool call as PREFECT_UNAVAILABLE
-            self._error = f"Prefect did not start: {exc}"
-            log.error(self._error)
+                from ..deployments.launcher import connect, find
+
+                info = find(self.home)
+                if info is None:
+                    self._probed.set()  # none runs: start one (seconds), tools do not wait for it
+                    info = connect(self.home, timeout_s)
+                self._use(info.api_url, info.ui_url)
+            log.info("Prefect ready (%s) in %.1f s; UI %s", self.mode, time.monotonic() - t0, self.ui_url)
+        except TianshuError as exc:
+            self._error = exc
+            log.error("%s", exc.render())
+        except Exception as exc:  # noqa: BLE001 - reported to every tool call
+            self._error = TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"Prefect did not start: {exc}")
+            log.error("%s", self._error.message)
         finally:
+            self._generation += 1
+            self._failed_at = time.monotonic() if self._error else 0.0
             self._ready.set()
+            self._probed.set()
 
-    def _watch_host(self) -> None:
-        """Attach mode: when the hosting process dies its lock frees; take over hosting on the same
-        port so this session (and the UI link) keep working."""
-        from filelock import Timeout
+    async def settle(self, timeout_s: float) -> bool:
+        """Wait ≤ ``timeout_s`` until connected, or until it is known that no service runs yet
+        (then a start takes seconds and accepting a task must not wait for it). Returns
+        :attr:`ready`."""
+        deadline = time.monotonic() + timeout_s
+        while not self._probed.is_set() and time.monotonic() < deadline:
+            await anyio.sleep(0.02)
+        return self.ready
 
-        from ..deployments.topology import claim_host
+    def _retry_due(self) -> bool:
+        """A failed connection is retried at most every RETRY_S seconds (a broken database or a
+        foreign service needs the user; a crash loop must not spawn a service per second)."""
+        return time.monotonic() - self._failed_at >= RETRY_S
 
-        lock = self.topology.lock
-        while lock is not None and not self._stopping:
+    @property
+    def error(self) -> TianshuError | None:
+        """Why the last connection failed (None when connected or still connecting)."""
+        return self._error
+
+    def _use(self, api_url: str, ui_url: str) -> None:
+        self.auth = auth_string(self.home)
+        self.api_url, self.ui_url = api_url, ui_url
+        export_env(self.home, api_url, self.auth)
+
+    def _connect_in_process(self, timeout_s: float) -> None:
+        from ..deployments.launcher import connect
+        from ..deployments.service import AlreadyHosted, HomeService
+
+        deadline = time.monotonic() + timeout_s
+        while True:
             try:
-                lock.acquire(timeout=1)
-            except Timeout:
+                info = connect(self.home, 2.0, start=False)
+                self._use(info.api_url, info.ui_url)
+                return
+            except TianshuError as exc:
+                if exc.code != ErrorCode.PREFECT_UNAVAILABLE:
+                    raise
+            host = HomeService(self.home, self.config, mode="in-process")
+            try:
+                info = host.start()
+            except AlreadyHosted:
+                if time.monotonic() > deadline:
+                    raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"the host of {self.home} never became ready")
+                time.sleep(0.2)
                 continue
-            log.warning("the process hosting Prefect for %s exited; this process takes over", self.home)
-            try:
-                self.topology = claim_host(self.home, lock, int(self.topology.port or self.config.prefect.port))
-                from ..deployments.embedded import PrefectHost
-
-                self._host = PrefectHost(self.api_url, int(self.topology.port or 4200))
-                self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
-                anyio.run(self._setup)
-                self._host.start_worker()
-                log.info("now hosting Prefect at %s", self.ui_url)
-            except Exception as exc:  # noqa: BLE001
-                self._error = f"could not take over hosting Prefect: {exc}"
-                log.error(self._error)
+            self._host = host
+            self._use(info.api_url, info.ui_url)
             return
 
-    async def _setup(self) -> None:
-        from prefect.client.orchestration import get_client
+    def _run(self) -> None:
+        self._connect()
+        while not self._closing:
+            self._kick.wait(1.0)
+            self._kick.clear()
+            if self._closing:
+                return
+            if self._error is None and submissions.pending(self.home):
+                try:
+                    anyio.run(self._submit_pending)
+                except httpx.TransportError as exc:
+                    log.warning("the Prefect API stopped answering (%s); reconnecting", exc)
+                    self.invalidate()
+                except Exception as exc:  # noqa: BLE001 - the service retries too
+                    log.warning("submitting pending tasks failed: %s", exc)
+            elif self._error is not None and submissions.pending(self.home) and self._retry_due():
+                self._ready.clear()
+                self._connect()
 
-        from ..deployments.setup import ensure_all
-        from .sweep import startup_sweep
+    async def _submit_pending(self) -> None:
+        from prefect.client.orchestration import PrefectClient
 
-        async with get_client() as client:
-            await ensure_all(client, self.config.concurrency.max_running)
-            await startup_sweep(client, self)
+        from ..deployments.intake import submit_pending
+
+        async with PrefectClient(self.api_url, auth_string=self.auth) as client:
+            await submit_pending(client, self.home)
+
+    def kick(self) -> None:
+        """Ask the background thread to submit pending entries now."""
+        self._kick.set()
+
+    def invalidate(self) -> None:
+        """The API stopped answering: the next :meth:`wait_ready` reconnects (and may start a new
+        service)."""
+        if self._ready.is_set() and self._error is None and self.mode != "remote":
+            self._ready.clear()
+            threading.Thread(target=self._connect, name="tianshu-reconnect", daemon=True).start()
 
     def _wait_remote(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -139,33 +212,48 @@ class Runtime:
             while time.monotonic() < deadline:
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:
-                        resp = client.get(f"{self.api_url}/deployments/name/run-task/run-task")
-                        if resp.status_code == 200:
-                            return
+                        return
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.25)
-        raise TimeoutError(f"no ready Prefect API at {self.api_url} after {timeout_s:.0f} s")
+        raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"no ready Prefect API at {self.api_url} after {timeout_s:.0f} s")
 
-    async def wait_ready(self, timeout_s: float | None = None) -> None:
-        """Wait until Prefect is usable.
+    async def wait_ready(self, timeout_s: float | None = None) -> int:
+        """Wait until Prefect is usable; return the connection generation (it grows on reconnects).
 
         Raises:
-            TianshuError: ``PREFECT_UNAVAILABLE`` when start-up failed or took longer than
-                ``timeout_s`` (default: ``prefect.readyTimeoutMs``).
+            TianshuError: the connection error (``PREFECT_UNAVAILABLE``, ``PREFECT_DB_CORRUPT``,
+                ``SERVICE_IDENTITY_MISMATCH``, …), or ``PREFECT_UNAVAILABLE`` after ``timeout_s``
+                (default ``prefect.readyTimeoutMs``).
         """
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.config.prefect.ready_timeout_ms / 1000)
+        limit = timeout_s if timeout_s is not None else self.config.prefect.ready_timeout_ms / 1000
+        deadline = time.monotonic() + limit
         while not self._ready.is_set():
             if time.monotonic() > deadline:
-                raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"Prefect is not ready yet at {self.api_url}; try again shortly")
+                raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE,
+                                   f"the tianshu-mcp service for {self.home} is still starting; try again shortly")
             await anyio.sleep(0.05)
         if self._error:
-            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, self._error)
+            if self._retry_due() and self.mode != "remote":
+                self._ready.clear()
+                threading.Thread(target=self._connect, name="tianshu-reconnect", daemon=True).start()
+            raise self._error
+        return self._generation
+
+    @property
+    def ready(self) -> bool:
+        """True when connected without error."""
+        return self._ready.is_set() and self._error is None
 
     def stop(self) -> None:
-        """Stop the worker and the API (host mode) and release the host lock."""
-        self._stopping = True
+        """Client: nothing to stop (the service lives on). In-process host: interrupt every
+        active task of the home and stop the API and worker."""
+        self._closing = True
+        self._kick.set()
         if self._host is not None:
-            self._host.stop_worker()
-            self._host.stop_api()
-        self.topology.release()
+            self._host.stop(include_queued=True)
+            self._host = None
+        from ..deployments.identity import clients_dir
+        import os
+
+        (clients_dir(self.home) / f"{os.getpid()}.json").unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from ..core.errors import ErrorCode, TianshuError
 from .format import error_result, validate_arguments
 from .handlers import Handlers
 from .runtime import Runtime
-from .service import TaskService
+from .taskops import TaskService
 from .tools import TOOL_DEFS, TOOLS_BY_NAME
 
 log = logging.getLogger("tianshu_mcp")
@@ -81,7 +81,10 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
         except TianshuError as err:
             return error_result(err)
         except httpx.TransportError as exc:
-            return error_result(TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"the Prefect API at {runtime.api_url} is unreachable: {exc}"))
+            runtime.invalidate()  # the service was stopped or killed: the next call reconnects
+            return error_result(TianshuError(ErrorCode.PREFECT_UNAVAILABLE,
+                                             f"the Prefect API at {runtime.api_url} is unreachable ({exc}); "
+                                             "reconnecting, try again in a few seconds"))
         except Exception as exc:  # noqa: BLE001 - an escaping exception becomes a coded error
             log.exception("tool %s failed", name)
             return error_result(TianshuError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
@@ -107,17 +110,12 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
 
 
 async def shutdown(runtime: Runtime, service: TaskService) -> None:
-    """Interrupt active tasks (host mode), close the client, stop Prefect (40-agents-tasks §2.9)."""
-    from .sweep import shutdown_interrupt
-
+    """Close the Prefect client and leave: a client's exit never touches a task. In in-process
+    hosting the runtime interrupts every active task of the home (40-agents-tasks §2.9)."""
     try:
-        if runtime.hosting and runtime._ready.is_set() and not runtime._error:  # noqa: SLF001
-            n = await shutdown_interrupt(service)
-            if n:
-                log.info("shutdown: interrupted %d active task(s)", n)
-    finally:
         await service.close()
-        runtime.stop()
+    finally:
+        await anyio.to_thread.run_sync(runtime.stop)
 
 
 async def serve_stdio(runtime: Runtime) -> None:

@@ -1,9 +1,9 @@
 """Shared fixtures: one embedded Prefect per test session.
 
-``ts_daemon`` starts ``tianshu-mcp server`` (daemon mode: Prefect API + UI + process worker) on a
-temporary data home once per session; every MCP test then starts the real console script over
-stdio with the real SDK client, and that stdio server attaches to the daemon's Prefect instead of
-starting another (00-design §3).
+``ts_daemon`` starts ``tianshu-mcp server`` (the home's service in the foreground: Prefect API +
+UI + process worker) on a temporary data home once per session; every MCP test then starts the
+real console script over stdio with the real SDK client, and that stdio server finds the running
+service (``service.json``) instead of starting another (00-design §3).
 """
 
 from __future__ import annotations
@@ -66,22 +66,33 @@ def write_profiles(home: Path, trace: Path) -> dict[str, Any]:
     return profiles
 
 
-def wait_daemon(home: Path, proc: subprocess.Popen[bytes], timeout_s: float = 180) -> str:
-    """Wait until the daemon of ``home`` serves deployment run-task; return its API URL."""
+def auth_headers(home: Path) -> dict[str, str]:
+    """The basic-auth header of ``home``'s API (its ``prefect/credentials``)."""
+    import base64
+
+    auth = (home / "prefect" / "credentials").read_text().strip()
+    return {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()}
+
+
+def wait_daemon(home: Path, proc: subprocess.Popen[bytes] | None = None, timeout_s: float = 180) -> str:
+    """Wait until the service of ``home`` is ready and serves deployment run-task; return its API URL."""
     deadline = time.monotonic() + timeout_s
-    server_json = home / "prefect" / "server.json"
+    service_json = home / "prefect" / "service.json"
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"tianshu-mcp server exited with {proc.returncode}; see {home}/daemon.log")
-        if server_json.exists():
-            api = json.loads(server_json.read_text())["apiUrl"]
-            with contextlib.suppress(httpx.HTTPError):
-                pool = httpx.get(f"{api}/work_pools/tianshu", timeout=2)
-                dep = httpx.get(f"{api}/deployments/name/run-task/run-task", timeout=2)
-                if pool.status_code == 200 and dep.status_code == 200:
-                    return api
+        if service_json.exists():
+            with contextlib.suppress(ValueError, KeyError, OSError):
+                info = json.loads(service_json.read_text())
+                api = info["apiUrl"]
+                if info.get("state") == "ready":
+                    with contextlib.suppress(httpx.HTTPError):
+                        headers = auth_headers(home)
+                        dep = httpx.get(f"{api}/deployments/name/run-task/run-task", headers=headers, timeout=2)
+                        if dep.status_code == 200:
+                            return api
         time.sleep(0.25)
-    raise TimeoutError("tianshu-mcp server not ready")
+    raise TimeoutError("tianshu-mcp service not ready")
 
 
 @pytest.fixture(scope="session")
@@ -149,7 +160,7 @@ def text_of(result: Any) -> str:
 @pytest.fixture
 def prefect_api(ts_daemon: dict[str, Any]) -> httpx.Client:
     """An HTTP client on the session daemon's Prefect API."""
-    with httpx.Client(base_url=ts_daemon["api"], timeout=10) as client:
+    with httpx.Client(base_url=ts_daemon["api"], timeout=10, headers=auth_headers(ts_daemon["home"])) as client:
         yield client
 
 

@@ -12,7 +12,9 @@ Called as ``scripted_agent.py <prompt>`` with the project as its working directo
 ``normal`` (default), ``hang`` (start a grandchild that ignores SIGTERM, then sleep: for cancel
 and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change nothing),
 ``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin), ``sleep`` (append start
-and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between, then fix).
+and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between, then fix),
+``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
+``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix).
 It always prints to stdout and stderr, like real agents do.
 """
 
@@ -36,6 +38,24 @@ def main() -> int:
         for i in range(50):
             print(f"noise line {i} " + "x" * 80, flush=True)
             print(f"err line {i}", file=sys.stderr, flush=True)
+    if mode == "env":
+        import json
+
+        with open(os.environ["SCRIPTED_ENV_OUT"], "w") as fh:
+            json.dump(dict(os.environ), fh)
+    if mode == "probe":
+        watch = os.environ["SCRIPTED_WATCH"]
+        pids = [int(p) for p in open(watch).read().split()] if os.path.exists(watch) else []
+        alive = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as fh:
+                    if fh.read().split(")")[-1].split()[0] != "Z":
+                        alive.append(pid)
+            except OSError:
+                pass
+        with open(os.environ["SCRIPTED_PROBE_OUT"], "a") as fh:
+            fh.write(f"{time.time()} watched={pids} alive={alive}\n")
     if mode == "hang":
         child = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
         gc = subprocess.Popen([sys.executable, "-c", child])

@@ -1,4 +1,4 @@
-"""A stdio server that hosts Prefect itself (no daemon): initialize before Prefect is ready, the
+"""A stdio server that hosts Prefect itself (``prefect.hosting: in-process``, no service): initialize before Prefect is ready, the
 embedded API/UI/worker under TIANSHU_MCP_HOME, and stdout purity over a whole scenario
 (00-design §3, §6; walking-skeleton issue §2–§3). Uses a raw JSON-RPC driver so that every byte
 the server writes to stdout is inspected."""
@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import psutil
 
-from conftest import CONSOLE, server_env, write_profiles
+from conftest import CONSOLE, auth_headers, server_env, write_profiles
 from fixture_project import make_calc_repo
 
 
@@ -78,7 +78,7 @@ def meta(result: dict[str, Any]) -> dict[str, Any]:
 def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4380}}))
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4380, "hosting": "in-process"}}))
     write_profiles(home, home / "trace.txt")
     noisy_check = ["python3", "-c", "import sys; print('check stdout'); print('check stderr', file=sys.stderr); "
                    "data = sys.stdin.read(); print('stdin bytes', len(data))"]
@@ -97,14 +97,19 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
         assert init["result"]["serverInfo"]["name"] == "tianshu-mcp"
         assert init["result"]["capabilities"].get("tools") is not None
         client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        server_json = json.loads((home / "prefect" / "server.json").read_text())
+        deadline = time.monotonic() + 60
+        while not (home / "prefect" / "service.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        server_json = json.loads((home / "prefect" / "service.json").read_text())
         api = server_json["apiUrl"]
+        assert server_json["mode"] == "in-process" and server_json["pid"] == client.proc.pid
+        headers = auth_headers(home)
         assert api.startswith("http://127.0.0.1:")
         # initialize is answered before the embedded Prefect can serve (its first start runs migrations)
         ready_s = None
         while time.monotonic() - t0 < 120:
             try:
-                if httpx.get(f"{api}/deployments/name/run-task/run-task", timeout=1).status_code == 200:
+                if httpx.get(f"{api}/deployments/name/run-task/run-task", headers=headers, timeout=1).status_code == 200:
                     ready_s = time.monotonic() - t0
                     break
             except httpx.HTTPError:
@@ -126,10 +131,10 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
 
         # embedded Prefect: SQLite and settings under TIANSHU_MCP_HOME, pool limit, UI served
         assert (home / "prefect" / "prefect.db").exists()
-        pool = httpx.get(f"{api}/work_pools/tianshu", timeout=5).json()
+        pool = httpx.get(f"{api}/work_pools/tianshu", headers=headers, timeout=5).json()
         assert pool["type"] == "process" and pool["concurrency_limit"] == 2
         assert httpx.get(server_json["uiUrl"], timeout=5).status_code == 200
-        autos = httpx.post(f"{api}/automations/filter", json={}, timeout=5).json()
+        autos = httpx.post(f"{api}/automations/filter", json={}, headers=headers, timeout=5).json()
         assert "tianshu-crash-zombie-flow-runs" in [a["name"] for a in autos]
 
         # shutdown with an agent running: the task is interrupted and its whole tree is dead
@@ -181,7 +186,7 @@ def _init(client: RawClient) -> None:
 def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4385}}))
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4385, "hosting": "in-process"}}))
     write_profiles(home, home / "trace.txt")
     repo = make_calc_repo(tmp_path / "calc")
     pidfile = home / "hang-pids.txt"
@@ -215,7 +220,7 @@ def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path:
                     break
             time.sleep(1)
         assert status == "interrupted"
-        assert json.loads((home / "prefect" / "server.json").read_text())["pid"] == attached.proc.pid
+        assert json.loads((home / "prefect" / "service.json").read_text())["pid"] == attached.proc.pid
 
         # SIGTERM is an orderly shutdown: the running task is interrupted and its tree killed
         pidfile.unlink()

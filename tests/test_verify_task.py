@@ -131,11 +131,12 @@ async def test_verify_task_answers_in_progress_past_its_wait(ts_home: Path, calc
 
 def reregister_deployments(home: Path) -> None:
     """What every hosting start does: ensure the pool, the deployments and the automation."""
-    api = json.loads((home / "prefect" / "server.json").read_text())["apiUrl"]
+    api = json.loads((home / "prefect" / "service.json").read_text())["apiUrl"]
     code = ("import anyio\nfrom prefect.client.orchestration import get_client\n"
             "from tianshu_mcp.deployments.setup import ensure_all\n"
             "async def main():\n    async with get_client() as c:\n        await ensure_all(c, 2)\nanyio.run(main)\n")
-    env = {**server_env(home), "PREFECT_API_URL": api}
+    auth = (home / "prefect" / "credentials").read_text().strip()
+    env = {**server_env(home), "PREFECT_API_URL": api, "PREFECT_API_AUTH_STRING": auth}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=120, stdin=subprocess.DEVNULL,
                    capture_output=True)
 

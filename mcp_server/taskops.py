@@ -2,13 +2,19 @@
 
 The flow-run state owns status (00-design §4); ``task.json`` owns details. Everything here talks
 to Prefect through one long-lived async client (≈8 ms per read instead of ≈55 ms with a client
-per call, 50-prefect-lab §8).
+per call, 50-prefect-lab §8), re-made when the runtime reconnects to a restarted service.
+
+Accepting a task never waits for Prefect: :meth:`TaskService.submit` writes ``task.json`` and a
+durable submission entry (:mod:`tianshu_mcp.core.submissions`) and answers ``queued``; the flow
+run is created as soon as the API answers. Until then the task reads ``queued`` with a message
+saying so. A task whose flow run no longer exists (deleted in the Prefect UI) is finished as
+``cancelled`` and its agent tree killed; ``finalStatus`` in ``task.json`` records such endings
+that have no flow-run state to read.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -20,6 +26,7 @@ from ..core.files import atomic_write_json
 from ..core.ids import new_task_id
 from ..core.model import TERMINAL, meta_from_task
 from ..core.paths import SafeProject
+from ..core import submissions
 from ..core.procs import kill_recorded
 from ..core.settings import load_config
 from ..core.taskstore import TaskStore, utc_now
@@ -92,6 +99,12 @@ def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
     return (datetime.now(timezone.utc) - created).total_seconds() < seconds
 
 
+CLIENT_WAIT_S = 30.0
+"""How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
+WAITING_FOR_SERVICE = "accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run"
+FLOW_RUN_DELETED = "cancelled: its flow run was deleted in the Prefect UI; the agent was stopped"
+
+
 class TaskService:
     """Submit, read, list and cancel tasks.
 
@@ -103,18 +116,22 @@ class TaskService:
         self.runtime = runtime
         self.store = TaskStore(runtime.home)
         self._client: Any = None
+        self._client_gen = -1
         self._deployment_id: Any = None
 
     # --- Prefect client ----------------------------------------------------------------------
-    async def client(self) -> Any:
-        """The long-lived Prefect client, after Prefect is ready. Raises PREFECT_UNAVAILABLE."""
-        await self.runtime.wait_ready()
-        if self._client is None:
-            from prefect.client.orchestration import get_client
+    async def client(self, timeout_s: float | None = None) -> Any:
+        """The long-lived Prefect client of the current connection. Raises PREFECT_UNAVAILABLE (or
+        the connection's own coded error)."""
+        generation = await self.runtime.wait_ready(timeout_s if timeout_s is not None else CLIENT_WAIT_S)
+        if self._client is None or self._client_gen != generation:
+            await self.close()
+            from prefect.client.orchestration import PrefectClient
 
-            client = get_client()
+            client = PrefectClient(self.runtime.api_url, auth_string=self.runtime.auth)
             await client.__aenter__()
-            self._client = client
+            self._client, self._client_gen = client, generation
+            self._deployment_id = None
         return self._client
 
     async def close(self) -> None:
@@ -126,26 +143,12 @@ class TaskService:
                 pass
             self._client = None
 
-    async def deployment_id(self) -> Any:
-        """Id of deployment ``run-task/run-task`` (cached)."""
-        if self._deployment_id is None:
-            client = await self.client()
-            dep = await client.read_deployment_by_name(RUN_TASK_DEPLOYMENT)
-            self._deployment_id = dep.id
-        return self._deployment_id
-
     # --- submit ------------------------------------------------------------------------------
     async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent,
                      task_id: str | None = None) -> TaskView:
-        """Create the task dir and its flow run (deployment ``run-task`` on the project's queue).
-
-        Returns at once with the task queued (``run_deployment(timeout=0)`` semantics). If the
-        flow run cannot be created the task dir is removed (nothing half-written) and
-        ``PREFECT_UNAVAILABLE`` is raised.
-        """
-        await self.client()  # Prefect must be imported by the start-up thread first (import lock)
-        from ..deployments.setup import ensure_project_queue
-
+        """Accept a task: ``task.json`` + a submission entry of deployment ``run-task`` on the
+        project's queue; answer at once (no Prefect call on this path). The flow run is created
+        right away when the API is up (bounded to ≈0.7 s here, else in the background)."""
         cfg = load_config(self.runtime.home)
         task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
@@ -160,37 +163,41 @@ class TaskService:
             "autoFixRounds": int(args.get("autoFixRounds", 0)),
             "taskTimeoutMs": int(timeout_ms),
             "homeTag": self.runtime.home_tag,
+            "lastMessage": WAITING_FOR_SERVICE,
         }
         for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
             if args.get(key) is not None:
                 fields[key] = args[key]
-        self.store.create(task_id, fields)
-        try:
-            client = await self.client()
-            queue = await ensure_project_queue(client, project.key)
-            flow_run = await client.create_flow_run_from_deployment(
-                await self.deployment_id(),
-                name=task_id,
-                parameters={
-                    "task_id": task_id,
-                    "project_path": project.norm,
-                    "agent_id": agent.id,
-                    "auto_verify": fields["autoVerify"],
-                    "auto_fix_rounds": fields["autoFixRounds"],
-                    "task_timeout_ms": fields["taskTimeoutMs"],
-                },
-                tags=[f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag],
-                work_queue_name=queue,
-                idempotency_key=f"run-task:{task_id}",
-            )
-        except TianshuError:
-            shutil.rmtree(self.store.dir(task_id), ignore_errors=True)
-            raise
-        except Exception as exc:  # noqa: BLE001
-            shutil.rmtree(self.store.dir(task_id), ignore_errors=True)
-            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"could not create the flow run: {exc}") from exc
-        task = self.store.update(task_id, flowRunId=str(flow_run.id), workQueue=queue)
-        return TaskView(task, "queued", "SCHEDULED", "Scheduled")
+        record = self.store.create(task_id, fields)
+        parameters = {
+            "task_id": task_id,
+            "project_path": project.norm,
+            "agent_id": agent.id,
+            "auto_verify": fields["autoVerify"],
+            "auto_fix_rounds": fields["autoFixRounds"],
+            "task_timeout_ms": fields["taskTimeoutMs"],
+        }
+        tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag]
+        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, project.key,
+                            record["createdAt"])
+        return TaskView(await self._submit_now(task_id), "queued", None, None)
+
+    async def _submit_now(self, record_id: str) -> dict[str, Any]:
+        """Create the flow run now if the API is up and answers within ≈0.7 s; else leave the
+        entry to the background submitters. Returns the current ``task.json``."""
+        import anyio
+
+        if await self.runtime.settle(0.5):
+            from ..deployments.intake import submit_one
+
+            with anyio.move_on_after(0.7):
+                try:
+                    await submit_one(await self.client(0.1), self.runtime.home, record_id)
+                except Exception as exc:  # noqa: BLE001 - the background submitters retry
+                    log.info("flow run of %s not created inline (%s); submitting in the background", record_id, exc)
+        if submissions.is_pending(self.runtime.home, record_id):
+            self.runtime.kick()
+        return self.read_task(record_id)
 
     # --- read --------------------------------------------------------------------------------
     def read_task(self, task_id: str) -> dict[str, Any]:
@@ -204,13 +211,13 @@ class TaskService:
         return task
 
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
-        """Attach the flow-run status to each task (one batched Prefect read)."""
-        await self.client()
-        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
+        """Attach the flow-run status to each task (one batched Prefect read; none when no task
+        has a flow run yet)."""
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
-        states: dict[str, tuple[str, str]] = {}
+        states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
+            from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
             client = await self.client()
             for start in range(0, len(ids), 200):
                 runs = await client.read_flow_runs(
@@ -220,27 +227,50 @@ class TaskService:
                     if run.state is not None:
                         states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
                                                _iso_z(run.state.timestamp))
-        out = []
-        for t in tasks:
-            st_type, st_name, st_msg, st_ts = states.get(t.get("flowRunId") or "", (None, None, None, None))
-            if st_type is None and t.get("flowRunId") and _uuid(t.get("flowRunId")) is None:
-                st_type, st_name = "CRASHED", "Crashed"  # a damaged record: show it, don't sink the list
-            if st_type is None and t.get("flowRunId") is None and not _recent(t.get("createdAt")):
-                # the flow run was never created (the submitting process died half-way)
-                st_type, st_name = "CRASHED", "Crashed"
-            status = status_from_state(st_type, st_name, t.get("phase"))
-            if status in TERMINAL and not t.get("finishedAt") and st_type is not None:
-                # the run ended without the flow writing its details (killed, crashed, swept):
-                # complete task.json from the final state so no stale "running" message remains
-                fields = {"finishedAt": st_ts or utc_now(), "lastMessage": st_msg or status, "phase": None}
-                if status in ("interrupted", "cancelled") and not t.get("errorType"):
-                    fields["errorType"] = status
-                try:
-                    t = self.store.update(t["taskId"], **fields)
-                except (OSError, ValueError):
-                    t = {**t, **{k: v for k, v in fields.items() if v is not None}}
-            out.append(TaskView(t, status, st_type, st_name))
-        return out
+        return [self._view_of(t, states) for t in tasks]
+
+    def _view_of(self, t: dict[str, Any], states: dict[str, tuple[str, str, str | None, str | None]]) -> TaskView:
+        run_id = t.get("flowRunId")
+        if run_id and _uuid(run_id) is None:
+            return TaskView(t, "interrupted", "CRASHED", "Crashed")  # a damaged record: show it, don't sink the list
+        if not run_id:
+            if t.get("finalStatus"):
+                return TaskView(t, str(t["finalStatus"]))
+            if submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")):
+                if self.runtime.error is not None:
+                    t = {**t, "lastMessage": f"{WAITING_FOR_SERVICE}, but the service cannot start: {self.runtime.error.render()}"}
+                return TaskView(t, "queued")
+            return self._finish_missing(t, "interrupted", "interrupted: the task was accepted but never submitted")
+        if run_id not in states:
+            if t.get("finalStatus"):
+                return TaskView(t, str(t["finalStatus"]))
+            return self._finish_missing(t, "cancelled", FLOW_RUN_DELETED)
+        st_type, st_name, st_msg, st_ts = states[run_id]
+        status = status_from_state(st_type, st_name, t.get("phase"))
+        if status in TERMINAL and not t.get("finishedAt"):
+            # the run ended without the flow writing its details (killed, crashed, swept):
+            # complete task.json from the final state so no stale "running" message remains
+            fields = {"finishedAt": st_ts or utc_now(), "lastMessage": st_msg or status, "phase": None}
+            if status in ("interrupted", "cancelled") and not t.get("errorType"):
+                fields["errorType"] = status
+            try:
+                t = self.store.update(t["taskId"], **fields)
+            except (OSError, ValueError):
+                t = {**t, **{k: v for k, v in fields.items() if v is not None}}
+        return TaskView(t, status, st_type, st_name)
+
+    def _finish_missing(self, t: dict[str, Any], status: str, msg: str) -> TaskView:
+        """A task with no flow run to read (deleted in the UI, or never submitted): kill whatever
+        of its agent still runs and record the final status in ``task.json``."""
+        task_id = t["taskId"]
+        kill_recorded(self.store.dir(task_id) / AGENT_PROC_FILE)
+        try:
+            t = self.store.update(task_id, finalStatus=status, lastMessage=msg, errorType=status,
+                                  finishedAt=t.get("finishedAt") or utc_now(), phase=None)
+            self.store.event(task_id, status, status, msg)
+        except (OSError, ValueError):
+            t = {**t, "finalStatus": status, "lastMessage": msg}
+        return TaskView(t, status)
 
     async def view(self, task_id: str) -> TaskView:
         """One task with its status. Raises TASK_NOT_FOUND, PREFECT_UNAVAILABLE."""
@@ -269,13 +299,17 @@ class TaskService:
         """
         import anyio
 
-        await self.client()
-        from prefect.states import Cancelled, Cancelling
-
         view = await self.view(task_id)
         if view.status in TERMINAL:
             return view, True, f"task is already final ({view.status}); nothing to cancel"
+        if not view.task.get("flowRunId"):
+            withdrawn = await self._withdraw(task_id, reason)
+            if withdrawn is not None:
+                return withdrawn, True, f"cancelled {task_id}"
+            view = await self.view(task_id)  # its flow run was created meanwhile
         client = await self.client()
+        from prefect.states import Cancelled, Cancelling
+
         tdir = self.store.dir(task_id)
         now = utc_now()
         interrupted = source == "shutdown"
@@ -332,41 +366,56 @@ class TaskService:
         return view, False, (f"cancel requested for {task_id}, not final yet after {wait_s:.0f} s; "
                              "check again with query_task")
 
+    async def _withdraw(self, task_id: str, reason: str | None) -> TaskView | None:
+        """Cancel a task whose flow run does not exist yet: drop its submission entry under the
+        submitters' lock. None when a flow run was created meanwhile (cancel that instead)."""
+        import anyio
+
+        lock = submissions.entry_lock(self.runtime.home, task_id, timeout_s=10)
+        await anyio.to_thread.run_sync(lock.acquire)
+        try:
+            task = self.read_task(task_id)
+            if task.get("flowRunId"):
+                return None
+            submissions.remove(self.runtime.home, task_id)
+            msg = "cancelled (queued, before its flow run was created)" + (f": {reason}" if reason else "")
+            self.store.update(task_id, finalStatus="cancelled", cancelRequestedAt=utc_now(), abortSource="user",
+                              **({"cancelReason": reason} if reason else {}))
+            self._finish_cancel(task_id, msg, False)
+        finally:
+            lock.release()
+        return await self.view(task_id)
+
     # --- verify ------------------------------------------------------------------------------
     async def submit_verify(self, record_id: str, project_norm: str, project_key_: str, params: dict[str, Any],
                             fields: dict[str, Any]) -> TaskView:
-        """Create a ``vfy_`` record and its flow run of deployment ``verify/verify`` on the
-        project's queue (so it never overlaps a task on the same project). Nothing is left behind
-        when the flow run cannot be created (PREFECT_UNAVAILABLE)."""
-        await self.client()
-        from ..deployments.setup import ensure_project_queue
-
-        self.store.create(record_id, {"kind": "verify", "workspaceMode": "project", "projectPath": project_norm,
-                                      "projectKey": project_key_, "agentId": "manual-verify", "autoVerify": True,
-                                      "autoFixRounds": 0, "homeTag": self.runtime.home_tag, **fields})
-        try:
-            client = await self.client()
-            queue = await ensure_project_queue(client, project_key_)
-            dep = await client.read_deployment_by_name("verify/verify")
-            run = await client.create_flow_run_from_deployment(
-                dep.id, name=record_id, parameters={"record_id": record_id, "project_path": project_norm, **params},
-                tags=[f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag],
-                work_queue_name=queue, idempotency_key=f"verify:{record_id}",
-            )
-        except Exception as exc:  # noqa: BLE001
-            shutil.rmtree(self.store.dir(record_id), ignore_errors=True)
-            if isinstance(exc, TianshuError):
-                raise
-            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"could not create the verify flow run: {exc}") from exc
-        return TaskView(self.store.update(record_id, flowRunId=str(run.id), workQueue=queue), "queued", "SCHEDULED", "Scheduled")
+        """Accept a ``vfy_`` record: ``task.json`` + a submission entry of deployment
+        ``verify/verify`` on the project's queue (so it never overlaps a task on the same
+        project); answers at once, like :meth:`submit`."""
+        record = self.store.create(record_id, {
+            "kind": "verify", "workspaceMode": "project", "projectPath": project_norm, "projectKey": project_key_,
+            "agentId": "manual-verify", "autoVerify": True, "autoFixRounds": 0, "homeTag": self.runtime.home_tag,
+            "lastMessage": WAITING_FOR_SERVICE, **fields})
+        tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
+        submissions.enqueue(self.runtime.home, record_id, "verify/verify",
+                            {"record_id": record_id, "project_path": project_norm, **params}, tags, project_key_,
+                            record["createdAt"])
+        return TaskView(await self._submit_now(record_id), "queued")
 
     async def wait_final(self, task_id: str, timeout_s: float) -> TaskView:
-        """Poll a task or record every 0.5 s until it is final or ``timeout_s`` passes."""
+        """Poll a task or record every 0.5 s until it is final or ``timeout_s`` passes (a service
+        still starting counts as not final yet)."""
         import anyio
 
         deadline = anyio.current_time() + timeout_s
         while True:
-            view = await self.view(task_id)
+            try:
+                view = await self.view(task_id)
+            except TianshuError as exc:
+                if exc.code != ErrorCode.PREFECT_UNAVAILABLE or anyio.current_time() >= deadline:
+                    raise
+                await anyio.sleep(0.5)
+                continue
             if view.status in TERMINAL or anyio.current_time() >= deadline:
                 return view
             await anyio.sleep(0.5)
@@ -379,10 +428,12 @@ class TaskService:
         ``Scheduled(AwaitingRework)``; the next run continues at round ``roundsUsed`` against the
         stored baseline. Raises INVALID_STATE when the task is not final.
         """
-        await self.client()
+        view = await self.view(task_id)
+        if not view.task.get("flowRunId"):
+            raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} never got a flow run ({view.status}); "
+                               "submit a new task instead")
         from prefect.states import Scheduled
 
-        view = await self.view(task_id)
         if view.status not in TERMINAL:
             raise TianshuError(ErrorCode.INVALID_STATE, f"task is still in progress (status={view.status}); cannot rework")
         client = await self.client()

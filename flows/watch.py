@@ -1,0 +1,110 @@
+"""Watchdog of a flow-run process: its flow run cancelled or deleted from the Prefect UI (hosting issue §6).
+
+Prefect's worker stops the flow-run process on a cancel, but our agent and checks run in their
+own sessions and outlive it, and a *deleted* flow run stops nothing at all. :func:`watch_flow_run`
+starts a daemon thread that reads the flow run every ``interval_s`` seconds:
+
+* Cancelling/Cancelled → write the cancel marker (``cancel.json``, source ``ui``) so the flow
+  ends ``cancelled`` instead of reworking, and kill every process this flow run started;
+* 404 (deleted) → kill every process this flow run started, finish ``task.json`` as
+  ``cancelled`` (``finalStatus``: there is no flow-run state left to read) and exit.
+
+Transport errors are ignored (the host watchdog, :func:`~tianshu_mcp.core.procs.exit_when_host_dies`,
+covers a dead host).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+from ..core.files import atomic_write_json
+from ..core.procs import kill_descendants
+from ..core.taskstore import utc_now
+from ..tasks.common import CANCEL_FILE, record, store
+
+log = logging.getLogger("tianshu_mcp")
+
+DELETED_MESSAGE = "cancelled: its flow run was deleted in the Prefect UI; the agent was stopped"
+
+
+def _current_flow_run_id() -> str | None:
+    try:
+        from prefect.runtime import flow_run
+
+        return str(flow_run.id) if flow_run.id else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
+    """Start the watchdog for ``task_id``'s flow run; False when there is no API or run id."""
+    import base64
+
+    import httpx
+
+    api = os.environ.get("PREFECT_API_URL")
+    run_id = _current_flow_run_id()
+    if not api or not run_id:
+        return False
+    auth = os.environ.get("PREFECT_API_AUTH_STRING")
+    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
+    tdir = store().dir(task_id)
+
+    def on_cancel() -> None:
+        if not (tdir / CANCEL_FILE).exists():
+            atomic_write_json(tdir / CANCEL_FILE, {"source": "ui", "reason": "cancelled in the Prefect UI", "at": utc_now()})
+        kill_descendants()
+
+    def on_deleted() -> None:
+        kill_descendants()
+        try:
+            record(task_id, finalStatus="cancelled", lastMessage=DELETED_MESSAGE, errorType="cancelled",
+                   abortSource="ui", finishedAt=utc_now(), phase=None)
+            store().event(task_id, "cancelled", "cancelled", DELETED_MESSAGE)
+        finally:
+            os._exit(0)
+
+    def loop() -> None:
+        cancelled = False
+        with httpx.Client(timeout=5.0, headers=headers) as client:
+            while True:
+                time.sleep(interval_s)
+                try:
+                    resp = client.get(f"{api}/flow_runs/{run_id}")
+                except httpx.HTTPError:
+                    continue
+                if resp.status_code == 404:
+                    on_deleted()
+                    return
+                if resp.status_code != 200 or cancelled:
+                    continue
+                state: Any = (resp.json() or {}).get("state") or {}
+                if state.get("type") in ("CANCELLING", "CANCELLED"):
+                    cancelled = True
+                    on_cancel()
+
+    threading.Thread(target=loop, name="tianshu-flow-run-watch", daemon=True).start()
+    return True
+
+
+def guard_run(record_id: str, project_path: str) -> None:
+    """Everything a flow-run process does first: become the reaper of its orphans, die with its
+    host, watch its flow run (cancel/delete from the UI), and pass the project gate
+    (:func:`~tianshu_mcp.core.procs.claim_project`: no leftover process of the previous run on
+    this project is alive when this one starts work)."""
+    from ..core.paths import project_key
+    from ..core.procs import become_subreaper, claim_project, exit_when_host_dies
+    from ..core.settings import home_tag
+
+    become_subreaper()
+    # the host died (SIGKILL): stop the agent now rather than let it edit the project
+    # unsupervised; the next host's start-up sweep archives this run as interrupted
+    exit_when_host_dies()
+    watch_flow_run(record_id)
+    killed = claim_project(f"{home_tag()}/{project_key(project_path)}")
+    if killed:
+        store().event(record_id, "note", "running", f"project gate: {killed} leftover process(es) of the previous run killed")
