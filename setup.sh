@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Set up tianshu-mcp from a clone: system packages (git, chromium) when run as root with apt,
+# Set up tianshu-mcp from a clone: system packages (git; optional toolchains, chromium) when run as root with apt,
 # a virtualenv in .venv and the package with its test extras. Idempotent; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-need_apt=()
-command -v git >/dev/null 2>&1 || need_apt+=(git)
-# toolchains whose real output the acceptance tests parse (optional for running the server)
-command -v go >/dev/null 2>&1 || need_apt+=(golang)
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs npm)
-[ -x /usr/lib/chromium/chromium ] || need_apt+=(chromium)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
-if [ ${#need_apt[@]} -gt 0 ]; then
+# required: git and python3-venv; optional: the toolchains whose real output the acceptance tests
+# parse (their tests skip without them) and chromium. An optional package that cannot be installed
+# never fails the setup; a held apt/dpkg lock is waited for (bounded).
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+optional=()
+command -v go >/dev/null 2>&1 || optional+=(golang)
+command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
+[ -x /usr/lib/chromium/chromium ] || optional+=(chromium)
+APT_WAIT="-o DPkg::Lock::Timeout=300"
+apt_install() {  # apt_install PKG... ; returns apt's status
+  DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq "$@" >/dev/null
+}
+if [ $((${#need[@]} + ${#optional[@]})) -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${need_apt[*]} with apt-get" >&2
-    apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    echo "setup: installing ${need[*]} ${optional[*]} with apt-get" >&2
+    apt-get $APT_WAIT update -qq >/dev/null || echo "setup: apt-get update failed; trying the install anyway" >&2
+    if [ ${#need[@]} -gt 0 ]; then
+      apt_install "${need[@]}" || { echo "setup: could not install required ${need[*]}" >&2; exit 1; }
+    fi
+    for pkg in "${optional[@]}"; do
+      apt_install "$pkg" || echo "setup: optional $pkg not installed; its tests will be skipped" >&2
+    done
+  elif [ ${#need[@]} -gt 0 ]; then
+    echo "setup: please install: ${need[*]} (not root or no apt-get)" >&2
+    exit 1
   else
-    echo "setup: please install: ${need_apt[*]} (not root or no apt-get; continuing)" >&2
+    echo "setup: optional, not installed: ${optional[*]} (not root or no apt-get; their tests will be skipped)" >&2
   fi
 fi
 

@@ -1,6 +1,6 @@
 """Benchmark the main job's orchestration (run on demand; not part of the test suite).
 
-Prints, against a fresh data home served by ``tianshu-mcp server`` (embedded Prefect, SQLite):
+Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's service, SQLite):
 
 * run_task and query_task call latency over the MCP stdio client (median, p95, n ≥ 50) with
   200 finished tasks in history;
@@ -45,7 +45,8 @@ def env_for(home: Path) -> dict[str, str]:
 async def seed_history(home: Path, n: int, repo: Path) -> None:
     """Create ``n`` finished tasks (task dir + Completed flow run of deployment run-task)."""
     os.environ.update(env_for(home))
-    os.environ["PREFECT_API_URL"] = json.loads((home / "prefect" / "server.json").read_text())["apiUrl"]
+    os.environ["PREFECT_API_URL"] = json.loads((home / "prefect" / "service.json").read_text())["apiUrl"]
+    os.environ["PREFECT_API_AUTH_STRING"] = (home / "prefect" / "credentials").read_text().strip()
     from prefect.client.orchestration import get_client
     from prefect.states import Completed
 

@@ -50,7 +50,7 @@ async def _run(home: Path, repo: Path, rounds: int) -> int:
     env = dict(os.environ, TIANSHU_MCP_HOME=str(home))
     t0 = time.monotonic()
     async with Client(StdioServerParameters(command=command, args=[], env=env), mode="legacy") as client:
-        print(f"connected to tianshu-mcp over stdio in {time.monotonic() - t0:.1f} s (Prefect starts in the background)")
+        print(f"connected to tianshu-mcp over stdio in {time.monotonic() - t0:.1f} s (the home's Prefect service starts in the background)")
         sub = await client.call_tool("run_task", {
             "projectPath": str(repo), "agentId": "scripted-demo", "autoFixRounds": rounds,
             "task": "Fix the bug in add() in calc.py so that the tests in tests/test_calc.py pass.",
@@ -76,8 +76,9 @@ async def _run(home: Path, repo: Path, rounds: int) -> int:
     print(f"report json  : {files.get('json')}")
     print(f"task dir     : {home / 'tasks' / meta['taskId']}")
     print(f"Prefect UI   : {final.get('flowRunUrl')}")
-    print(f"               (the UI lives while a tianshu-mcp process hosts it; browse this history with\n"
-          f"                TIANSHU_MCP_HOME={home} tianshu-mcp server)")
+    print(f"               (log in with the whole line of {home / 'prefect' / 'credentials'}; the home's\n"
+          f"                service keeps running and exits by itself after 10 idle minutes, or:\n"
+          f"                TIANSHU_MCP_HOME={home} tianshu-mcp service stop)")
     print("\n--- last report (query_info type=report) ---")
     print(report.content[0].text)
     print("--- register tianshu-mcp in an MCP host (stdio) ---")

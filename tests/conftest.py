@@ -157,10 +157,25 @@ def text_of(result: Any) -> str:
     return result.content[0].text
 
 
+class Retry503(httpx.HTTPTransport):
+    """SQLite write stalls make the API answer 503 now and then (50-prefect-lab P6); Prefect's own
+    client retries those, and so does this test client."""
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(20):
+            response = super().handle_request(request)
+            if response.status_code != 503:
+                return response
+            response.close()
+            time.sleep(0.25)
+        return response
+
+
 @pytest.fixture
 def prefect_api(ts_daemon: dict[str, Any]) -> httpx.Client:
     """An HTTP client on the session daemon's Prefect API."""
-    with httpx.Client(base_url=ts_daemon["api"], timeout=10, headers=auth_headers(ts_daemon["home"])) as client:
+    with httpx.Client(base_url=ts_daemon["api"], timeout=10, headers=auth_headers(ts_daemon["home"]),
+                      transport=Retry503()) as client:
         yield client
 
 

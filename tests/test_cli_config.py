@@ -53,13 +53,14 @@ def test_argument_errors_and_unknown_scope(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     code, out = run(home, "acceptance", "--task")
-    assert code == 0 and out["ok"] is False and out["error"] == "--task needs a taskId argument"
+    # usage errors exit 2 (the hosting issue: errors exit non-zero), still with the JSON verdict
+    assert code == 2 and out["ok"] is False and out["error"] == "--task needs a taskId argument"
     code, out = run(home, "acceptance", "--bogus")
     assert out["error"] == "unknown option: --bogus"
     code, out = run(home, "acceptance", "/a", "/b")
     assert out["error"] == "extra argument: /b"
     code, out = run(home, "nope")
-    assert code == 0 and out["ok"] is False and "unknown config subcommand: nope" in out["error"]
+    assert code == 2 and out["ok"] is False and "unknown config subcommand: nope" in out["error"]
     code, out = run(home, "acceptance", str(tmp_path), "--task", "tsk_20260101000000_000000")
     assert out["ok"] is False and "task snapshot unreadable or missing" in out["error"]
 

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import CONSOLE, auth_headers, mcp_client, meta_of, server_env, text_of, wait_daemon, write_profiles
+from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, text_of, wait_daemon, write_profiles
 from fixture_project import make_calc_repo, scripted_profile
 from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
 
@@ -82,7 +82,7 @@ def new_home(tmp_path: Path, name: str, port: int, **prefect: Any) -> Path:
 def api_of(home: Path) -> httpx.Client:
     info = service_info(home)
     assert info is not None
-    return httpx.Client(base_url=info["apiUrl"], headers=auth_headers(home), timeout=10)
+    return httpx.Client(base_url=info["apiUrl"], headers=auth_headers(home), timeout=10, transport=Retry503())
 
 
 # --- 1. durable tasks ------------------------------------------------------------------------
@@ -229,12 +229,16 @@ async def test_api_needs_credentials_refuses_other_origins_and_job_overrides(ts_
     pool = prefect_api.get("/work_pools/tianshu").json()
     assert set(pool["base_job_template"]["job_configuration"]) == {"name", "labels", "stream_output"}
     # even a template that reached the worker with those values would not apply them
+    from prefect.client.orchestration import PrefectClient
     from prefect.workers.process import ProcessJobConfiguration
 
     from tianshu_mcp.deployments.setup import locked_job_template
 
-    cfg = await ProcessJobConfiguration.from_template_and_values(
-        locked_job_template(), {"command": f"touch {marker}", "env": {"EVIL": "1"}, "working_dir": str(tmp_path)})
+    auth = (home / "prefect" / "credentials").read_text().strip()
+    async with PrefectClient(api, auth_string=auth) as client:  # never an ephemeral API of its own
+        cfg = await ProcessJobConfiguration.from_template_and_values(
+            locked_job_template(), {"command": f"touch {marker}", "env": {"EVIL": "1"}, "working_dir": str(tmp_path)},
+            client=client)
     assert cfg.command is None and "EVIL" not in (cfg.env or {}) and cfg.working_dir is None
     assert not marker.exists()
     # agents never see the API address or its credentials

@@ -1,0 +1,183 @@
+"""Benchmark the per-home service (run on demand; not part of the test suite).
+
+Prints medians (and max) of:
+
+* ``run_task`` / ``verify_task`` answer time on a **cold** home (fresh data home, no service, the
+  first call ever), quiet and beside two CPU-bound busy processes; ``verify_task`` with
+  ``verifyToolWaitMs: 0`` (its answer is the acceptance, the verdict is polled);
+* the time from that cold ``run_task`` until its flow run exists (the service's first start,
+  migrations included);
+* service start time on a fresh database and warm (stop, start again);
+* attach time: a new stdio server's ``initialize`` + first ``query_task`` on a running service;
+* RSS of the service process tree idle and with 2 tasks running.
+
+run_task → agent start and the orchestration overhead per task are printed by
+``bench_run_task.py`` (warm service, 200 finished tasks in history).
+
+Usage: ``.venv/bin/python bench/bench_service.py [--cold 5] [--loaded 3] [--attach 10]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fixture_project import make_calc_repo, scripted_profile  # noqa: E402
+
+BIN = Path(sys.executable).parent
+CONSOLE = str(BIN / "tianshu-mcp")
+
+
+def env_for(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(TIANSHU_MCP_HOME=str(home), TIANSHU_MCP_NO_SKILL_INSTALL="1", PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}")
+    return env
+
+
+def new_home(base: Path, name: str, port: int) -> Path:
+    home = base / name
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": port}, "verifyToolWaitMs": 0}))
+    (home / "agent-profiles.json").write_text(json.dumps({"profiles": {
+        "scripted": scripted_profile(),
+        "sleepy": scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(home / "trace.txt"), "SCRIPTED_SLEEP": "20"})}}))
+    return home
+
+
+def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([CONSOLE, *args], env=env_for(home), capture_output=True, text=True, timeout=300)
+
+
+def service_pid(home: Path) -> int | None:
+    try:
+        return int(json.loads((home / "prefect" / "service.json").read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def wait_for(cond, timeout: float) -> float:  # noqa: ANN001
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.05)
+    raise TimeoutError
+
+
+async def cold_calls(home: Path, repo: Path) -> dict[str, float]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=CONSOLE, args=[], env=env_for(home))
+    out = {}
+    async with Client(params, mode="legacy") as client:
+        t0 = time.monotonic()
+        r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add (test_add_negative)", "agentId": "scripted"})
+        out["run_task"] = time.monotonic() - t0
+        task_id = r.structured_content["taskId"]
+        t0 = time.monotonic()
+        await client.call_tool("verify_task", {"projectPath": str(repo)})
+        out["verify_task"] = time.monotonic() - t0
+    t_sub = time.monotonic()
+    wait_for(lambda: json.loads((home / "tasks" / task_id / "task.json").read_text()).get("flowRunId"), 180)
+    out["flow_run_created_after_s"] = out["run_task"] + (time.monotonic() - t_sub)
+    return out
+
+
+async def attach_times(home: Path, n: int) -> list[float]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=CONSOLE, args=[], env=env_for(home))
+    times = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        async with Client(params, mode="legacy") as client:
+            await client.call_tool("query_info", {"type": "tasks", "limit": 1})
+            times.append(time.monotonic() - t0)
+    return times
+
+
+def rss_tree(pid: int) -> float:
+    proc = psutil.Process(pid)
+    return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
+
+
+def summary(name: str, values: list[float], unit: str = "s") -> None:
+    print(f"{name:<46} median {statistics.median(values):7.3f} {unit}  max {max(values):7.3f} {unit}  n={len(values)}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cold", type=int, default=5)
+    parser.add_argument("--loaded", type=int, default=3)
+    parser.add_argument("--attach", type=int, default=10)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="tsbench-"))
+    results: dict[str, list[float]] = {}
+    homes = []
+    try:
+        for label, n, busy in (("quiet", args.cold, 0), ("2 busy CPUs", args.loaded, 2)):
+            burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+            try:
+                for i in range(n):
+                    home = new_home(base, f"{label[:5]}-{i}", 4600 + len(homes) * 3)
+                    homes.append(home)
+                    repo = make_calc_repo(home / "calc")
+                    got = asyncio.run(cold_calls(home, repo))
+                    for key, value in got.items():
+                        results.setdefault(f"cold {key} ({label})", []).append(value)
+                    cli(home, "service", "stop")
+            finally:
+                for b in burners:
+                    b.kill()
+        home = homes[0]
+        starts = []
+        for _ in range(3):
+            t0 = time.monotonic()
+            assert cli(home, "service", "start").returncode == 0
+            starts.append(time.monotonic() - t0)
+            if len(starts) < 3:
+                cli(home, "service", "stop")
+        results["service start, warm database"] = starts
+        results["service start, fresh database (first cold call)"] = results["cold flow_run_created_after_s (quiet)"]
+        results["attach: new stdio server + first query_info"] = asyncio.run(attach_times(home, args.attach))
+        pid = service_pid(home)
+        time.sleep(3)
+        idle = rss_tree(pid)
+        repo_a, repo_b = make_calc_repo(home / "a"), make_calc_repo(home / "b")
+
+        async def two() -> None:
+            from mcp import Client, StdioServerParameters
+
+            async with Client(StdioServerParameters(command=CONSOLE, args=[], env=env_for(home)), mode="legacy") as c:
+                for repo in (repo_a, repo_b):
+                    await c.call_tool("run_task", {"projectPath": str(repo), "task": "x", "agentId": "sleepy"})
+
+        asyncio.run(two())
+        wait_for(lambda: (home / "trace.txt").exists() and (home / "trace.txt").read_text().count("start") >= 2, 120)
+        busy_rss = rss_tree(pid)
+        for key, values in results.items():
+            summary(key, values)
+        print(f"{'service RSS (process tree) idle':<46} {idle:7.0f} MiB")
+        print(f"{'service RSS (process tree), 2 tasks running':<46} {busy_rss:7.0f} MiB (agents included)")
+        print(f"{'service RSS (service process alone), 2 running':<46} {psutil.Process(pid).memory_info().rss / 2**20:7.0f} MiB")
+    finally:
+        for home in homes:
+            cli(home, "service", "stop")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
