@@ -21,6 +21,7 @@ reconnects — which starts a new service.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -32,7 +33,7 @@ import httpx
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import ServerConfig, home_tag
-from ..deployments.identity import auth_string, register_client
+from ..deployments.identity import auth_string, clients_dir, register_client
 from ..deployments.topology import export_env, remote_api_url
 
 log = logging.getLogger("tianshu_mcp")
@@ -253,7 +254,4 @@ class Runtime:
         if self._host is not None:
             self._host.stop(include_queued=True)
             self._host = None
-        from ..deployments.identity import clients_dir
-        import os
-
         (clients_dir(self.home) / f"{os.getpid()}.json").unlink(missing_ok=True)

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, text_of, wait_daemon, write_profiles
+from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, wait_daemon, write_profiles
 from fixture_project import make_calc_repo, scripted_profile
 from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
 
@@ -85,17 +85,23 @@ def api_of(home: Path) -> httpx.Client:
     return httpx.Client(base_url=info["apiUrl"], headers=auth_headers(home), timeout=10, transport=Retry503())
 
 
+async def start_hanging_task(client: Any, home: Path, repo: Path) -> tuple[dict[str, Any], list[int]]:
+    """run_task with the session's TERM-ignoring agent; wait for its two pids."""
+    pidfile = home / "hang-pids.txt"
+    pidfile.unlink(missing_ok=True)
+    sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}))
+    pids = _wait_pids(pidfile, 2)
+    assert len(pids) == 2
+    return sub, pids
+
+
 # --- 1. durable tasks ------------------------------------------------------------------------
 async def test_one_shot_clients_and_killed_stdio_servers_never_touch_a_task(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
     home = ts_daemon["home"]
     repo = make_calc_repo(tmp_path / "calc")
-    pidfile = home / "hang-pids.txt"
-    pidfile.unlink(missing_ok=True)
     # a new stdio server for every call, as MCP Inspector's CLI does
     async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}))
-    pids = _wait_pids(pidfile, 2)
-    assert len(pids) == 2
+        sub, pids = await start_hanging_task(client, home, repo)
     for how in ("eof", "sigterm", "kill"):  # every way a host drops its stdio server
         raw = RawClient(home)
         _init(raw)
@@ -394,12 +400,8 @@ async def test_ui_cancel_or_delete_kills_the_agent_and_ends_the_task(ts_daemon: 
                                                                      prefect_api: httpx.Client, how: str) -> None:
     home = ts_daemon["home"]
     repo = make_calc_repo(tmp_path / "calc")
-    pidfile = home / "hang-pids.txt"
-    pidfile.unlink(missing_ok=True)
     async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}))
-        pids = _wait_pids(pidfile, 2)
-        assert len(pids) == 2
+        sub, pids = await start_hanging_task(client, home, repo)
         run_id = json.loads((home / "tasks" / sub["taskId"] / "task.json").read_text())["flowRunId"]
         t0 = time.monotonic()
         if how == "cancel":  # what the UI's Cancel button sends
