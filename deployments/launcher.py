@@ -167,6 +167,9 @@ def stop(home: Path, timeout_s: float = 60.0) -> dict[str, object]:
     verdict, why = probe(info, home)
     if verdict == "mismatch":
         raise _mismatch(why, home)
+    if verdict != "ok" and not _is_our_service(info.pid):
+        raise _mismatch(f"process {info.pid} named by service.json answers no identity and is not a "
+                        "tianshu-mcp service", home)
     os.kill(info.pid, signal.SIGTERM)
     until = time.monotonic() + timeout_s
     while time.monotonic() < until and info.process_alive():
@@ -174,6 +177,18 @@ def stop(home: Path, timeout_s: float = 60.0) -> dict[str, object]:
     if info.process_alive():
         return {"stopped": False, "pid": info.pid, "message": f"service {info.pid} did not stop within {timeout_s:.0f} s"}
     return {"stopped": True, "pid": info.pid, "message": f"stopped the tianshu-mcp service {info.pid}"}
+
+
+def _is_our_service(pid: int) -> bool:
+    """True when ``pid`` runs our service module or ``tianshu-mcp server`` (a service still starting
+    answers no identity yet)."""
+    import psutil
+
+    try:
+        cmd = " ".join(psutil.Process(pid).cmdline())
+    except psutil.Error:
+        return False
+    return "tianshu_mcp.deployments.service" in cmd or "tianshu-mcp" in cmd
 
 
 def status(home: Path) -> dict[str, object]:

@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     flags = {"--no-skill-install", "--approve-skill-update"}
     unknown = [a for a in args if a not in flags]
     if unknown:
-        return _fail(f"unknown arguments: {' '.join(unknown)} (see tianshu-mcp --help)")
+        print(f"tianshu-mcp: unknown arguments: {' '.join(unknown)} (see tianshu-mcp --help)", file=sys.stderr)
+        return 2
     if "--no-skill-install" in args:
         os.environ["TIANSHU_MCP_NO_SKILL_INSTALL"] = "1"
     return run_stdio(args)

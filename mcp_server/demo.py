@@ -78,7 +78,7 @@ async def _run(home: Path, repo: Path, rounds: int) -> int:
     print(f"Prefect UI   : {final.get('flowRunUrl')}")
     print(f"               (log in with the whole line of {home / 'prefect' / 'credentials'}; the home's\n"
           f"                service keeps running and exits by itself after 10 idle minutes, or:\n"
-          f"                TIANSHU_MCP_HOME={home} tianshu-mcp service stop)")
+          f"                TIANSHU_MCP_HOME={home} {Path(sys.executable).parent / 'tianshu-mcp'} service stop)")
     print("\n--- last report (query_info type=report) ---")
     print(report.content[0].text)
     print("--- register tianshu-mcp in an MCP host (stdio) ---")
