@@ -75,10 +75,14 @@ def remove(home: Path, record_id: str) -> None:
     """Drop the entry (its flow run exists, or it was refused for good) and its lock file (a
     submitter that opens a new one finds no entry and does nothing)."""
     entry_path(home, record_id).unlink(missing_ok=True)
-    (submissions_dir(home) / f".{record_id}.lock").unlink(missing_ok=True)
+    _lock_path(home, record_id).unlink(missing_ok=True)
 
 
 def entry_lock(home: Path, record_id: str, timeout_s: float = 0) -> FileLock:
     """The lock that one submitter (or a cancel) holds while it handles ``record_id``'s entry."""
     submissions_dir(home).mkdir(parents=True, exist_ok=True)
-    return FileLock(str(submissions_dir(home) / f".{record_id}.lock"), timeout=timeout_s)
+    return FileLock(str(_lock_path(home, record_id)), timeout=timeout_s)
+
+
+def _lock_path(home: Path, record_id: str) -> Path:
+    return submissions_dir(home) / f".{record_id}.lock"

@@ -16,16 +16,14 @@ import logging
 import sys
 import threading
 import time
-from typing import Any
-
-import base64
 import hmac
 import json
 import socket
+from typing import Any
 
 import httpx
 
-from .identity import IDENTITY_PATH
+from .identity import IDENTITY_PATH, auth_header
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -57,7 +55,7 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str) -> Any:
     """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
     as JSON, 401 without it; every other request goes to ``app``."""
     body = json.dumps(identity).encode()
-    expected = "Basic " + base64.b64encode(auth.encode()).decode()
+    expected = auth_header(auth)["Authorization"]
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http" and scope.get("path") == IDENTITY_PATH:

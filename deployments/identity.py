@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -69,10 +70,7 @@ def _secret_file(path: Path, make: Any) -> str:
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
-            # being written by another process right now: read again
-            import time
-
-            time.sleep(0.02)
+            time.sleep(0.02)  # being written by another process right now: read again
             continue
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(make() + "\n")

@@ -43,7 +43,7 @@ def find(home: Path) -> ServiceInfo | None:
     info = ServiceInfo.read(home)
     if info is None:
         return None
-    verdict, why = probe(info, home)
+    verdict, why = _checked(info, home)
     if verdict == "mismatch":
         raise _mismatch(why, home)
     if verdict == "ok" and info.state == "ready":
@@ -83,14 +83,11 @@ def connect(home: Path, timeout_s: float, start: bool = True) -> ServiceInfo:
             ``PREFECT_UNAVAILABLE`` (none runs and ``start`` is False, or not ready in time).
     """
     deadline = time.monotonic() + timeout_s
-    found = find(home)
-    if found is not None:
-        return found
     proc: subprocess.Popen[bytes] | None = None
     while time.monotonic() < deadline:
         info = ServiceInfo.read(home)
         if info is not None:
-            verdict, why = probe(info, home)
+            verdict, why = _checked(info, home)
             if verdict == "mismatch":
                 raise _mismatch(why, home)
             if verdict == "ok" and info.state == "ready":
@@ -164,12 +161,9 @@ def stop(home: Path, timeout_s: float = 60.0) -> dict[str, object]:
     info = ServiceInfo.read(home)
     if info is None or not info.process_alive():
         return {"stopped": False, "pid": None, "message": f"no tianshu-mcp service runs for {home}"}
-    verdict, why = probe(info, home)
+    verdict, why = _checked(info, home)
     if verdict == "mismatch":
         raise _mismatch(why, home)
-    if verdict != "ok" and not _is_our_service(info.pid):
-        raise _mismatch(f"process {info.pid} named by service.json answers no identity and is not a "
-                        "tianshu-mcp service", home)
     os.kill(info.pid, signal.SIGTERM)
     until = time.monotonic() + timeout_s
     while time.monotonic() < until and info.process_alive():
@@ -179,16 +173,22 @@ def stop(home: Path, timeout_s: float = 60.0) -> dict[str, object]:
     return {"stopped": True, "pid": info.pid, "message": f"stopped the tianshu-mcp service {info.pid}"}
 
 
-def _is_our_service(pid: int) -> bool:
-    """True when ``pid`` runs our service module or ``tianshu-mcp server`` (a service still starting
-    answers no identity yet)."""
+def _checked(info: ServiceInfo, home: Path) -> tuple[str, str]:
+    """:func:`.identity.probe`, where a live process that answers no identity counts as this
+    home's (still starting) service only if it runs tianshu-mcp: a hand-made or copied
+    ``service.json`` never makes us signal a foreign process."""
     import psutil
 
+    verdict, why = probe(info, home)
+    if verdict != "unreachable":
+        return verdict, why
     try:
-        cmd = " ".join(psutil.Process(pid).cmdline())
+        cmd = " ".join(psutil.Process(info.pid).cmdline())
     except psutil.Error:
-        return False
-    return "tianshu_mcp.deployments.service" in cmd or "tianshu-mcp" in cmd
+        cmd = ""
+    if "tianshu_mcp.deployments.service" in cmd or "tianshu-mcp" in cmd:
+        return verdict, why
+    return "mismatch", f"process {info.pid} named by service.json answers no identity and is not a tianshu-mcp service"
 
 
 def status(home: Path) -> dict[str, object]:
@@ -202,7 +202,7 @@ def status(home: Path) -> dict[str, object]:
         if isinstance(err, dict):
             out["lastError"] = err
         return out
-    verdict, why = probe(info, home)
+    verdict, why = _checked(info, home)
     out.update(running=verdict in ("ok", "unreachable"), state=info.state if verdict == "ok" else verdict,
                pid=info.pid, mode=info.mode, apiUrl=info.api_url, uiUrl=info.ui_url,
                uiLogin=f"the UI asks for a password: the whole line of {home / 'prefect' / 'credentials'}")

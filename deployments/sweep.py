@@ -24,11 +24,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..core.files import atomic_write_json
 from ..core.procs import kill_recorded
 from ..core.settings import task_dir
 from ..core.taskstore import TaskStore, utc_now
 from ..flows.states import INTERRUPTED
+from ..tasks.common import request_cancel
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -158,7 +158,7 @@ async def shutdown_interrupt(client: Any, home: Path, include_queued: bool = Fal
         if record_id:
             tdir = task_dir(record_id, home)
             if tdir.is_dir():
-                atomic_write_json(tdir / "cancel.json", {"source": "shutdown", "reason": None, "at": utc_now()})
+                request_cancel(tdir, "shutdown", None)
             kill_recorded(tdir / "agent-proc.json")
         try:
             await client.set_flow_run_state(run.id, Cancelled(name=INTERRUPTED, message="server exited"), force=True)

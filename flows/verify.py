@@ -112,7 +112,7 @@ def verify_flow(
 
 
 @flow(name="reverify", description="Scheduled re-verification of a project against HEAD.", log_prints=False)
-async def reverify_flow(project_path: str) -> State:
+def reverify_flow(project_path: str) -> State:
     """Queue a ``verify`` flow run for ``project_path`` on its work queue and return.
 
     The new ``vfy_`` record (``kind: reverify``) appears in query_info(type=tasks); it is handed

@@ -9,7 +9,8 @@ starts a daemon thread that reads the flow run every ``interval_s`` seconds:
 * 404 (deleted) → kill every process this flow run started, finish ``task.json`` as
   ``cancelled`` (``finalStatus``: there is no flow-run state left to read) and exit.
 
-Transport errors are ignored (the host watchdog, :func:`~tianshu_mcp.core.procs.exit_when_host_dies`,
+It reads through Prefect's own client (the flow-run process has the API address and credentials
+from its worker). Transport errors are ignored (the host watchdog, :func:`~tianshu_mcp.core.procs.exit_when_host_dies`,
 covers a dead host).
 """
 
@@ -19,12 +20,10 @@ import logging
 import os
 import threading
 import time
-from typing import Any
 
-from ..core.files import atomic_write_json
 from ..core.procs import kill_descendants
 from ..core.taskstore import utc_now
-from ..tasks.common import CANCEL_FILE, record, store
+from ..tasks.common import record, request_cancel, store
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -41,23 +40,12 @@ def _current_flow_run_id() -> str | None:
 
 
 def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
-    """Start the watchdog for ``task_id``'s flow run; False when there is no API or run id."""
-    import base64
-
-    import httpx
-
-    api = os.environ.get("PREFECT_API_URL")
+    """Start the watchdog for ``task_id``'s flow run; False when there is no run id (a direct
+    call of the flow, outside a deployment)."""
     run_id = _current_flow_run_id()
-    if not api or not run_id:
+    if not run_id:
         return False
-    auth = os.environ.get("PREFECT_API_AUTH_STRING")
-    headers = {"Authorization": "Basic " + base64.b64encode(auth.encode()).decode()} if auth else {}
     tdir = store().dir(task_id)
-
-    def on_cancel() -> None:
-        if not (tdir / CANCEL_FILE).exists():
-            atomic_write_json(tdir / CANCEL_FILE, {"source": "ui", "reason": "cancelled in the Prefect UI", "at": utc_now()})
-        kill_descendants()
 
     def on_deleted() -> None:
         kill_descendants()
@@ -69,23 +57,23 @@ def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
             os._exit(0)
 
     def loop() -> None:
-        cancelled = False
-        with httpx.Client(timeout=5.0, headers=headers) as client:
+        from prefect.client.orchestration import get_client
+        from prefect.exceptions import ObjectNotFound
+
+        with get_client(sync_client=True) as client:
             while True:
                 time.sleep(interval_s)
                 try:
-                    resp = client.get(f"{api}/flow_runs/{run_id}")
-                except httpx.HTTPError:
-                    continue
-                if resp.status_code == 404:
+                    run = client.read_flow_run(run_id)
+                except ObjectNotFound:
                     on_deleted()
                     return
-                if resp.status_code != 200 or cancelled:
+                except Exception:  # noqa: BLE001 - the API is briefly unreachable: look again
                     continue
-                state: Any = (resp.json() or {}).get("state") or {}
-                if state.get("type") in ("CANCELLING", "CANCELLED"):
-                    cancelled = True
-                    on_cancel()
+                if run.state is not None and run.state.type.value in ("CANCELLING", "CANCELLED"):
+                    request_cancel(tdir, "ui", "cancelled in the Prefect UI")
+                    kill_descendants()
+                    return
 
     threading.Thread(target=loop, name="tianshu-flow-run-watch", daemon=True).start()
     return True

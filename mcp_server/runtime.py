@@ -66,6 +66,7 @@ class Runtime:
         self._closing = False
         self._failed_at = 0.0
         self._probed = threading.Event()
+        self._reconnecting = threading.Lock()
         export_env(home, remote, None)
 
     @property
@@ -185,8 +186,7 @@ class Runtime:
                 except Exception as exc:  # noqa: BLE001 - the service retries too
                     log.warning("submitting pending tasks failed: %s", exc)
             elif self._error is not None and submissions.pending(self.home) and self._retry_due():
-                self._ready.clear()
-                self._connect()
+                self._reconnect()
 
     async def _submit_pending(self) -> None:
         from prefect.client.orchestration import PrefectClient
@@ -203,9 +203,16 @@ class Runtime:
     def invalidate(self) -> None:
         """The API stopped answering: the next :meth:`wait_ready` reconnects (and may start a new
         service)."""
-        if self._ready.is_set() and self._error is None and self.mode != "remote":
+        if self._error is None:
+            self._reconnect()
+
+    def _reconnect(self) -> None:
+        """Connect again in a background thread, unless an attempt is already under way."""
+        with self._reconnecting:
+            if not self._ready.is_set():
+                return
             self._ready.clear()
-            threading.Thread(target=self._connect, name="tianshu-reconnect", daemon=True).start()
+        threading.Thread(target=self._connect, name="tianshu-reconnect", daemon=True).start()
 
     def _wait_remote(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -235,10 +242,10 @@ class Runtime:
                                    f"the tianshu-mcp service for {self.home} is still starting; try again shortly")
             await anyio.sleep(0.05)
         if self._error:
-            if self._retry_due() and self.mode != "remote":
-                self._ready.clear()
-                threading.Thread(target=self._connect, name="tianshu-reconnect", daemon=True).start()
-            raise self._error
+            error = self._error
+            if self._retry_due():
+                self._reconnect()
+            raise error
         return self._generation
 
     @property

@@ -22,7 +22,6 @@ from typing import Any
 
 from ..adapters.profiles import ResolvedAgent
 from ..core.errors import ErrorCode, TianshuError
-from ..core.files import atomic_write_json
 from ..core.ids import new_task_id
 from ..core.model import TERMINAL, meta_from_task
 from ..core.paths import SafeProject
@@ -32,12 +31,11 @@ from ..core.settings import load_config
 from ..core.taskstore import TaskStore, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import INTERRUPTED, status_from_state
+from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, request_cancel
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
 
-AGENT_PROC_FILE = "agent-proc.json"
-CANCEL_FILE = "cancel.json"
 
 
 @dataclass
@@ -313,7 +311,8 @@ class TaskService:
         tdir = self.store.dir(task_id)
         now = utc_now()
         interrupted = source == "shutdown"
-        atomic_write_json(tdir / CANCEL_FILE, {"source": source, "reason": reason, "at": now})
+        (tdir / CANCEL_FILE).unlink(missing_ok=True)  # this request's source and reason win
+        request_cancel(tdir, source, reason)
         fields: dict[str, Any] = {"cancelRequestedAt": now, "abortSource": source}
         if reason:
             fields["cancelReason"] = reason

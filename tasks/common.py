@@ -23,6 +23,16 @@ def record(task_id: str, **fields: Any) -> dict[str, Any]:
     return store().update(task_id, **fields)
 
 
+def request_cancel(task_dir: Path, source: str, reason: str | None) -> None:
+    """Write the cancel marker ``cancel.json`` ``{source, reason, at}`` (``source``: ``user``,
+    ``ui``, ``shutdown``) that the flow checks between steps; an existing marker is kept."""
+    from ..core.files import atomic_write_json
+    from ..core.taskstore import utc_now
+
+    if not (task_dir / CANCEL_FILE).exists():
+        atomic_write_json(task_dir / CANCEL_FILE, {"source": source, "reason": reason, "at": utc_now()})
+
+
 def cancel_requested(task_dir: Path) -> bool:
     """True once manage_task(cancel) has written ``cancel.json`` into the task dir."""
     return (task_dir / CANCEL_FILE).exists()

@@ -12,7 +12,8 @@ Called as ``scripted_agent.py <prompt>`` with the project as its working directo
 ``normal`` (default), ``hang`` (start a grandchild that ignores SIGTERM, then sleep: for cancel
 and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change nothing),
 ``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin), ``sleep`` (append start
-and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between, then fix),
+and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between — after, with
+``$SCRIPTED_RENDEZVOUS=N``, waiting until N starts are in the trace — then fix),
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
 ``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix).
 It always prints to stdout and stderr, like real agents do.
@@ -67,6 +68,13 @@ def main() -> int:
         trace = os.environ["SCRIPTED_TRACE"]
         with open(trace, "a") as fh:
             fh.write(f"start {os.getcwd()} {time.time()}\n")
+        meet = int(os.environ.get("SCRIPTED_RENDEZVOUS", "0"))
+        deadline = time.time() + 120
+        while meet and time.time() < deadline:  # wait until that many agents have started
+            with open(trace) as fh:
+                if fh.read().count("start ") >= meet:
+                    break
+            time.sleep(0.05)
         time.sleep(float(os.environ.get("SCRIPTED_SLEEP", "3")))
         with open(trace, "a") as fh:
             fh.write(f"end {os.getcwd()} {time.time()}\n")

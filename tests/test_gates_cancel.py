@@ -3,6 +3,7 @@ cancellation (00-design §4–§5; walking-skeleton issue §6 and §10)."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import mcp_client, meta_of, text_of
-from fixture_project import make_calc_repo
+from fixture_project import make_calc_repo, scripted_profile
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
 
@@ -80,12 +81,19 @@ async def test_one_project_runs_serially_and_the_second_waits_queued(ts_home: Pa
 
 
 async def test_projects_run_side_by_side_never_above_max_running(ts_home: Path, tmp_path: Path) -> None:
+    # each agent waits until two agents have started: two projects must run side by side (or the
+    # first two never finish), whatever the machine's load; the third must wait for a free slot
+    trace = tmp_path / "trace.txt"
+    profiles = json.loads((ts_home / "agent-profiles.json").read_text())
+    profiles["profiles"]["scripted-meet"] = scripted_profile(
+        mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "1", "SCRIPTED_RENDEZVOUS": "2"})
+    (ts_home / "agent-profiles.json").write_text(json.dumps(profiles))
     repos = [make_calc_repo(tmp_path / f"p{i}") for i in range(3)]
     async with mcp_client(ts_home) as client:
-        ids = [(await submit(client, repo, "scripted-sleep"))["taskId"] for repo in repos]
+        ids = [(await submit(client, repo, "scripted-meet"))["taskId"] for repo in repos]
         done = await wait_all(client, ids)
     assert all(d["status"] == "succeeded" for d in done)
-    spans = intervals(ts_home / "sleep-trace.txt", repos)
+    spans = intervals(trace, repos)
     assert len(spans) == 3
     assert max_overlap(spans) == 2  # side by side, and capped by concurrency.maxRunning = 2
 

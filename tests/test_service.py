@@ -287,6 +287,19 @@ def test_every_subcommand_has_help_errors_exit_nonzero_and_bad_addresses(tmp_pat
     (home / "prefect" / "service.json").write_text(json.dumps(stale))
     assert json.loads(cli(home, "service", "status").stdout)["running"] is False
 
+    # an address file naming a live process that is no service (and answers nothing): never signalled
+    sleeper = subprocess.Popen(["sleep", "120"])
+    try:
+        (home / "prefect" / "service.json").write_text(json.dumps(
+            {**stale, "pid": sleeper.pid, "createTime": psutil.Process(sleeper.pid).create_time()}))
+        assert json.loads(cli(home, "service", "status").stdout)["running"] is False
+        done = cli(home, "service", "stop", timeout=60)
+        assert done.returncode == 1 and "[SERVICE_IDENTITY_MISMATCH]" in done.stderr, done.stderr
+        assert sleeper.poll() is None
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
     # an address file pointing at a live foreign process and port: refused, coded, nothing sent
     foreign = subprocess.Popen([sys.executable, "-m", "http.server", "--bind", "127.0.0.1", "0"], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
@@ -425,10 +438,20 @@ async def _wait(home: Path, task_id: str) -> Any:
 
 
 # --- 7 + 8. the gate outlives the agent; the kill matrix ---------------------------------------
-def test_project_gate_waits_for_a_killed_runs_agent(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+@pytest.mark.parametrize("leftover", ["agent", "check"])
+def test_project_gate_waits_for_a_killed_runs_processes(ts_daemon: dict[str, Any], tmp_path: Path, leftover: str) -> None:
+    """kill -9 of a flow-run process while its agent (or a check: no record of it exists outside
+    that process) runs in its own session: the project's next task starts work only once they
+    are dead."""
     home = ts_daemon["home"]
-    repo = make_calc_repo(tmp_path / "calc")
-    pidfile, probe = tmp_path / "pids.txt", tmp_path / "probe.txt"
+    pidfile, probe, flag = tmp_path / "pids.txt", tmp_path / "probe.txt", tmp_path / "hang-now"
+    flag.touch()
+    hang_check = ("import os, signal, sys, time\nif os.path.exists(sys.argv[1]):\n"
+                  "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                  "    open(sys.argv[2], 'a').write(f'{os.getpid()}\\n')\n    time.sleep(600)\n")
+    checks = [{"name": "pytest", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]},
+              {"name": "slow", "cmd": [sys.executable, "-c", hang_check, str(flag), str(pidfile)]}]
+    repo = make_calc_repo(tmp_path / "calc", checks=checks if leftover == "check" else None)
     profiles = json.loads((home / "agent-profiles.json").read_text())
     profiles["profiles"]["gate-hang"] = scripted_profile(mode="hang", extra_env={"SCRIPTED_PIDFILE": str(pidfile)})
     profiles["profiles"]["gate-probe"] = scripted_profile(mode="probe", extra_env={"SCRIPTED_WATCH": str(pidfile),
@@ -437,17 +460,22 @@ def test_project_gate_waits_for_a_killed_runs_agent(ts_daemon: dict[str, Any], t
     raw = RawClient(home)
     try:
         _init(raw)
-        first = meta(raw.call("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "gate-hang"}, timeout=30))
-        pids = _wait_pids(pidfile, 2)
+        agent = "gate-hang" if leftover == "agent" else "scripted"
+        first = meta(raw.call("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": agent}, timeout=30))
+        pids = _wait_pids(pidfile, 2 if leftover == "agent" else 1, timeout=120)
         second = meta(raw.call("run_task", {"projectPath": str(repo), "task": "Fix add (test_add_negative)",
                                             "agentId": "gate-probe"}, timeout=30))
         flow_proc = json.loads((home / "tasks" / first["taskId"] / "flow-proc.json").read_text())
-        os.kill(flow_proc["pid"], signal.SIGKILL)  # the flow-run process dies; its agent (own session) does not
+        os.kill(flow_proc["pid"], signal.SIGKILL)  # the flow-run process dies; its children (own sessions) do not
+        flag.unlink()  # the second task's checks finish at once
         done = meta(raw.call("wait_task", {"taskId": second["taskId"], "timeoutMs": 180000}, timeout=200))
         assert done["status"] == "succeeded"
         line = probe.read_text().splitlines()[0]
-        assert "alive=[]" in line and str(pids[0]) in line, line  # the second agent never overlapped the first
+        assert "alive=[]" in line and str(pids[0]) in line, line  # the second agent never overlapped them
         assert not _alive(pids)
+        if leftover == "check":  # nothing but the gate knows a check's processes
+            events = (home / "tasks" / second["taskId"] / "task.jsonl").read_text()
+            assert "project gate:" in events and "leftover process(es) of the previous run killed" in events
         status = meta(raw.call("query_task", {"taskId": first["taskId"]}, timeout=30))["status"]
         assert status == "interrupted"
     finally:
