@@ -237,7 +237,7 @@ def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0,
     try:
         members = _members(record)
         known_pids = {p.pid for p in members}
-        members += [p for p in extra if p.pid not in known_pids and _alive(p)]
+        members += [p for p in extra if p.pid not in known_pids and is_alive(p)]
         if not members:
             return True
         for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -247,25 +247,25 @@ def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0,
                 except psutil.Error:
                     pass
             wait_until = time.monotonic() + (grace_s if sig == signal.SIGTERM else max(0.1, deadline - time.monotonic()))
-            while time.monotonic() < wait_until and any(_alive(p) for p in members):
+            while time.monotonic() < wait_until and any(is_alive(p) for p in members):
                 _reap(members)
                 time.sleep(0.05)
             # keep what we already found (a setsid'd grandchild is no longer reachable once its
             # parent died) and add descendants forked meanwhile; is_running() checks create time
-            known = {p.pid: p for p in members if _alive(p)}
+            known = {p.pid: p for p in members if is_alive(p)}
             for p in _members(record):
-                if _alive(p):
+                if is_alive(p):
                     known.setdefault(p.pid, p)
             members = list(known.values())
             if not members:
                 return True
-        return not any(_alive(p) for p in members)
+        return not any(is_alive(p) for p in members)
     except Exception as exc:  # noqa: BLE001 - a kill must never raise
         log.warning("kill_tree(%s) failed: %s", record.pid, exc)
         return False
 
 
-def _alive(proc: psutil.Process) -> bool:
+def is_alive(proc: psutil.Process) -> bool:
     """True for a running process; a zombie (dead, not yet reaped) counts as dead."""
     try:
         return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
@@ -284,9 +284,19 @@ def _reap(procs_: list[psutil.Process]) -> None:
             pass
 
 
+def pid_alive(pid: int, create_time: float) -> bool:
+    """True when ``pid`` runs, is no zombie and was created at ``create_time`` (epoch s, ±50 ms):
+    a reused pid is not the process we recorded."""
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def tree_alive(record: ProcRecord) -> bool:
     """True when any process of the record's tree (root, descendants, group) is still alive."""
-    return any(_alive(p) for p in _members(record))
+    return any(is_alive(p) for p in _members(record))
 
 
 def run_process(
@@ -462,64 +472,11 @@ def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
     except (KeyError, ValueError):
         return False
 
-    def alive() -> bool:
-        try:
-            proc = psutil.Process(pid)
-            return abs(proc.create_time() - ctime) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
     def loop() -> None:
-        while alive():
+        while pid_alive(pid, ctime):
             time.sleep(interval_s)
         on_gone()
 
     threading.Thread(target=loop, name="tianshu-host-watchdog", daemon=True).start()
     return True
 
-
-PROJECT_TAG_ENV = "TIANSHU_MCP_PROJECT_TAG"
-
-
-def project_processes(tag: str) -> list[psutil.Process]:
-    """Live processes (not this one) whose initial environment carries ``TIANSHU_MCP_PROJECT_TAG=tag``."""
-    me = os.getpid()
-    found = []
-    for proc in psutil.process_iter():
-        if proc.pid == me:
-            continue
-        try:
-            if proc.environ().get(PROJECT_TAG_ENV) == tag and _alive(proc):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
-
-
-def claim_project(tag: str, timeout_s: float = 30.0) -> int:
-    """The project gate that outlives an agent (hosting issue §7).
-
-    Every process a flow run starts for a project inherits ``TIANSHU_MCP_PROJECT_TAG=<tag>``
-    (set here in this process's environment). Before a flow run starts work on the project, every
-    process still carrying the tag — an agent or a check left by a previous run whose flow-run
-    process was killed, or whose host died — is killed, and this returns only once none is alive
-    (or ``timeout_s`` passed). The work queue's limit of 1 decides which run is next; this makes
-    sure that run never works beside the leftovers of the last one.
-
-    Returns:
-        How many leftover processes were killed.
-    """
-    leftovers = project_processes(tag)
-    if leftovers:
-        log.warning("project gate: %d process(es) of a previous run still alive; killing them", len(leftovers))
-        for proc in leftovers:
-            try:
-                record = ProcRecord(proc.pid, proc.pid, proc.create_time())
-            except psutil.Error:
-                continue
-            kill_tree(record, extra=[proc])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and project_processes(tag):
-            time.sleep(0.05)
-    os.environ[PROJECT_TAG_ENV] = tag
-    return len(leftovers)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import psutil
 
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.procs import pid_alive
 
 IDENTITY_PATH = "/tianshu/identity"
 AUTH_USER = "tianshu"
@@ -131,11 +132,7 @@ class ServiceInfo:
 
     def process_alive(self) -> bool:
         """True when the recorded pid runs and has the recorded create time (not a reused pid)."""
-        try:
-            proc = psutil.Process(self.pid)
-            return abs(proc.create_time() - self.create_time) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
+        return pid_alive(self.pid, self.create_time)
 
 
 Verdict = Literal["ok", "dead", "mismatch", "unreachable"]
@@ -196,11 +193,10 @@ def live_clients(home: Path) -> int:
     for path in files:
         data = read_json_safe(path)
         try:
-            proc = psutil.Process(int(data["pid"]))  # type: ignore[index]
-            if abs(proc.create_time() - float(data["createTime"])) < 0.05 and proc.status() != psutil.STATUS_ZOMBIE:  # type: ignore[index]
+            if pid_alive(int(data["pid"]), float(data["createTime"])):  # type: ignore[index]
                 alive += 1
                 continue
-        except (psutil.Error, KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):
             pass
         path.unlink(missing_ok=True)
     return alive

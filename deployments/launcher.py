@@ -23,8 +23,8 @@ from filelock import FileLock, Timeout
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_json_safe, tail_lines
 from .identity import ServiceInfo, prefect_dir, probe, service_error_file, service_log
+from .service import EXIT_ALREADY_HOSTED
 
-EXIT_ALREADY_HOSTED = 3
 
 
 def _mismatch(why: str, home: Path) -> TianshuError:

@@ -215,7 +215,7 @@ class HomeService:
             self._lock.release()
 
     # --- while running -----------------------------------------------------------------------
-    async def maintain(self, idle_exit_ms: int = 0, on_tick: Callable[[], None] | None = None) -> str:
+    async def maintain(self, idle_exit_ms: int = 0) -> str:
         """Submit pending entries every 0.5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after
         that long idle (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
         idle_since: float | None = None
@@ -229,8 +229,6 @@ class HomeService:
                         await submit_pending(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - retried next tick
                         log.warning("submitting pending tasks failed (retrying): %s", exc)
-                if on_tick is not None:
-                    on_tick()
                 now = time.monotonic()
                 if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
                     last_idle_check = now

@@ -82,10 +82,11 @@ def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
 def guard_run(record_id: str, project_path: str) -> None:
     """Everything a flow-run process does first: become the reaper of its orphans, die with its
     host, watch its flow run (cancel/delete from the UI), and pass the project gate
-    (:func:`~tianshu_mcp.core.procs.claim_project`: no leftover process of the previous run on
+    (:func:`~tianshu_mcp.core.gate.claim_project`: no leftover process of the previous run on
     this project is alive when this one starts work)."""
     from ..core.paths import project_key
-    from ..core.procs import become_subreaper, claim_project, exit_when_host_dies
+    from ..core.gate import claim_project
+    from ..core.procs import become_subreaper, exit_when_host_dies
     from ..core.settings import home_tag
 
     become_subreaper()

@@ -185,8 +185,8 @@ def config(argv: list[str]) -> int:
 
 
 # --- schedules ---------------------------------------------------------------------------------
-def _connect() -> tuple[Any, str]:
-    """The home's service (started when none runs); returns ``(ServiceInfo, auth)``. Prefect's
+def _connect() -> tuple[str, str]:
+    """The home's service (started when none runs); returns ``(api_url, auth)``. Prefect's
     settings are exported before Prefect is imported, so no ephemeral API is ever started."""
     from ..deployments.identity import auth_string
     from ..deployments.launcher import connect

@@ -153,24 +153,23 @@ class Handlers:
         ]
         meta = view.meta(self.runtime)
         if active:
-            lines.append(f"note: this project already has an unfinished task {active[0]['taskId']}; "
+            lines.append(f"note: this project already has an unfinished task {active['taskId']}; "
                          "this one waits behind it.")
-            meta["projectActiveTask"] = {"taskId": active[0]["taskId"]}
+            meta["projectActiveTask"] = {"taskId": active["taskId"]}
         if dirty:
             lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
                          "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
 
-    def _unfinished(self, norm: str) -> list[dict[str, Any]]:
-        """This project's other records without ``finishedAt``, newest first (task files only, no
+    def _unfinished(self, norm: str) -> dict[str, Any] | None:
+        """The newest other record of this project without ``finishedAt`` (task files only, no
         Prefect call: run_task answers before the service is up)."""
         store = self.service.store
-        found = []
         for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
             task = store.read(record_id)
             if task and task.get("projectPath") == norm and not task.get("finishedAt"):
-                found.append(task)
-        return found
+                return task
+        return None
 
     async def _claim(self, key: str, norm: str, args: dict[str, Any], task_id: str) -> types.CallToolResult | None:
         """Idempotency pre-check (10-tools §3.2): None on a miss (key now bound to ``task_id``),

@@ -85,12 +85,6 @@ class Runtime:
         self._thread = threading.Thread(target=self._run, name="tianshu-prefect", daemon=True)
         self._thread.start()
 
-    def start_blocking(self) -> None:
-        """Connect in the calling thread. Raises TianshuError on failure."""
-        self._connect()
-        if self._error:
-            raise self._error
-
     def _connect(self) -> None:
         t0 = time.monotonic()
         self._error = None

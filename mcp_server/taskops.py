@@ -31,11 +31,11 @@ from ..core.settings import load_config
 from ..core.taskstore import TaskStore, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import INTERRUPTED, status_from_state
+from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, request_cancel
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
-
 
 
 @dataclass
@@ -100,7 +100,6 @@ def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
 CLIENT_WAIT_S = 30.0
 """How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
 WAITING_FOR_SERVICE = "accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run"
-FLOW_RUN_DELETED = "cancelled: its flow run was deleted in the Prefect UI; the agent was stopped"
 
 
 class TaskService:
@@ -115,7 +114,6 @@ class TaskService:
         self.store = TaskStore(runtime.home)
         self._client: Any = None
         self._client_gen = -1
-        self._deployment_id: Any = None
 
     # --- Prefect client ----------------------------------------------------------------------
     async def client(self, timeout_s: float | None = None) -> Any:
@@ -129,7 +127,6 @@ class TaskService:
             client = PrefectClient(self.runtime.api_url, auth_string=self.runtime.auth)
             await client.__aenter__()
             self._client, self._client_gen = client, generation
-            self._deployment_id = None
         return self._client
 
     async def close(self) -> None:
@@ -242,7 +239,7 @@ class TaskService:
         if run_id not in states:
             if t.get("finalStatus"):
                 return TaskView(t, str(t["finalStatus"]))
-            return self._finish_missing(t, "cancelled", FLOW_RUN_DELETED)
+            return self._finish_missing(t, "cancelled", DELETED_MESSAGE)
         st_type, st_name, st_msg, st_ts = states[run_id]
         status = status_from_state(st_type, st_name, t.get("phase"))
         if status in TERMINAL and not t.get("finishedAt"):

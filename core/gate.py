@@ -1,0 +1,66 @@
+"""The project gate that outlives an agent (hosting issue §7).
+
+A work queue's limit of 1 frees the project's slot as soon as a flow run is final, which can be
+before the processes of a killed run — its agent, its checks, in sessions of their own — are
+dead. Every process a flow run starts inherits ``TIANSHU_MCP_PROJECT_TAG``; the next flow run on
+the project kills and waits out whatever still carries the tag before it starts work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+import psutil
+
+from .procs import ProcRecord, is_alive, kill_tree
+
+log = logging.getLogger("tianshu_mcp")
+
+
+PROJECT_TAG_ENV = "TIANSHU_MCP_PROJECT_TAG"
+
+
+def project_processes(tag: str) -> list[psutil.Process]:
+    """Live processes (not this one) whose initial environment carries ``TIANSHU_MCP_PROJECT_TAG=tag``."""
+    me = os.getpid()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            if proc.environ().get(PROJECT_TAG_ENV) == tag and is_alive(proc):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def claim_project(tag: str, timeout_s: float = 30.0) -> int:
+    """The project gate that outlives an agent (hosting issue §7).
+
+    Every process a flow run starts for a project inherits ``TIANSHU_MCP_PROJECT_TAG=<tag>``
+    (set here in this process's environment). Before a flow run starts work on the project, every
+    process still carrying the tag — an agent or a check left by a previous run whose flow-run
+    process was killed, or whose host died — is killed, and this returns only once none is alive
+    (or ``timeout_s`` passed). The work queue's limit of 1 decides which run is next; this makes
+    sure that run never works beside the leftovers of the last one.
+
+    Returns:
+        How many leftover processes were killed.
+    """
+    leftovers = project_processes(tag)
+    if leftovers:
+        log.warning("project gate: %d process(es) of a previous run still alive; killing them", len(leftovers))
+        for proc in leftovers:
+            try:
+                record = ProcRecord(proc.pid, proc.pid, proc.create_time())
+            except psutil.Error:
+                continue
+            kill_tree(record, extra=[proc])
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and project_processes(tag):
+            time.sleep(0.05)
+    os.environ[PROJECT_TAG_ENV] = tag
+    return len(leftovers)
