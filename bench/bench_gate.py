@@ -81,7 +81,7 @@ def trial(home: Path, cause: str, n: int) -> tuple[bool, float]:
         call(home, "query_task", {"taskId": second["taskId"]})  # a host polling: its server starts the service
     elif cause == "cancel":
         call(home, "manage_task", {"taskId": first["taskId"], "action": "cancel"})
-    until(lambda: probe.exists(), 240, "the second agent to start")
+    until(lambda: probe.exists() and probe.read_text().endswith("\n"), 240, "the second agent to start")
     line = probe.read_text().splitlines()[0]
     started = float(line.split()[0])
     overlap = "alive=[]" not in line
@@ -92,13 +92,15 @@ def trial(home: Path, cause: str, n: int) -> tuple[bool, float]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--causes", default="flow-run kill -9,service kill -9,cancel,timeout",
+                        help="comma-separated subset of the causes")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="tsgate-")) / "home"
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"prefect": {"port": 4650}}))
     write_profiles(home, home / "trace.txt")
     try:
-        for cause in ("flow-run kill -9", "service kill -9", "cancel", "timeout"):
+        for cause in args.causes.split(","):
             results = [trial(home, cause, i) for i in range(args.trials)]
             overlaps = sum(1 for o, _ in results if o)
             gaps = [g for _, g in results]

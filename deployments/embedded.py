@@ -146,6 +146,12 @@ class PrefectHost:
             started.set()
             with contextlib.suppress(asyncio.CancelledError):
                 loop.run_until_complete(self._worker_task)
+            # tasks the worker's clients left behind (event websockets' keepalive): end them
+            # here rather than have them reported as destroyed while pending at exit
+            leftover = asyncio.all_tasks(loop)
+            for task in leftover:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
             loop.close()
 
         self._worker_thread = threading.Thread(target=_run, name="prefect-worker", daemon=True)
