@@ -7,8 +7,8 @@ than its own lives. :func:`scrub` removes, from a copy of an environment:
   ``PREFECT_API_AUTH_STRING``, ``PREFECT_API_KEY``, ``PREFECT_SERVER_API_AUTH_STRING``) and every
   other Prefect setting of ours (hosting issue: "agents and checks do not receive the API
   address or credentials");
-* ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` / ``TIANSHU_MCP_HOME`` — our own
-  plumbing;
+* ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` / ``TIANSHU_MCP_HOME`` /
+  ``TIANSHU_MCP_ENGINE_SOCKET`` — our own plumbing;
 * the git location variables ``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_INDEX_FILE``,
   ``GIT_COMMON_DIR``, ``GIT_OBJECT_DIRECTORY``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
   ``GIT_NAMESPACE``, ``GIT_CEILING_DIRECTORIES`` — inherited from a server started inside a git
@@ -27,7 +27,7 @@ GIT_LOCATION_VARS = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
 )
-OWN_VARS = ("TIANSHU_MCP_HOST_PID", "TIANSHU_MCP_HOST_CTIME", "TIANSHU_MCP_HOME")
+OWN_VARS = ("TIANSHU_MCP_HOST_PID", "TIANSHU_MCP_HOST_CTIME", "TIANSHU_MCP_HOME", "TIANSHU_MCP_ENGINE_SOCKET")
 SCRUBBED_PREFIXES = ("PREFECT_",)
 
 

@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import subprocess
 import sys
 import threading
 import time
 import hmac
 import json
 import socket
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import httpx
 
@@ -51,9 +54,21 @@ def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
     raise OSError(f"no free port on 127.0.0.1 from {preferred}")
 
 
-def identity_app(app: Any, identity: dict[str, Any], auth: str) -> Any:
+def _creates_flow_run(scope: dict[str, Any]) -> bool:
+    """``POST /api/deployments/<id>/create_flow_run``: the request that schedules a flow run."""
+    path = str(scope.get("path") or "")
+    return scope.get("method") == "POST" and path.startswith("/api/deployments/") \
+        and path.endswith("/create_flow_run")
+
+
+def identity_app(app: Any, identity: dict[str, Any], auth: str,
+                 on_flow_run_created: Callable[[], None] | None = None) -> Any:
     """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
-    as JSON, 401 without it; every other request goes to ``app``."""
+    as JSON, 401 without it; every other request goes to ``app``.
+
+    ``on_flow_run_created`` is called (in the API's thread) after the API answered 201 to a
+    deployment's ``create_flow_run``: the worker polls at once instead of at its next interval.
+    """
     body = json.dumps(identity).encode()
     expected = auth_header(auth)["Authorization"]
 
@@ -69,9 +84,28 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str) -> Any:
                                     (b"content-length", str(len(payload)).encode())]})
             await send({"type": "http.response.body", "body": payload})
             return
+        if on_flow_run_created is not None and scope.get("type") == "http" and _creates_flow_run(scope):
+            created = False
+
+            async def watch(message: dict[str, Any]) -> None:
+                nonlocal created
+                if message.get("type") == "http.response.start":
+                    created = message.get("status") == 201
+                await send(message)
+
+            await app(scope, receive, watch)
+            if created:
+                on_flow_run_created()
+            return
         await app(scope, receive, send)
 
     return wrapped
+
+
+def _quiet(task: "asyncio.Task[Any]") -> None:
+    """Done-callback: a failed extra poll is logged at debug level; the next regular poll retries."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("worker poll after a created flow run failed: %s", task.exception())
 
 
 class PrefectHost:
@@ -94,6 +128,9 @@ class PrefectHost:
         self._worker_thread: threading.Thread | None = None
         self._worker_loop: asyncio.AbstractEventLoop | None = None
         self._worker_task: asyncio.Task[Any] | None = None
+        self._worker: Any = None
+        self._forkserver: subprocess.Popen[bytes] | None = None
+        self._forkserver_socket: Path | None = None
 
     # --- API ---------------------------------------------------------------------------------
     def start_api(self, ready_timeout_s: float = 120.0) -> None:
@@ -106,7 +143,7 @@ class PrefectHost:
         import uvicorn
         from prefect.server.api.server import create_app
 
-        app = identity_app(create_app(final=True), self.identity, self.auth)
+        app = identity_app(create_app(final=True), self.identity, self.auth, self.poke_worker)
         config = uvicorn.Config(app, log_level="error", lifespan="on", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
@@ -134,8 +171,15 @@ class PrefectHost:
             self.sock.close()
 
     # --- worker ------------------------------------------------------------------------------
-    def start_worker(self) -> None:
-        """Run a ``ProcessWorker`` on pool ``tianshu`` in its own thread and event loop."""
+    def start_worker(self, engine_socket: Path | None = None) -> None:
+        """Run the process worker (:func:`.worker.process_worker`) in its own thread and event loop.
+
+        Args:
+            engine_socket: where to run a fork server (:mod:`.forkserver`) for warm flow-run
+                processes; None: every flow run starts a fresh interpreter.
+        """
+        if engine_socket is not None:
+            self._start_forkserver(engine_socket)
         started = threading.Event()
 
         def _run() -> None:
@@ -159,13 +203,12 @@ class PrefectHost:
         started.wait(5)
 
     async def _worker_main(self) -> None:
-        from prefect.workers.process import ProcessWorker
-
-        from .topology import WORK_POOL
+        from .worker import process_worker
 
         while True:
             try:
-                worker = ProcessWorker(work_pool_name=WORK_POOL, name=f"tianshu-{self.port}")
+                worker = process_worker(f"tianshu-{self.port}")
+                self._worker = worker
                 await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
                 return
             except asyncio.CancelledError:
@@ -174,11 +217,57 @@ class PrefectHost:
                 log.warning("process worker stopped (%s); restarting in 2 s", exc)
                 await asyncio.sleep(2)
 
+    def poke_worker(self) -> None:
+        """Have the worker look for scheduled flow runs now (thread-safe; no-op before it runs).
+
+        Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (1 s); a poke after each
+        created flow run saves that wait (≈0.5 s on average) on run_task → agent start. A poll
+        that races the worker's own is harmless: the worker skips runs it is already submitting.
+        """
+        loop, worker = self._worker_loop, self._worker
+        if loop is None or worker is None or loop.is_closed():
+            return
+
+        def _poll() -> None:
+            task = loop.create_task(worker.get_and_submit_flow_runs())
+            task.add_done_callback(_quiet)
+
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_poll)
+
+    def _start_forkserver(self, path: Path) -> None:
+        """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
+        and point flow-run launchers at it. Launchers fall back to a plain engine until it listens."""
+        from .engine_cmd import SOCKET_ENV
+
+        self._forkserver_socket = path
+        self._forkserver = subprocess.Popen(
+            [sys.executable, "-m", "tianshu_mcp.deployments.forkserver", str(path), str(os.getpid())],
+            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        os.environ[SOCKET_ENV] = str(path)
+
+    def _stop_forkserver(self) -> None:
+        """Stop the fork server (engines it forked keep running: they are flow runs)."""
+        from .engine_cmd import SOCKET_ENV
+
+        os.environ.pop(SOCKET_ENV, None)
+        proc, self._forkserver = self._forkserver, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+        if self._forkserver_socket is not None:
+            self._forkserver_socket.unlink(missing_ok=True)
+
     def stop_worker(self, timeout_s: float = 10.0) -> None:
-        """Cancel the worker loop and wait for its thread."""
+        """Cancel the worker loop and wait for its thread; stop the fork server."""
         loop, task = self._worker_loop, self._worker_task
         if loop is not None and task is not None and not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 loop.call_soon_threadsafe(task.cancel)
         if self._worker_thread is not None:
             self._worker_thread.join(timeout=timeout_s)
+        self._stop_forkserver()

@@ -151,7 +151,9 @@ class HomeService:
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
         anyio.run(self._setup)
         if self.run_worker:
-            self._host.start_worker()
+            from .forkserver import socket_path
+
+            self._host.start_worker(socket_path(self.home))
         self.info = replace(self.info, state="ready")
         self.info.publish(self.home)
         service_error_file(self.home).unlink(missing_ok=True)

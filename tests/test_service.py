@@ -63,6 +63,19 @@ def service_processes(home: Path) -> list[psutil.Process]:
     return found
 
 
+def forkservers_of(home: Path) -> list[psutil.Process]:
+    """The home's fork servers (warm engines) still alive."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "tianshu_mcp.deployments.forkserver" in " ".join(proc.info["cmdline"] or []) \
+                    and proc.environ().get("TIANSHU_MCP_HOME") == str(home) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
 def kill_services(home: Path) -> None:
     for proc in service_processes(home):
         try:
@@ -497,6 +510,7 @@ def test_kill_minus_9_of_the_service_mid_task(tmp_path: Path) -> None:
         t0 = time.monotonic()
         until(lambda: not _alive(pids), 5, "the agent tree to die within 5 s")
         assert time.monotonic() - t0 <= 5
+        until(lambda: not forkservers_of(home), 10, "the fork server to follow the service")
         tdir = home / "tasks" / first["taskId"]
         assert (tdir / "task.json").is_file() and (tdir / "agent-0.log").is_file() and (tdir / "prompt-0.txt").is_file()
         # a new task on the same project: the next start sweeps, and its agent starts within 30 s
@@ -522,5 +536,6 @@ def test_idle_service_exits_by_itself(tmp_path: Path) -> None:
     until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 90,
           "the idle service to exit")
     assert not (home / "prefect" / "service.json").exists()
+    assert not forkservers_of(home) and not (home / "prefect" / "engine.sock").exists()
     log = (home / "logs" / "service.log").read_text()
     assert "idle for" in log and "Task was destroyed but it is pending" not in log  # a clean exit

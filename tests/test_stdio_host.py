@@ -242,11 +242,14 @@ def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path:
 
 
 def _flow_processes_of(home: Path) -> list[int]:
-    """Flow-run processes (``prefect.engine``) still running for this data home."""
+    """Flow-run processes (launchers, engines, forked or not, and the fork server) still running
+    for this data home. A forked engine's /proc environ is the fork server's (set before the fork)."""
+    marks = ("prefect.engine", "tianshu_mcp.deployments.engine_cmd", "tianshu_mcp.deployments.forkserver")
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "prefect" in " ".join(proc.info["cmdline"] or []) and proc.environ().get("TIANSHU_MCP_HOME") == str(home):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if any(m in cmd for m in marks) and proc.environ().get("TIANSHU_MCP_HOME") == str(home):
                 found.append(proc.pid)
         except psutil.Error:
             continue

@@ -1,0 +1,187 @@
+"""The warm engine: the fork server and the worker's launcher (``deployments/forkserver.py``,
+``deployments/engine_cmd.py``), with real processes and Prefect's real engine module.
+
+An engine that cannot reach its API hangs in ``load_flow_run`` (the API socket listens but never
+accepts), which gives the signal tests a live engine to watch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import psutil
+import pytest
+
+from conftest import meta_of, mcp_client
+
+PY = sys.executable
+pytestmark = [pytest.mark.anyio]
+
+
+def until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@pytest.fixture
+def forkserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    path = tmp_path / "engine.sock"
+    proc = subprocess.Popen([PY, "-m", "tianshu_mcp.deployments.forkserver", str(path), str(os.getpid())],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        until(lambda: path.exists() or proc.poll() is not None, 120, "the fork server to listen")
+        assert proc.poll() is None
+        yield proc, path
+    finally:
+        for child in psutil.Process(proc.pid).children(recursive=True) if proc.poll() is None else []:
+            child.kill()
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture
+def silent_api() -> Iterator[str]:
+    """An API address whose socket listens but never answers (requests hang)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/api"
+    finally:
+        sock.close()
+
+
+def launcher_env(sock: Path | None, api: str = "http://127.0.0.1:9/api", flow_run_id: str = "not-a-uuid") -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "TIANSHU_MCP_ENGINE"))}
+    env.update(PREFECT_API_URL=api, PREFECT__FLOW_RUN_ID=flow_run_id, PREFECT_CLIENT_MAX_RETRIES="0")
+    if sock is not None:
+        env["TIANSHU_MCP_ENGINE_SOCKET"] = str(sock)
+    return env
+
+
+def launch(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([PY, "-m", "tianshu_mcp.deployments.engine_cmd"], env=env, cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def engines_of(server: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    return psutil.Process(server.pid).children()
+
+
+def test_exit_status_streams_and_environment_pass_through(forkserver: tuple[subprocess.Popen[bytes], Path],
+                                                           tmp_path: Path) -> None:
+    server, sock = forkserver
+    proc = launch(launcher_env(sock), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1  # prefect.engine's own exit code for a bad flow run id, on our stderr
+    assert b"Invalid flow run id" in err and b"unusable" not in err
+    # the same request with a valid id gets past that check: the engine saw the launcher's env
+    proc = launch(launcher_env(sock, flow_run_id=str(uuid.uuid4())), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and b"Invalid flow run id" not in err and b"Traceback" in err
+    assert server.poll() is None  # the server outlives its engines
+
+
+def test_engine_runs_forked_with_the_launchers_environment_and_follows_its_signals(
+        forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str, tmp_path: Path) -> None:
+    server, sock = forkserver
+    run_id = str(uuid.uuid4())
+    proc = launch(launcher_env(sock, silent_api, run_id), tmp_path)
+    engine = until(lambda: engines_of(server), 60, "an engine forked by the server")[0]
+    until(lambda: Path(engine.cwd()) == tmp_path, 30, "the engine to take the launcher's directory")
+    assert os.getpgid(engine.pid) == engine.pid  # its own process group, which signals go to
+    proc.send_signal(signal.SIGTERM)  # what the worker does to cancel a flow run
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM  # the launcher ends the way its engine ended
+    until(lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, 10, "the engine to end")
+
+
+def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str,
+                                               tmp_path: Path) -> None:
+    server, sock = forkserver
+    proc = launch(launcher_env(sock, silent_api, str(uuid.uuid4())), tmp_path)
+    engine = until(lambda: engines_of(server), 60, "an engine forked by the server")[0]
+    proc.kill()
+    proc.wait(10)
+    until(lambda: not engines_of(server), 10, "the engine to die with its launcher")
+    assert server.poll() is None
+
+
+def test_bad_requests_are_refused_and_the_server_goes_on(forkserver: tuple[subprocess.Popen[bytes], Path],
+                                                          tmp_path: Path) -> None:
+    server, sock = forkserver
+    body = json.dumps({"env": {}, "cwd": str(tmp_path)}).encode()
+    bad = [
+        (b"\x00\x00", []),  # shorter than its length prefix
+        (struct.pack("!I", 1 << 30) + b"{}", [0, 1, 2]),  # claims 1 GiB
+        (struct.pack("!I", len(body)) + body, []),  # no streams attached
+        (struct.pack("!I", 7) + b"garbage", [0, 1, 2]),  # not JSON
+        (struct.pack("!I", 2) + b"[]", [0, 1, 2]),  # not an object
+    ]
+    for data, fds in bad:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(30)
+            conn.connect(str(sock))
+            socket.send_fds(conn, [data], fds) if fds else conn.sendall(data)
+            conn.shutdown(socket.SHUT_WR)
+            assert conn.recv(8) == b""  # refused: no engine pid comes back
+        assert not engines_of(server)
+    proc = launch(launcher_env(sock), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and b"Invalid flow run id" in err
+
+
+@pytest.mark.parametrize("where", ["no-socket-file", "not-set"])
+def test_without_a_fork_server_the_launcher_runs_a_plain_engine(tmp_path: Path, where: str) -> None:
+    sock = tmp_path / "missing.sock" if where == "no-socket-file" else None
+    proc = launch(launcher_env(sock), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and b"Invalid flow run id" in err
+
+
+def test_fork_server_ends_with_its_parent(tmp_path: Path) -> None:
+    path = tmp_path / "engine.sock"
+    holder = subprocess.Popen([PY, "-c", (
+        "import os, subprocess, sys, time\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'tianshu_mcp.deployments.forkserver', sys.argv[1], str(os.getpid())])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(600)\n"), str(path)], stdout=subprocess.PIPE)
+    assert holder.stdout is not None
+    server = psutil.Process(int(holder.stdout.readline()))
+    until(path.exists, 120, "the fork server to listen")
+    holder.kill()  # the service dies (kill -9)
+    holder.wait(10)
+    until(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, 10, "the fork server to exit")
+    assert not path.exists()
+
+
+async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc_repo: Path) -> None:
+    """In the service, a task's flow-run process is a fork of the home's fork server."""
+    home = ts_daemon["home"]
+    pidfile = home / "hang-pids.txt"
+    pidfile.unlink(missing_ok=True)
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "hang",
+                                                          "agentId": "scripted-hang"}))
+        flow_proc = home / "tasks" / sub["taskId"] / "flow-proc.json"
+        until(flow_proc.exists, 120, "the flow run to start")
+        engine = psutil.Process(json.loads(flow_proc.read_text())["pid"])
+        assert "tianshu_mcp.deployments.forkserver" in " ".join(engine.parent().cmdline())
+        assert (home / "prefect" / "engine.sock").exists()
+        done = meta_of(await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel"}))
+        assert done["status"] == "cancelled"
