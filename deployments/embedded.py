@@ -35,14 +35,18 @@ def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
     """Bind a listening TCP socket on 127.0.0.1: ``preferred`` when free, else the next free port.
 
     The socket is bound here and kept; ``SO_REUSEADDR`` lets a restarted service take its old port
-    out of TIME_WAIT while a port another process listens on stays refused.
+    out of TIME_WAIT while a port another process listens on stays refused. It is created with
+    ``IPPROTO_TCP`` explicitly: asyncio sets ``TCP_NODELAY`` on accepted connections only when the
+    protocol number says TCP, and without it every keep-alive request waits ≈40 ms (Nagle against
+    delayed ACK: measured 48 ms per API call against 3 ms).
 
     Raises:
         OSError: no port in ``preferred .. preferred+tries`` nor an ephemeral one could be bound.
     """
     for port in [*range(preferred, min(preferred + tries, 65536)), 0]:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             sock.bind(("127.0.0.1", port))
             sock.listen(128)
@@ -102,12 +106,6 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
     return wrapped
 
 
-def _quiet(task: "asyncio.Task[Any]") -> None:
-    """Done-callback: a failed extra poll is logged at debug level; the next regular poll retries."""
-    if not task.cancelled() and task.exception() is not None:
-        log.debug("worker poll after a created flow run failed: %s", task.exception())
-
-
 class PrefectHost:
     """Hosts the Prefect API/UI on an already bound socket and a process worker for pool ``tianshu``.
 
@@ -129,6 +127,8 @@ class PrefectHost:
         self._worker_loop: asyncio.AbstractEventLoop | None = None
         self._worker_task: asyncio.Task[Any] | None = None
         self._worker: Any = None
+        self._polling = False
+        self._poll_again = False
         self._forkserver: subprocess.Popen[bytes] | None = None
         self._forkserver_socket: Path | None = None
 
@@ -221,19 +221,38 @@ class PrefectHost:
         """Have the worker look for scheduled flow runs now (thread-safe; no-op before it runs).
 
         Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (1 s); a poke after each
-        created flow run saves that wait (≈0.5 s on average) on run_task → agent start. A poll
-        that races the worker's own is harmless: the worker skips runs it is already submitting.
+        created flow run saves that wait (≈0.5 s on average) on run_task → agent start. Pokes
+        coalesce: while a poke's poll runs, further pokes ask for one more poll after it, so a
+        burst of created runs costs two polls, not one per run. A poll that races the worker's own
+        is harmless: the worker skips runs it is already submitting.
         """
         loop, worker = self._worker_loop, self._worker
         if loop is None or worker is None or loop.is_closed():
             return
-
-        def _poll() -> None:
-            task = loop.create_task(worker.get_and_submit_flow_runs())
-            task.add_done_callback(_quiet)
-
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_poll)
+            loop.call_soon_threadsafe(self._poll_soon, loop, worker)
+
+    def _poll_soon(self, loop: asyncio.AbstractEventLoop, worker: Any) -> None:
+        """In the worker's loop: start a poll, or mark one to follow the poll in flight."""
+        if self._polling:
+            self._poll_again = True
+            return
+        self._polling = True
+
+        async def poll() -> None:
+            try:
+                while True:
+                    self._poll_again = False
+                    try:
+                        await worker.get_and_submit_flow_runs()
+                    except Exception as exc:  # noqa: BLE001 - the next regular poll retries
+                        log.debug("worker poll after a created flow run failed: %s", exc)
+                    if not self._poll_again:
+                        return
+            finally:
+                self._polling = False
+
+        loop.create_task(poll())
 
     def _start_forkserver(self, path: Path) -> None:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
