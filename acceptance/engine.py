@@ -19,14 +19,16 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
 from ..core.procs import stop_requested
 from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
 from .git import (
+    GIT_CHECK_NAME,
     Analysis,
     Baseline,
+    GitFailed,
     _status_entries,
     analyze_changes,
     capture_baseline,
@@ -49,6 +51,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("tianshu_mcp")
+_T = TypeVar("_T")
 
 NO_CHANGES_CHECK = "no-changes"
 _REPORT_RE = re.compile(r"^report-(\d+)\.(md|json)$")
@@ -143,11 +146,8 @@ def next_round(task_dir: str | Path, requested: int) -> int:
 
 
 def _dirty_tracked(project: str | os.PathLike[str]) -> set[str] | None:
-    """Tracked paths that differ from HEAD or the index now (None when git cannot tell)."""
-    entries = _status_entries(project)
-    if entries is None:
-        return None
-    return {path for code, path in entries if code != "??"}
+    """Tracked paths that differ from HEAD or the index now. Raises GitFailed."""
+    return {path for code, path in _status_entries(project) if code != "??"}
 
 
 def build_message(
@@ -240,7 +240,17 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
 
     # 2. baseline
     fresh_baseline = req.baseline is None
-    baseline = req.baseline if req.baseline is not None else capture_baseline(project)
+    git_failures: list[GitFailed] = []  # git refused: a blocking GIT_FAILED, never "clean"/"no changes"
+
+    def git_guard(call: Callable[[], _T], default: _T) -> _T:
+        try:
+            return call()
+        except GitFailed as exc:
+            git_failures.append(exc)
+            return default
+
+    baseline = req.baseline if req.baseline is not None else git_guard(
+        lambda: capture_baseline(project), Baseline(is_repo=False, message="git failed: no baseline"))
 
     # 3. resolve checks
     blocking: list[dict[str, str]] = []
@@ -279,21 +289,24 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         capture_baseline_state(project, baseline_dir)
 
     # 5. git-diff-check, always first
-    checks: list[dict[str, Any]] = [git_diff_check(project, baseline)]
+    checks: list[dict[str, Any]] = [git_guard(lambda: git_diff_check(project, baseline), {
+        "name": GIT_CHECK_NAME, "cmd": "git diff --check", "passed": False, "durationMs": 0, "exitCode": None,
+        "outputTail": "", "timeout": False, "reason": "git failed (see the blocking issue)", "aborted": False})]
 
     # 6. command checks (untracked files they create are not task output)
     log_path = task_dir / f"verify-{rnd}.log"
-    before = set(list_untracked(project)) if baseline.is_repo and check_defs else set()
-    clean_before = _dirty_tracked(project) if baseline.is_repo and check_defs else None
+    git_ok = baseline.is_repo and not git_failures
+    before = set(git_guard(lambda: list_untracked(project), [])) if git_ok and check_defs else set()
+    clean_before = git_guard(lambda: _dirty_tracked(project), None) if git_ok and check_defs else None
     checks.extend(
         run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     )
-    created = (set(list_untracked(project)) - before) if baseline.is_repo and check_defs else set()
+    created = (set(git_guard(lambda: list_untracked(project), [])) - before) if git_ok and check_defs else set()
     # port: tracked files that were clean before the checks and dirty after were changed by the
     # checks themselves (a formatter, a snapshot update), not by the task: they are no task output
     touched_by_checks: set[str] = set()
     if clean_before is not None:
-        after = _dirty_tracked(project)
+        after = git_guard(lambda: _dirty_tracked(project), None)
         if after is not None:
             touched_by_checks = after - clean_before
 
@@ -331,6 +344,9 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     try:
         analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created,
                                    check_argvs=[list(d.cmd) for d in check_defs])
+    except GitFailed as exc:
+        git_failures.append(exc)
+        analysis = Analysis(warnings=[f"change analysis impossible: {exc.message}"])
     except Exception as exc:  # noqa: BLE001 - analysis is informational; never sink the round
         log.exception("change analysis failed for %s", req.task_id)
         analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
@@ -347,8 +363,14 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         touched_by_checks and not analysis.untracked_files and not analysis.submodules
         and set(analysis.changed_files) <= touched_by_checks)
 
-    # 9. zero-change gate
-    if baseline.is_repo and not task_output:
+    # 9. zero-change gate (not when git failed: "no changes" would be a guess)
+    if git_failures:
+        seen: set[str] = set()
+        for exc in git_failures:
+            if exc.message not in seen:
+                seen.add(exc.message)
+                blocking.append({"code": ErrorCode.GIT_FAILED.value, "message": exc.message})
+    elif baseline.is_repo and not task_output:
         if require_changes:
             checks.append(
                 {

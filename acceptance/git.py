@@ -49,6 +49,7 @@ from typing import Any, Iterable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.childenv import scrub
+from ..core.errors import ErrorCode, TianshuError
 from .signals import Signals, SignalsReport, TamperingItem, scan_changes, scan_signals
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "Rename",
     "Submodule",
     "GitResult",
+    "GitFailed",
     "run_git",
     "capture_baseline",
     "analyze_changes",
@@ -142,6 +144,45 @@ class GitResult:
         return self.status == 0
 
 
+class GitFailed(TianshuError):
+    """git refused or failed where its answer matters (code ``GIT_FAILED``); made by
+    :func:`git_failed`.
+
+    The message names the command and the project and quotes git's own stderr (its ``fatal:``
+    line and ``hint:``/advice lines, at most :data:`GIT_QUOTE_CHARS` characters), so the user sees
+    what git said: "detected dubious ownership … git config --global --add safe.directory …",
+    "git-lfs: command not found", "index file corrupt", "index.lock: File exists".
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.GIT_FAILED, message)
+
+
+def git_failed(args: Sequence[str], project: str | os.PathLike[str], result: GitResult) -> GitFailed:
+    """The :class:`GitFailed` for ``git <args>`` in ``project`` that ended as ``result``."""
+    said = result.stderr.strip() or result.stdout.strip()
+    if result.timed_out:
+        said = "timed out"
+    elif result.status is None and not said:
+        said = "could not start git"
+    if len(said) > GIT_QUOTE_CHARS:
+        said = said[:GIT_QUOTE_CHARS] + " …"
+    exit_text = "timeout" if result.timed_out else f"exit {result.status}"
+    return GitFailed(f"git {' '.join(args[:3])} failed in {os.fspath(project)} ({exit_text}): {said}")
+
+
+GIT_QUOTE_CHARS = 800
+"""How much of git's stderr a :class:`GitFailed` message quotes, characters."""
+
+
+def _checked(args: Sequence[str], project: str | os.PathLike[str], ok_status: Sequence[int] = (0,)) -> GitResult:
+    """:func:`run_git`, raising :class:`GitFailed` unless git exited with one of ``ok_status``."""
+    r = run_git(args, project)
+    if r.timed_out or r.status not in ok_status:
+        raise git_failed(args, project, r)
+    return r
+
+
 def _git_env() -> dict[str, str]:
     env = scrub()
     env["GIT_OPTIONAL_LOCKS"] = "0"
@@ -201,22 +242,36 @@ def run_git(args: Sequence[str], cwd: str | os.PathLike[str], timeout_ms: int = 
         )
 
 
+NOT_A_REPO_RE = re.compile(r"not a git repository", re.IGNORECASE)
+
+
 def is_git_repo(project: str | os.PathLike[str]) -> bool:
-    """True when ``git rev-parse --is-inside-work-tree`` succeeds and prints ``true``."""
+    """True when ``git rev-parse --is-inside-work-tree`` prints ``true``; False for a directory
+    git says is not in a repository (or that does not exist).
+
+    Raises:
+        GitFailed: git refused to answer (dubious ownership, a broken ``.git``, a bad
+            environment): never read as "no repository", which would skip every git gate.
+    """
     if not os.path.isdir(project):
         return False
-    r = run_git(["rev-parse", "--is-inside-work-tree"], project)
-    return r.ok and r.stdout.strip() == "true"
+    args = ["rev-parse", "--is-inside-work-tree"]
+    r = run_git(args, project)
+    if r.ok:
+        return r.stdout.strip() == "true"
+    if r.status == 128 and NOT_A_REPO_RE.search(r.stderr) and "safe.directory" not in r.stderr:
+        return False
+    raise git_failed(args, project, r)
 
 
 def _toplevel(project: str | os.PathLike[str]) -> Path:
-    r = run_git(["rev-parse", "--show-toplevel"], project)
-    top = r.stdout.strip() if r.ok else ""
+    top = _checked(["rev-parse", "--show-toplevel"], project).stdout.strip()
     return Path(top) if top else Path(project)
 
 
 def _rev(project: str | os.PathLike[str], ref: str) -> str | None:
-    r = run_git(["rev-parse", "--verify", "--quiet", ref], project)
+    """The sha ``ref`` names, None when it names nothing (exit 1). Raises GitFailed otherwise."""
+    r = _checked(["rev-parse", "--verify", "--quiet", ref], project, ok_status=(0, 1))
     sha = r.stdout.strip()
     return sha if r.ok and sha else None
 
@@ -226,9 +281,8 @@ def _valid_commit(project: str | os.PathLike[str], ref: str | None) -> bool:
 
 
 def _empty_tree(project: str | os.PathLike[str]) -> str:
-    r = run_git(["hash-object", "-t", "tree", "/dev/null"], project)
-    sha = r.stdout.strip()
-    return sha if r.ok and sha else "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    sha = _checked(["hash-object", "-t", "tree", "/dev/null"], project).stdout.strip()
+    return sha or "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,16 +290,19 @@ def _empty_tree(project: str | os.PathLike[str]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _status_entries(project: str | os.PathLike[str]) -> list[tuple[str, str]] | None:
+def _status_entries(project: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """``[(XY, path)]`` from ``git status --porcelain=v1 -z --no-renames --untracked-files=all
     --ignore-submodules=dirty`` (per-path entries, never C-quoted; a nested repository is one
-    ``?? dir/`` entry)."""
-    r = run_git(
+    ``?? dir/`` entry).
+
+    Raises:
+        GitFailed: git status failed (e.g. a clean/smudge filter program such as ``git-lfs`` is
+            missing, a corrupt index): never read as a clean working tree.
+    """
+    r = _checked(
         ["status", "--porcelain=v1", "-z", "--no-renames", "--untracked-files=all", "--ignore-submodules=dirty"],
         project,
     )
-    if not r.ok:
-        return None
     fields = r.stdout.split("\0")
     out: list[tuple[str, str]] = []
     i = 0
@@ -358,7 +415,11 @@ NON_REPO_MESSAGE = "Not a git repository: change list/diffstat unavailable (comm
 
 def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     """Snapshot the project's git state before work starts (20-acceptance §4.1). Never modifies
-    the repository; never raises for git failures (a non-repo yields ``isRepo: False``).
+    the repository; a non-repo yields ``isRepo: False``.
+
+    Raises:
+        GitFailed: git refused or failed (see :func:`is_git_repo`, :func:`_status_entries`): the
+            baseline cannot be captured, so the task must not start.
 
     Hashes (SHA-1 of file bytes, files ≤ 4 MiB): every pre-existing changed file plus the first
     5000 untracked files; a pre-existing deletion gets ``"deleted"``, a submodule or nested
@@ -368,7 +429,7 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
         return Baseline(is_repo=False, message=NON_REPO_MESSAGE)
     root = _toplevel(project)
     head = _rev(project, "HEAD")
-    entries = _status_entries(project) or []
+    entries = _status_entries(project)
     changed, untracked, _others = parse_porcelain(entries)
     dirty_hashes: dict[str, str] = {}
     untracked_hashes: dict[str, str] = {}
@@ -504,10 +565,8 @@ GITLINK_MODE = "160000"
 def _numstat(project: str | os.PathLike[str], revs: Sequence[str]) -> dict[str, tuple[int, int, bool]]:
     """``{path: (add, del, binary)}`` of ``git diff --numstat -z -M <revs>`` (renames keyed by the
     new path; binary sides count 0)."""
-    r = run_git(["diff", "--numstat", "-z", "-M", *_DIFF_OPTS, *revs, "--"], project)
+    r = _checked(["diff", "--numstat", "-z", "-M", *_DIFF_OPTS, *revs, "--"], project)
     out: dict[str, tuple[int, int, bool]] = {}
-    if not r.ok:
-        return out
     fields = r.stdout.split("\0")
     i = 0
     while i < len(fields):
@@ -543,10 +602,8 @@ class _RawEntry:
 def _raw(project: str | os.PathLike[str], revs: Sequence[str]) -> list[_RawEntry]:
     """Entries of ``git diff --raw -z -M --no-abbrev <revs>`` (status letter, similarity score,
     modes, shas, new path, and for renames the old path)."""
-    r = run_git(["diff", "--raw", "-z", "-M", "--no-abbrev", *_DIFF_OPTS, *revs, "--"], project)
+    r = _checked(["diff", "--raw", "-z", "-M", "--no-abbrev", *_DIFF_OPTS, *revs, "--"], project)
     out: list[_RawEntry] = []
-    if not r.ok:
-        return out
     fields = r.stdout.split("\0")
     i = 0
     while i < len(fields):
@@ -619,7 +676,7 @@ def _changed_lines(
     path, or the old one for a deletion. Paths in ``skip`` (unchanged pre-existing files,
     submodules) are left out.
     """
-    r = run_git(["diff", "-U0", "-M", *_DIFF_OPTS, "--src-prefix=a/", "--dst-prefix=b/", *revs, "--"], project)
+    r = _checked(["diff", "-U0", "-M", *_DIFF_OPTS, "--src-prefix=a/", "--dst-prefix=b/", *revs, "--"], project)
     added: dict[str, list[str]] = {}
     removed: dict[str, list[str]] = {}
     if not r.ok:
@@ -839,9 +896,9 @@ def _ext_hint_note(task_text: str, files: Sequence[str]) -> str | None:
 
 
 def list_untracked(project: str | os.PathLike[str]) -> list[str]:
-    """Current untracked files (top-level-relative), ``[]`` for a non-repo or on git failure."""
-    entries = _status_entries(project) if is_git_repo(project) else None
-    return parse_porcelain(entries or [])[1]
+    """Current untracked files (top-level-relative), ``[]`` for a non-repo. Raises GitFailed."""
+    entries = _status_entries(project) if is_git_repo(project) else []
+    return parse_porcelain(entries)[1]
 
 
 def _project_prefix(project: str | os.PathLike[str], root: Path) -> str:
@@ -909,7 +966,7 @@ def analyze_changes(
         a.notes.append("The project is not a git repository; no change list/diffstat analysis was done.")
         return a
     root = _toplevel(project)
-    entries = _status_entries(project) or []
+    entries = _status_entries(project)
     _changed, untracked_now, _others = parse_porcelain(entries)
     notes: list[str] = []
 
@@ -1148,7 +1205,10 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
     fails), then ``git diff --check HEAD``. Without one: ``git diff --check HEAD`` (port: against the
     empty tree when the repo has no commit, instead of failing). A non-repo gives a skip result.
     ``outputTail`` = last 2000 chars of stdout + last 2000 of stderr; ``durationMs`` sums the calls.
-    Untracked files are not checked. Never raises.
+    Untracked files are not checked.
+
+    Raises:
+        GitFailed: git failed for another reason than whitespace problems (exit 2).
     """
     if not baseline.is_repo or not is_git_repo(project):
         return {
@@ -1171,13 +1231,13 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
     total_ms = 0
     result: GitResult | None = None
     if base and cur_head and cur_head != base:
-        r1 = run_git(["diff", "--check", "-M", *_DIFF_OPTS, base, cur_head, "--"], project)
+        r1 = _checked(["diff", "--check", "-M", *_DIFF_OPTS, base, cur_head, "--"], project, ok_status=(0, 2))
         total_ms += r1.duration_ms
         if r1.status != 0:
             result = r1
     if result is None:
         target = cur_head or _empty_tree(project)
-        r2 = run_git(["diff", "--check", "-M", *_DIFF_OPTS, target, "--"], project)
+        r2 = _checked(["diff", "--check", "-M", *_DIFF_OPTS, target, "--"], project, ok_status=(0, 2))
         total_ms += r2.duration_ms
         result = r2
     return {

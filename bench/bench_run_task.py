@@ -73,7 +73,7 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=str(BIN / "tianshu-mcp"), env=env_for(home))
-    work = home / "projects"
+    work = home.parent / f"{home.name}-projects"  # projects never live inside the data home
     async with Client(params, mode="legacy") as client:
         await client.call_tool("query_info", {"type": "profiles"})  # warm: Prefect ready + imports
         # 1) call latency of run_task / query_task (tasks on distinct projects, no verification)
@@ -143,7 +143,7 @@ def main() -> int:
         wait_daemon(home, daemon)
         print(f"embedded Prefect (first start, fresh SQLite) ready in {time.time() - t:.1f} s; home {home}")
         t = time.time()
-        asyncio.run(seed_history(home, args.history, make_calc_repo(home / "projects" / "history")))
+        asyncio.run(seed_history(home, args.history, make_calc_repo(home.parent / f"{home.name}-projects" / "history")))
         print(f"seeded {args.history} finished tasks in {time.time() - t:.1f} s")
         asyncio.run(measure(home, args, trace))
     finally:

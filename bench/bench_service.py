@@ -134,7 +134,7 @@ def main() -> int:
                 for i in range(n):
                     home = new_home(base, f"{label[:5]}-{i}", 4600 + len(homes) * 3)
                     homes.append(home)
-                    repo = make_calc_repo(home / "calc")
+                    repo = make_calc_repo(home.parent / f"{home.name}-calc")
                     got = asyncio.run(cold_calls(home, repo))
                     for key, value in got.items():
                         results.setdefault(f"cold {key} ({label})", []).append(value)
@@ -156,7 +156,7 @@ def main() -> int:
         pid = service_pid(home)
         time.sleep(3)
         idle = rss_tree(pid)
-        repo_a, repo_b = make_calc_repo(home / "a"), make_calc_repo(home / "b")
+        repo_a, repo_b = make_calc_repo(home.parent / f"{home.name}-a"), make_calc_repo(home.parent / f"{home.name}-b")
 
         async def two() -> None:
             from mcp import Client, StdioServerParameters

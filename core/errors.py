@@ -25,7 +25,10 @@ class ErrorCode(str, Enum):
     PATH_IS_HOME = "PATH_IS_HOME"
     """projectPath is the user's home directory itself (10-tools §3.1 rule 4)."""
     PATH_IS_SYSTEM = "PATH_IS_SYSTEM"
-    """projectPath is a root or system directory (10-tools §3.1 rule 5)."""
+    """projectPath is a root or system directory, or inside a system tree such as /proc, /usr, /etc
+    (10-tools §3.1 rule 5, widened by the input issue; list in ``core/paths.py``)."""
+    PATH_IS_DATA_HOME = "PATH_IS_DATA_HOME"
+    """projectPath is tianshu-mcp's data home or inside it (input issue)."""
     IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
     """The idempotencyKey is already bound to a call with different arguments (10-tools §3.2)."""
     INVALID_STATE = "INVALID_STATE"
@@ -48,6 +51,13 @@ class ErrorCode(str, Enum):
     """An acceptance check's program cannot be started (missing, not executable): a setup problem."""
     NOTHING_VERIFIED = "NOTHING_VERIFIED"
     """Verification had nothing to judge with: not a git repository and no command check ran."""
+    GIT_FAILED = "GIT_FAILED"
+    """git refused or failed where its answer matters (dubious ownership, a missing filter
+    program, a broken index, a held index.lock): the message quotes git's own text and hint; the
+    task needs attention, never a pass and never "clean"."""
+    IDEMPOTENCY_STORE_CORRUPT = "IDEMPOTENCY_STORE_CORRUPT"
+    """``<home>/idempotency.json`` exists but cannot be parsed: keyed calls fail closed (never a
+    silent reset that would dispatch a second task); the message names the file and the way out."""
     TASK_RECORD_CORRUPT = "TASK_RECORD_CORRUPT"
     """A task directory exists but its task.json cannot be read or parsed."""
     SPAWN_FAILED = "SPAWN_FAILED"

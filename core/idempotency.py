@@ -4,8 +4,15 @@
 createdAt}]}``. A key maps to the first call's argument digest and task; the same key with the
 same arguments is a *hit* (no new task), with different arguments a *conflict*. Entries expire
 after ``ttl_ms`` (24 h) and the file keeps at most ``max_entries`` (2000, oldest evicted).
-Check-and-record runs under a file lock, so two concurrent calls with one key create one task.
-Raw keys are stored only here; logs get ``key_digest`` (sha256[:8]).
+Check-and-record runs under a file lock (one per home, shared by every server process), so
+concurrent calls with one key — on one connection, or from several servers — create one task:
+the first binds the key before its task exists; the others get a *hit* on that binding, whether
+or not the task's folder exists yet. Only a binding older than :data:`STALE_MS` whose task never
+appeared (its caller died between the claim and the creation) is replaced.
+
+A store that cannot be parsed fails closed (``IDEMPOTENCY_STORE_CORRUPT`` naming the file; never a
+silent reset that would dispatch a second task); an entry with wrong types is ignored without
+affecting other keys. Raw keys are stored only here; logs get ``key_digest`` (sha256[:8]).
 """
 
 from __future__ import annotations
@@ -16,15 +23,17 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from filelock import FileLock
 
 from .errors import ErrorCode, TianshuError
-from .files import atomic_write_json, read_json_safe
+from .files import atomic_write_json
 
 TTL_MS = 86_400_000
 MAX_ENTRIES = 2000
+STALE_MS = 120_000
+"""A binding whose task folder still does not exist after this long was left by a dead caller, ms."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -68,6 +77,12 @@ class Lookup:
     task_id: str
 
 
+def _valid(entry: Any) -> bool:
+    """An entry with the fields and types the store writes (others are ignored, never fatal)."""
+    return (isinstance(entry, dict) and all(isinstance(entry.get(k), str) for k in ("scope", "key", "digest", "taskId"))
+            and isinstance(entry.get("createdAtMs"), (int, float)) and not isinstance(entry.get("createdAtMs"), bool))
+
+
 class IdempotencyStore:
     """The idempotency file of a data home."""
 
@@ -78,21 +93,53 @@ class IdempotencyStore:
         self.max_entries = max_entries
 
     def _load(self) -> list[dict[str, Any]]:
-        data = read_json_safe(self.path)
-        entries = data.get("entries") if isinstance(data, dict) else None
+        """The live entries. Raises IDEMPOTENCY_STORE_CORRUPT when the file exists but is not a
+        store (unparseable, truncated, wrong shape)."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from exc
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise self._corrupt(f"is not valid JSON ({exc})") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("entries", []), list):
+            raise self._corrupt('is not an idempotency store ({"version": 1, "entries": [...]})')
         now = time.time() * 1000
-        return [e for e in entries or [] if isinstance(e, dict) and now - float(e.get("createdAtMs", 0)) < self.ttl_ms]
+        return [e for e in data.get("entries", []) if _valid(e) and now - e["createdAtMs"] < self.ttl_ms]
 
-    def claim(self, scope: str, key: str, args_digest: str, new_task_id: str, kind: str = "task") -> Lookup:
+    def _corrupt(self, why: str) -> TianshuError:
+        return TianshuError(ErrorCode.IDEMPOTENCY_STORE_CORRUPT,
+                            f"the idempotency store {self.path} {why}; no task was dispatched. Move the file "
+                            "aside to start a new store (replays of earlier keys are then no longer recognised)")
+
+    def claim(self, scope: str, key: str, args_digest: str, new_task_id: str, kind: str = "task",
+              exists: Callable[[str], bool] | None = None) -> Lookup:
         """Look ``(scope, key)`` up and, on a miss, bind it to ``new_task_id`` before the task exists.
 
-        Returns hit/conflict with the bound task id, or miss (now recorded for ``new_task_id``).
+        Args:
+            exists: tells whether a bound task exists; a binding older than :data:`STALE_MS` whose
+                task does not exist is replaced (a caller that died before creating it). A younger
+                one is a hit even without a task folder (its caller is still creating it).
+
+        Returns:
+            hit/conflict with the bound task id, or miss (now recorded for ``new_task_id``).
+
+        Raises:
+            TianshuError: IDEMPOTENCY_STORE_CORRUPT (see :meth:`_load`).
         """
         with self.lock:
             entries = self._load()
-            for e in entries:
+            now_ms = time.time() * 1000
+            for e in list(entries):
                 if e.get("scope") == scope and e.get("key") == key:
-                    return Lookup("hit" if e.get("digest") == args_digest else "conflict", str(e.get("taskId")))
+                    task_id = str(e.get("taskId"))
+                    if exists is not None and now_ms - e["createdAtMs"] > STALE_MS and not exists(task_id):
+                        entries.remove(e)
+                        break
+                    return Lookup("hit" if e.get("digest") == args_digest else "conflict", task_id)
             entries.append({"scope": scope, "key": key, "digest": args_digest, "taskId": new_task_id, "kind": kind,
                             "createdAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                             "createdAtMs": int(time.time() * 1000)})

@@ -20,6 +20,38 @@ SYSTEM_DIRS = frozenset(
 )
 
 
+# Whole trees no project can live in (hosting/input issue): kernel and device views, boot files,
+# runtime state, system programs and libraries, configuration. Checked on the resolved path, so a
+# symlink or ``..`` into them is refused too. ``/private/...`` is where macOS keeps /etc and /var.
+SYSTEM_TREES = ("/proc", "/sys", "/dev", "/boot", "/run", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
+                "/sbin", "/usr", "/etc", "/private/etc", "/System")
+# /var holds system state (/var/lib, /var/log, /var/cache, ...): refused, except these per-user
+# work areas, and except a directory the (non-root) caller owns, e.g. /var/www/site.
+VAR_TREES = ("/var", "/private/var")
+VAR_WORK_TREES = ("/var/tmp", "/var/folders", "/private/var/tmp", "/private/var/folders")
+
+
+def _within(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def system_tree(norm: str) -> str | None:
+    """The system tree ``norm`` lies in (see :data:`SYSTEM_TREES`, :data:`VAR_TREES`), or None."""
+    for tree in SYSTEM_TREES:
+        if _within(norm, tree):
+            return tree
+    for tree in VAR_TREES:
+        if _within(norm, tree):
+            if any(_within(norm, work) and norm != work for work in VAR_WORK_TREES):
+                return None
+            try:
+                owned = os.geteuid() != 0 and os.stat(norm).st_uid == os.geteuid() and norm != tree
+            except (OSError, AttributeError):
+                owned = False
+            return None if owned else tree
+    return None
+
+
 def norm_path(path: str) -> str:
     """Normalise an absolute path: forward slashes, lower-case drive letter, no trailing slash.
 
@@ -50,13 +82,19 @@ class SafeProject:
     key: str
 
 
-def check_project_path(raw: str) -> SafeProject:
-    """Apply the projectPath safety gate of 10-tools §3.1 (rules 1–5).
+def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
+    """Apply the projectPath safety gate of 10-tools §3.1 (rules 1–5), widened by the input issue.
+
+    Rules on the resolved path (symlinks and ``..`` followed): the root and top-level system
+    directories themselves (:data:`SYSTEM_DIRS`), everything inside :data:`SYSTEM_TREES` and /var
+    (except :data:`VAR_WORK_TREES` and directories a non-root caller owns), the data home and
+    anything inside it.
 
     Raises:
         TianshuError: ``PATH_NOT_ABSOLUTE`` (relative path), ``PATH_NOT_FOUND`` (missing, not a
             directory, unreadable), ``PATH_IS_HOME`` (the user's home itself), ``PATH_IS_SYSTEM``
-            (a root or system directory; subdirectories pass).
+            (a root or system directory, or inside a system tree), ``PATH_IS_DATA_HOME`` (the
+            data home or inside it).
     """
     if not raw or not os.path.isabs(raw):
         raise TianshuError(ErrorCode.PATH_NOT_ABSOLUTE, f"projectPath must be an absolute path, got: {raw}")
@@ -80,4 +118,14 @@ def check_project_path(raw: str) -> SafeProject:
             ErrorCode.PATH_IS_SYSTEM,
             f"projectPath is a system or root-level directory (the agent could write the whole subtree); refused: {norm}",
         )
+    tree = system_tree(norm)
+    if tree is not None:
+        raise TianshuError(ErrorCode.PATH_IS_SYSTEM,
+                           f"projectPath is inside the system tree {tree} (no project lives there); refused: {norm}")
+    if data_home is not None:
+        dh = norm_path(os.path.realpath(str(data_home)))
+        if _within(norm, dh):
+            raise TianshuError(ErrorCode.PATH_IS_DATA_HOME,
+                               f"projectPath is tianshu-mcp's data home {dh} or inside it (tasks, reports and "
+                               f"Prefect's database live there); refused: {norm}")
     return SafeProject(norm=norm, raw=raw, via_symlink=via_symlink, key=project_key(norm))

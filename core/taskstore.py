@@ -64,6 +64,29 @@ class TaskStore:
             return None
         return value if isinstance(value, dict) else None
 
+    def problem(self, task_id: str, record: Any) -> str | None:
+        """Why ``record`` (the parsed ``task.json`` of ``task_id``) cannot be a task record, or None.
+
+        Required: ``taskId`` equal to the folder name, ``createdAt`` and ``projectPath`` strings;
+        when present, ``task``/``agentId``/``flowRunId``/``finishedAt`` strings and
+        ``roundsUsed``/``autoFixRounds``/``taskTimeoutMs`` integers. A record failing this is shown
+        as TASK_RECORD_CORRUPT (one record) or skipped with a note (lists), never INTERNAL.
+        """
+        if not isinstance(record, dict):
+            return "not a JSON object"
+        if record.get("taskId") != task_id:
+            return f"taskId is {str(record.get('taskId'))[:40]!r}, not the folder's name {task_id}"
+        for key in ("createdAt", "projectPath"):
+            if not isinstance(record.get(key), str):
+                return f"{key} is missing or not a string"
+        for key in ("task", "agentId", "flowRunId", "finishedAt", "status", "lastMessage"):
+            if key in record and record[key] is not None and not isinstance(record[key], str):
+                return f"{key} is not a string"
+        for key in ("roundsUsed", "autoFixRounds", "taskTimeoutMs"):
+            if key in record and (not isinstance(record[key], int) or isinstance(record[key], bool)):
+                return f"{key} is not an integer"
+        return None
+
     def exists(self, task_id: str) -> bool:
         """True when ``task.json`` exists for ``task_id``."""
         try:

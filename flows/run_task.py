@@ -15,6 +15,7 @@ from typing import Any
 from prefect import flow
 from prefect.states import Cancelled, Completed, Failed, State
 
+from ..acceptance.git import GitFailed
 from ..core.files import read_json_safe
 from ..core.procs import current_record, kill_recorded, save_record
 from ..core.settings import data_home
@@ -105,7 +106,12 @@ def run_task_flow(
             msg = f"acceptance configuration is broken, the agent was not started: {problem}"
             _finish(task_id, "needs_attention", msg, "verify_failed")
             return Failed(name=NEEDS_ATTENTION, message=msg)
-    baseline = capture_baseline_task(task_id, project_path)
+    try:
+        baseline = capture_baseline_task(task_id, project_path)
+    except GitFailed as exc:
+        msg = f"the git baseline could not be captured, the agent was not started: {exc.render()}"
+        _finish(task_id, "needs_attention", msg, "git_failed")
+        return Failed(name=NEEDS_ATTENTION, message=msg)
     first = rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
     while True:

@@ -19,7 +19,7 @@ from typing import Any
 from prefect import flow, task
 from prefect.states import Completed, Failed, State
 
-from ..acceptance.git import Baseline, capture_baseline, resolve_commit
+from ..acceptance.git import Baseline, GitFailed, capture_baseline, resolve_commit
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
@@ -81,9 +81,11 @@ def verify_flow(
     record(record_id, startedAt=utc_now(), phase="verify_start")
     try:
         baseline = verify_baseline(record_id, project_path, target_task_id, baseline_ref)
-    except ValueError as exc:
-        msg = f"verification not run: {exc}"
-        record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None, errorType="verify_failed")
+    except (ValueError, GitFailed) as exc:
+        text = exc.render() if isinstance(exc, GitFailed) else str(exc)
+        msg = f"verification not run: {text}"
+        record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None,
+               errorType="git_failed" if isinstance(exc, GitFailed) else "verify_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
     report_owner = target_task_id or record_id
     verdict = verify_round_task.with_options(task_run_name="verify-round-manual")(

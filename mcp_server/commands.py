@@ -223,7 +223,7 @@ def schedule(argv: list[str]) -> int:
 
         project: SafeProject | None = None
         if args.action == "add":
-            project = check_project_path(os.path.abspath(args.projectPath))
+            project = check_project_path(os.path.abspath(args.projectPath), data_home())
             _check_cron(args.cron, args.timezone)
         elif args.action == "remove":
             # the project may be gone already: its schedule must still be removable

@@ -96,7 +96,8 @@ def main(argv: list[str]) -> int:
     fixture = _load_fixture_module()
     home = Path(args.home).expanduser().resolve()
     home.mkdir(parents=True, exist_ok=True)
-    repo = fixture.make_calc_repo(home / "demo-projects" / f"calc-{time.strftime('%Y%m%d-%H%M%S')}")
+    # beside the data home, never inside it: the path gate refuses projects in the data home
+    repo = fixture.make_calc_repo(home.parent / f"{home.name}-demo-projects" / f"calc-{time.strftime('%Y%m%d-%H%M%S')}")
     profiles_path = home / "agent-profiles.json"
     data = json.loads(profiles_path.read_text()) if profiles_path.exists() else {"profiles": {}}
     data.setdefault("profiles", {})["scripted-demo"] = fixture.scripted_profile(REPO_ROOT / "tests" / "scripted_agent.py")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Mapping
 
 import mcp_types as types
@@ -11,6 +12,17 @@ from jsonschema import Draft202012Validator
 from ..core.errors import ErrorCode, TianshuError
 
 META_FENCE = "---tianshu-mcp-meta---"
+QUOTE_CHARS = 200
+"""At most this many characters of a caller's bad value are quoted back (input issue)."""
+MAX_ERROR_CHARS = 8192
+"""No error message is longer (a reply to bad input stays far below 64 KiB)."""
+MAX_PROBLEMS = 10
+_IMPOSSIBLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def clip(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with how much was left out."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
 def ok_result(body: str, meta: Mapping[str, Any] | None) -> types.CallToolResult:
@@ -26,9 +38,10 @@ def ok_result(body: str, meta: Mapping[str, Any] | None) -> types.CallToolResult
 def error_result(err: TianshuError) -> types.CallToolResult:
     """Failure: text ``Error: [CODE] message``, ``isError: true``, never a meta block; the code and
     message are also given as ``structuredContent`` ``{"error": {"code", "message"}}``."""
+    message = clip(err.message, MAX_ERROR_CHARS)
     return types.CallToolResult(
-        content=[types.TextContent(text=err.render())],
-        structured_content={"error": {"code": err.code.value, "message": err.message}},
+        content=[types.TextContent(text=f"Error: [{err.code.value}] {message}")],
+        structured_content={"error": {"code": err.code.value, "message": message}},
         is_error=True,
     )
 
@@ -53,9 +66,45 @@ def validate_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[
     for err in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path)):
         if err.validator == "required":
             missing = err.message.split("'")[1] if "'" in err.message else err.message
-            problems.append(f"{_field([*err.absolute_path, missing])}: required")
+            problems.append(f"{clip(_field([*err.absolute_path, missing]))}: required")
         else:
-            problems.append(f"{_field(err.absolute_path)}: {err.message}")
+            problems.append(f"{clip(_field(err.absolute_path))}: {_describe(err)}")
+    problems.extend(impossible_strings(args))
     if problems:
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"invalid arguments for {tool}: " + "; ".join(problems))
+        more = f"; … {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                           f"invalid arguments for {tool}: " + "; ".join(problems[:MAX_PROBLEMS]) + more)
     return args
+
+
+def _describe(err: Any) -> str:
+    """jsonschema's message with the offending value quoted at most :data:`QUOTE_CHARS` chars
+    (its own message embeds the whole value: a 10 MB string made a 20 MB reply)."""
+    instance = err.instance
+    shown = repr(instance)
+    if len(shown) <= QUOTE_CHARS:
+        return clip(err.message, 2 * QUOTE_CHARS)
+    kind = type(instance).__name__
+    size = f"{len(instance)} items" if isinstance(instance, (list, dict)) else f"{len(shown)} characters"
+    rule = f"{err.validator} {clip(json.dumps(err.validator_value, default=str), 80)}"
+    return f"{clip(shown)} ({kind} of {size}) violates {rule}"
+
+
+def impossible_strings(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
+    """Fields whose strings hold a NUL or an unpaired surrogate (no file, argv or path can carry
+    them): one problem per field."""
+    if isinstance(value, str):
+        m = _IMPOSSIBLE.search(value)
+        if m:
+            what = "a NUL character" if m.group() == "\x00" else "an unpaired surrogate (not valid Unicode text)"
+            return [f"{clip(_field(path))}: contains {what} at position {m.start()}"]
+        return []
+    if isinstance(value, dict):
+        out: list[str] = []
+        for k, v in value.items():
+            out.extend(impossible_strings(k, (*path, "<key>")) if isinstance(k, str) and _IMPOSSIBLE.search(k) else [])
+            out.extend(impossible_strings(v, (*path, k)))
+        return out
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in impossible_strings(v, (*path, i))]
+    return []

@@ -23,7 +23,7 @@ from ..core.model import TERMINAL, is_wait_settled
 from ..core.paths import check_project_path, norm_path
 from ..core.projects import ProjectRegistry
 from ..core.settings import load_config
-from .format import ok_result
+from .format import clip, ok_result
 from .taskops import TaskService, TaskView, dirty_count
 
 WAIT_DEFAULT_MS = 50000
@@ -107,7 +107,7 @@ class Handlers:
                 f"agent '{agent_id}' needs projectPath; project-less dispatch is only supported for ZCode. "
                 "Give projectPath or use agentId=zcode.",
             )
-        project = check_project_path(raw_path)
+        project = check_project_path(raw_path, home)
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
         except TianshuError as exc:
@@ -161,6 +161,14 @@ class Handlers:
                          "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
 
+    async def _replayed_view(self, task_id: str, wait_s: float = 10.0) -> TaskView:
+        """The view of a task another call has just bound a key to: its folder may not exist yet
+        (that call is still creating it); wait for it ≤ ``wait_s`` s, then report it queued."""
+        deadline = time.monotonic() + wait_s
+        while not self.service.store.exists(task_id) and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        return await self.service.view(task_id)
+
     def _unfinished(self, norm: str) -> dict[str, Any] | None:
         """The newest other record of this project without ``finishedAt`` (task files only, no
         Prefect call: run_task answers before the service is up)."""
@@ -179,17 +187,15 @@ class Handlers:
                   "acceptanceOverride", "dryRun")
         dig = digest({"workspaceMode": "project", "projectPath": norm, "args": {k: args.get(k) for k in fields}})
         store = IdempotencyStore(self.runtime.home)
-        found = store.claim("run_task", key, dig, task_id)
+        found = await anyio.to_thread.run_sync(
+            lambda: store.claim("run_task", key, dig, task_id, exists=self.service.store.exists))
         if found.kind == "miss":
             return None
         if found.kind == "conflict":
             raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
                                f"idempotencyKey is already bound to task {found.task_id} with different arguments; "
                                "use a new key or the same arguments")
-        if not self.service.store.exists(found.task_id):
-            store.release("run_task", key, found.task_id)  # the mapped task is gone: dispatch anew
-            return await self._claim(key, norm, args, task_id)
-        view = await self.service.view(found.task_id)
+        view = await self._replayed_view(found.task_id)
         self.service.store.event(found.task_id, "note", view.status, f"idempotent replay (key {key_digest(key)})")
         nxt = (f'the task is final; use manage_task(taskId="{found.task_id}", action="rework") or a new key'
                if view.status in TERMINAL else f"poll with query_task({found.task_id}).")
@@ -245,14 +251,14 @@ class Handlers:
                 if task_id.startswith("vfy_") and self.service.store.exists(task_id):
                     raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"{task_id} is a verification record, not a task; "
                                        "give its projectPath instead")
-                raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {task_id}")
+                raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
             target = self.service.read_task(task_id)
             norm = str(target["projectPath"])
             if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
                 raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} has no saved pre-work baseline "
                                    "(it never started); give baselineRef or verify by projectPath")
         elif args.get("projectPath") is not None:
-            norm = check_project_path(args["projectPath"]).norm
+            norm = check_project_path(args["projectPath"], self.runtime.home).norm
         else:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, "verify_task needs taskId or projectPath (one of them)")
         if ref is not None and ref != "task":
@@ -273,16 +279,16 @@ class Handlers:
             dig = digest({"taskId": args.get("taskId"), "projectPath": norm if target is None else None,
                           "checksMode": args.get("checksMode"), "extraChecks": args.get("extraChecks"),
                           "baselineRef": ref, "acceptanceOverride": args.get("acceptanceOverride")})
-            found = IdempotencyStore(self.runtime.home).claim("verify_task", key, dig, record_id, kind="verify")
+            store = IdempotencyStore(self.runtime.home)
+            found = await anyio.to_thread.run_sync(lambda: store.claim(
+                "verify_task", key, dig, record_id, kind="verify", exists=self.service.store.exists))
             if found.kind == "conflict":
                 raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
                                    f"idempotencyKey is already bound to verification {found.task_id} with different "
                                    "arguments; use a new key or the same arguments")
-            if found.kind == "hit" and self.service.store.exists(found.task_id):
-                return await self._verify_replay(found.task_id, target)
             if found.kind == "hit":
-                IdempotencyStore(self.runtime.home).release("verify_task", key, found.task_id)
-                IdempotencyStore(self.runtime.home).claim("verify_task", key, dig, record_id, kind="verify")
+                await self._replayed_view(found.task_id)
+                return await self._verify_replay(found.task_id, target)
         from ..core.paths import project_key
 
         override = args.get("acceptanceOverride")
@@ -448,14 +454,20 @@ class Handlers:
             import os
 
             norm = norm_path(os.path.realpath(project)) if os.path.exists(project) else norm_path(os.path.abspath(project))
-        views = await self.service.list_tasks(norm, args.get("status"), int(args.get("limit", 50)))
+        skipped: list[str] = []
+        views = await self.service.list_tasks(norm, args.get("status"), int(args.get("limit", 50)), skipped)
+        note = (f"note: {len(skipped)} damaged task record(s) left out (TASK_RECORD_CORRUPT): "
+                + ", ".join(skipped[:5]) + (" …" if len(skipped) > 5 else "")) if skipped else None
+        meta: dict[str, Any] = {"ok": True, "skippedRecords": len(skipped) or None}
         if not views:
-            return ok_result("no task matches.", {"ok": True, "message": "empty list"})
+            return ok_result("no task matches." + (f"\n{note}" if note else ""), {**meta, "message": "empty list"})
         rows = [f"tasks ({len(views)}; columns: taskId / status / agent / project / brief)"]
         for v in views:
             t = v.task
-            rows.append(f"{t['taskId']}\t{v.status:<15}\t{t.get('agentId', ''):<8}\t{t.get('projectPath', '')}\t{t.get('task', '')[:60]}")
-        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(views)} task(s)"})
+            rows.append(f"{t['taskId']}\t{v.status:<15}\t{str(t.get('agentId') or ''):<8}\t{t.get('projectPath', '')}\t{str(t.get('task') or '')[:60]}")
+        if note:
+            rows.append(note)
+        return ok_result("\n".join(rows), {**meta, "message": f"{len(views)} task(s)"})
 
     def _report(self, args: dict[str, Any]) -> types.CallToolResult:
         if not args.get("taskId"):
@@ -494,7 +506,7 @@ class Handlers:
         ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
         missing = [i for i in ids if not self.service.store.exists(i)]
         if missing:
-            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {', '.join(missing)}")
+            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(', '.join(missing))}")
         requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))
         timeout_ms = min(requested, WAIT_MAX_MS)
         clamp = f" (timeoutMs above the maximum, clamped to {WAIT_MAX_MS} ms)" if requested > WAIT_MAX_MS else ""

@@ -28,6 +28,7 @@ from .handlers import Handlers
 from .runtime import Runtime
 from .taskops import TaskService
 from .tools import TOOL_DEFS, TOOLS_BY_NAME
+from .wire import ScreenedStdin, claim_stdin
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -126,7 +127,9 @@ async def serve_stdio(runtime: Runtime) -> None:
     even when flushed at exit (00-design §6).
     """
     server, _ = build_server(runtime)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = ScreenedStdin(claim_stdin())
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):  # type: ignore[arg-type]
+        stdin.write_stream = write_stream
         real_stdout = sys.stdout
         sys.stdout = sys.stderr
         try:

@@ -33,6 +33,7 @@ from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import INTERRUPTED, status_from_state
 from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, request_cancel
+from .format import clip
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
@@ -202,7 +203,11 @@ class TaskService:
             if self.store.exists_dir(task_id):
                 raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
                                    f"task {task_id} exists but {self.store.dir(task_id) / 'task.json'} is unreadable or corrupt")
-            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {task_id}")
+            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
+        problem = self.store.problem(task_id, task)
+        if problem:
+            raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
+                               f"task {task_id}: {self.store.dir(task_id) / 'task.json'} is damaged ({problem})")
         return task
 
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
@@ -271,9 +276,19 @@ class TaskService:
         """One task with its status. Raises TASK_NOT_FOUND, PREFECT_UNAVAILABLE."""
         return (await self.views([self.read_task(task_id)]))[0]
 
-    async def list_tasks(self, project_norm: str | None, status: str | None, limit: int) -> list[TaskView]:
-        """Tasks newest first, filtered by normalised project path and exact status."""
-        tasks = [t for t in (self.store.read(i) for i in self.store.list_ids(("tsk_", "vfy_"))) if t]
+    async def list_tasks(self, project_norm: str | None, status: str | None, limit: int,
+                         skipped: list[str] | None = None) -> list[TaskView]:
+        """Tasks newest first, filtered by normalised project path and exact status. Damaged
+        records are left out; their ids (and why) are appended to ``skipped`` when given."""
+        tasks = []
+        for record_id in self.store.list_ids(("tsk_", "vfy_")):
+            task = self.store.read(record_id)
+            problem = "task.json unreadable" if task is None else self.store.problem(record_id, task)
+            if problem:
+                if skipped is not None and self.store.exists_dir(record_id):
+                    skipped.append(f"{record_id} ({problem})")
+                continue
+            tasks.append(task)
         if project_norm is not None:
             tasks = [t for t in tasks if t.get("projectPath") == project_norm]
         tasks.sort(key=lambda t: t.get("createdAt", ""), reverse=True)

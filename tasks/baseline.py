@@ -19,6 +19,9 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
 
     A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
     against the pre-work state. Returns the baseline as JSON (camelCase keys).
+
+    Raises:
+        GitFailed: git refused (nothing is stored; the task must not start).
     """
     st = store()
     path = st.dir(task_id) / "baseline.json"

@@ -204,7 +204,7 @@ def test_five_homes_at_once_get_five_apis_and_a_taken_port_is_skipped(tmp_path: 
         # each home's task lands in its own database and task list only
         ids = []
         for home in homes:
-            repo = make_calc_repo(home / "calc")
+            repo = make_calc_repo(home.parent / f"{home.name}-calc")
             raw = RawClient(home)
             _init(raw)
             ids.append(meta(raw.call("run_task", {"projectPath": str(repo), "task": "noop", "agentId": "scripted-noop",

@@ -1,0 +1,104 @@
+"""The stdio wire: every malformed JSON-RPC request that carries an id gets an answer.
+
+The SDK's stdio transport validates each line and, when that fails, hands the session an
+exception without the line: the caller's request id is lost and the caller waits for an answer
+that never comes (observed: 13 of 32 malformed requests with an id got none; a ``tools/call``
+whose arguments hold an unpaired surrogate such as ``"\\ud800"`` — valid JSON, but not
+something pydantic's JSON parser accepts — hung its client). :class:`ScreenedStdin` reads the
+lines in front of the SDK and answers such a line itself:
+
+* not JSON, but an ``"id"`` can be recovered → JSON-RPC ``-32700`` (parse error) for that id;
+* JSON, a request (``id`` + ``method``) the SDK cannot validate → ``-32600`` (invalid request);
+* a ``tools/call`` whose arguments hold an unpaired surrogate → the tool's own error result,
+  ``INVALID_ARGUMENT`` naming the field (the same answer as for a NUL character).
+
+Lines without an id (notifications, garbage) go on to the SDK, which drops them as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator
+from io import TextIOWrapper
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+from ..core.errors import ErrorCode, TianshuError
+from .format import clip, error_result, impossible_strings
+
+_ID_RE = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})')
+
+
+def claim_stdin() -> Any:
+    """Take fd 0 for the wire and point fd 0 at the null device (children read EOF, as with
+    the SDK's own claim); return an async text file over the wire's duplicate."""
+    wire = os.dup(0)
+    os.set_inheritable(wire, False)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return anyio.wrap_file(TextIOWrapper(os.fdopen(wire, "rb", buffering=0), encoding="utf-8", errors="replace"))
+
+
+class ScreenedStdin:
+    """Async lines of ``source`` with malformed requests answered on ``write_stream`` (set it
+    once the transport is open; until then nothing is answered, only passed on)."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.write_stream: Any = None
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self.source:
+            reply = screen(line)
+            if reply is not None and self.write_stream is not None:
+                await self.write_stream.send(SessionMessage(reply))
+                continue
+            yield line
+
+
+def screen(line: str) -> Any:
+    """The answer to a malformed request on ``line``, or None when the SDK should have it."""
+    stripped = line.strip()
+    if not stripped:
+        return None
+    try:
+        types.jsonrpc_message_adapter.validate_json(stripped, by_name=False)
+        return None
+    except Exception:  # noqa: BLE001 - any validation failure is screened below
+        pass
+    try:
+        obj = json.loads(stripped)
+    except ValueError as exc:
+        m = _ID_RE.search(stripped)
+        if m is None:
+            return None
+        return _error(json.loads(m.group(1)), -32700, f"parse error: {clip(str(exc))}")
+    if not isinstance(obj, dict):
+        return None
+    rid = obj.get("id")
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)) or "method" not in obj:
+        return None
+    params = obj.get("params")
+    if obj.get("method") == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
+        problems = impossible_strings(params.get("arguments"))
+        if problems:
+            err = TianshuError(ErrorCode.INVALID_ARGUMENT,
+                               f"invalid arguments for {clip(params['name'], 64)}: " + "; ".join(problems[:10]))
+            result = error_result(err).model_dump(by_alias=True, exclude_none=True, mode="json")
+            return types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=result)
+    problems = impossible_strings(obj)
+    why = "; ".join(problems[:5]) if problems else "not a valid JSON-RPC 2.0 request for this server"
+    return _error(rid, -32600, f"invalid request: {why}")
+
+
+def _error(rid: Any, code: int, message: str) -> Any:
+    return types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(code=code, message=message))

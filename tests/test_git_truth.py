@@ -1,0 +1,169 @@
+"""git that refuses is never read as "no repository" or "clean" (issue: never a false pass).
+
+Real repositories in temp dirs and the real git binary; each case is an input observed on a
+user's machine: a repository owned by another user, an LFS filter whose program is missing, git
+location variables in the server's environment, a corrupt index, a leftover ``index.lock``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tianshu_mcp.acceptance.engine import VerifyRequest, verify_round
+from tianshu_mcp.acceptance.git import GitFailed, analyze_changes, capture_baseline, is_git_repo
+from tianshu_mcp.core.procs import run_process
+
+from conftest import meta_of, mcp_client
+from test_acceptance_engine import git, make_pytest_repo, request
+
+pytestmark = [pytest.mark.anyio]
+GIT_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
+
+
+def _pytest_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def owned_by_someone_else(repo: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("changing a repository's owner needs root")
+    subprocess.run(["chown", "-R", "65534:65534", str(repo)], check=True)
+
+
+def test_dubious_ownership_is_a_git_failure_not_a_non_repo(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "repo")
+    owned_by_someone_else(repo)
+    with pytest.raises(GitFailed) as info:
+        is_git_repo(repo)
+    assert "dubious ownership" in info.value.message and "safe.directory" in info.value.message  # git's hint
+    with pytest.raises(GitFailed):
+        capture_baseline(repo)
+
+
+def test_dubious_ownership_blocks_the_round_instead_of_passing_a_noop(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _pytest_on_path(monkeypatch)
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    owned_by_someone_else(repo)
+    out = verify_round(request(tmp_path, repo))  # a no-op agent: nothing changed
+    assert not out.passed
+    assert [b["code"] for b in out.blocking_issues] == ["GIT_FAILED"]
+    assert "dubious ownership" in out.blocking_issues[0]["message"]
+    assert "no-changes" not in json.dumps(out.report["checks"]) and "zero file changes" not in json.dumps(out.report)
+
+
+def _lfs_repo(tmp_path: Path) -> Path:
+    """A repository whose *.bin files go through a required `lfs` filter whose program is gone."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    (repo / "data.bin").write_bytes(b"v1\n")
+    git(repo, "add", "data.bin")
+    git(repo, "commit", "-qm", "data")
+    (repo / ".gitattributes").write_text("*.bin filter=lfs diff=lfs merge=lfs -text\n")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-qm", "lfs attributes")
+    return repo
+
+
+def _lfs_gone(repo: Path) -> None:
+    """git-lfs is configured as a required filter but its program is not on PATH."""
+    git(repo, "config", "filter.lfs.clean", "git-lfs-is-not-installed clean -- %f")
+    git(repo, "config", "filter.lfs.smudge", "git-lfs-is-not-installed smudge -- %f")
+    git(repo, "config", "filter.lfs.required", "true")
+
+
+def test_missing_lfs_filter_is_never_a_clean_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _pytest_on_path(monkeypatch)
+    repo = _lfs_repo(tmp_path)
+    baseline = capture_baseline(repo)
+    _lfs_gone(repo)  # e.g. the agent's environment or a PATH change
+    (repo / "data.bin").write_bytes(b"v2, changed by the agent\n")
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    with pytest.raises(GitFailed) as info:
+        analyze_changes(baseline, repo)
+    assert "git-lfs-is-not-installed" in info.value.message
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert not out.passed and "GIT_FAILED" in [b["code"] for b in out.blocking_issues]
+    (repo / "data.bin").write_bytes(b"v3\n")  # same size as the committed "v1\n": only the filter can tell
+    with pytest.raises(GitFailed) as info:
+        capture_baseline(repo)  # the next task's baseline: refused, not "working tree clean"
+    assert "clean filter 'lfs' failed" in info.value.message
+
+
+def test_corrupt_index_is_a_git_failure(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "repo")
+    (repo / ".git" / "index").write_bytes(b"DIRC\x00\x00\x00\x02garbage" * 4)
+    with pytest.raises(GitFailed) as info:
+        capture_baseline(repo)
+    assert "index" in info.value.message
+
+
+def test_leftover_index_lock_does_not_hide_changes(tmp_path: Path) -> None:
+    """Our git calls never take the index lock (GIT_OPTIONAL_LOCKS=0, read-only): a lock left by a
+    crashed git changes nothing in the verdict."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    (repo / ".git" / "index.lock").write_text("")
+    baseline = capture_baseline(repo)
+    assert baseline.is_repo and not baseline.dirty
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # edited\n")
+    analysis = analyze_changes(baseline, repo)
+    assert analysis.changed_files == ["calc.py"]
+    assert (repo / ".git" / "index.lock").exists()  # and we never removed it
+
+
+@pytest.mark.parametrize("var", ["GIT_DIR", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_WORK_TREE"])
+def test_git_location_variables_of_the_server_do_not_reach_our_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     var: str) -> None:
+    decoy = make_pytest_repo(tmp_path / "decoy")
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    monkeypatch.setenv(var, str(decoy / ".git" / ("index" if var == "GIT_INDEX_FILE" else "")) if var != "GIT_WORK_TREE"
+                       else str(decoy))
+    baseline = capture_baseline(repo)
+    assert baseline.is_repo and baseline.head == head
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # edited\n")
+    assert analyze_changes(baseline, repo).changed_files == ["calc.py"]
+
+
+def test_an_agents_commit_lands_in_its_project_not_in_the_decoy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server started from a git hook or wrapper has GIT_DIR/GIT_INDEX_FILE/… set: the agent
+    (started like every agent, through core.procs) must not inherit them."""
+    decoy = make_pytest_repo(tmp_path / "decoy")
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    decoy_head = git(decoy, "rev-parse", "HEAD")
+    for var in GIT_VARS:
+        monkeypatch.setenv(var, str(decoy / ".git") if var != "GIT_INDEX_FILE" else str(decoy / ".git" / "index"))
+    agent = ("import subprocess\n"
+             "open('calc.py', 'a').write('# agent was here\\n')\n"
+             "subprocess.run(['git', 'add', '-A'], check=True)\n"
+             "subprocess.run(['git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-qm', 'agent'], check=True)\n")
+    result = run_process([sys.executable, "-c", agent], cwd=repo, log_path=tmp_path / "agent.log", timeout_ms=60_000)
+    assert result.exit_code == 0, (tmp_path / "agent.log").read_text()
+    for var in GIT_VARS:
+        monkeypatch.delenv(var)
+    assert git(decoy, "rev-parse", "HEAD") == decoy_head and not git(decoy, "status", "--porcelain")
+    assert git(repo, "log", "-1", "--format=%s").strip() == "agent"
+
+
+async def test_run_task_on_a_repository_git_refuses_needs_attention_before_the_agent(
+        ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    home = ts_daemon["home"]
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    owned_by_someone_else(repo)
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "scripted-noop"}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert done["status"] == "needs_attention", done
+    assert done.get("errorType") == "git_failed"
+    assert "dubious ownership" in done.get("message", "") + json.dumps(done)
+    assert not (home / "tasks" / sub["taskId"] / "agent-0.log").exists()  # the agent never started
+    shutil.rmtree(repo, ignore_errors=True)

@@ -1,0 +1,71 @@
+"""The projectPath gate (10-tools §3.1, widened by the input issue): system trees, the data home,
+and anything whose resolved form lands there; coded, and checked before the agent is resolved."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tianshu_mcp.core.errors import ErrorCode, TianshuError
+from tianshu_mcp.core.paths import check_project_path
+
+from conftest import mcp_client
+
+pytestmark = [pytest.mark.anyio]
+
+SYSTEM = ["/proc", "/proc/self", "/sys/kernel", "/dev", "/dev/shm", "/boot", "/run", "/lib", "/lib64", "/usr/lib",
+          "/usr/share", "/usr/local", "/bin", "/sbin", "/etc", "/etc/ssh", "/var", "/var/lib", "/var/log",
+          "/var/cache"]
+
+
+def code_of(path: str, home: Path | None = None) -> str:
+    try:
+        check_project_path(path, home)
+    except TianshuError as exc:
+        return exc.code.value
+    return "OK"
+
+
+@pytest.mark.parametrize("path", [p for p in SYSTEM if os.path.isdir(p)])
+def test_system_trees_are_refused(path: str) -> None:
+    assert code_of(path) == ErrorCode.PATH_IS_SYSTEM.value
+
+
+def test_symlinks_and_dotdot_into_system_trees_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "etc-link").symlink_to("/etc")
+    assert code_of(str(tmp_path / "etc-link")) == ErrorCode.PATH_IS_SYSTEM.value
+    assert code_of(str(tmp_path) + "/.." * len(tmp_path.parts) + "/usr/share") == ErrorCode.PATH_IS_SYSTEM.value
+
+
+def test_user_work_dirs_pass(tmp_path: Path) -> None:
+    assert code_of(str(tmp_path)) == "OK"
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as work:
+        assert code_of(work) == "OK"  # /var/tmp is a work area, not system state
+
+
+def test_the_data_home_and_anything_inside_it_are_refused(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "tasks" / "tsk_1").mkdir(parents=True)
+    assert code_of(str(home), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    assert code_of(str(home / "tasks" / "tsk_1"), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    (tmp_path / "into-home").symlink_to(home / "tasks")
+    assert code_of(str(tmp_path / "into-home"), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    (tmp_path / "beside").mkdir()
+    assert code_of(str(tmp_path / "beside"), home) == "OK"
+
+
+@pytest.mark.parametrize("path,code", [("/proc", "PATH_IS_SYSTEM"), ("/usr/share", "PATH_IS_SYSTEM"), (None, "PATH_IS_DATA_HOME")])
+async def test_run_task_refuses_before_resolving_the_agent(ts_daemon: dict[str, Any], path: str | None, code: str) -> None:
+    home = ts_daemon["home"]
+    before = set((home / "tasks").glob("*")) if (home / "tasks").exists() else set()
+    async with mcp_client(home) as client:
+        result = await client.call_tool("run_task", {"projectPath": path or str(home), "task": "x",
+                                                     "agentId": "no-such-agent"})
+    text = result.content[0].text
+    assert result.is_error and f"[{code}]" in text, text  # not AGENT_NOT_FOUND: the path is checked first
+    after = set((home / "tasks").glob("*")) if (home / "tasks").exists() else set()
+    assert after == before
