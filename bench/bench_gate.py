@@ -56,7 +56,7 @@ def _service_alive(home: Path) -> bool:
 
 
 def trial(home: Path, cause: str, n: int) -> tuple[bool, float]:
-    base = home / f"{cause}-{n}"
+    base = home.parent / f"{home.name}-{cause.split()[0]}-{n}"  # projects never live inside the data home
     base.mkdir()
     repo = make_calc_repo(base / "calc")
     pidfile, probe = base / "pids.txt", base / "probe.txt"

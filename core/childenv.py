@@ -20,8 +20,10 @@ an orphaned descendant is still recognised as ours.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 GIT_LOCATION_VARS = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
@@ -40,3 +42,38 @@ def scrub(env: Mapping[str, str] | None = None) -> dict[str, str]:
     source = os.environ if env is None else env
     drop = set(GIT_LOCATION_VARS) | set(OWN_VARS)
     return {k: v for k, v in source.items() if k not in drop and not k.startswith(SCRUBBED_PREFIXES)}
+
+
+CLIENT_ENV_FILE = "client-env.json"
+"""The host's environment for one task, in its task directory (mode 0600; it may hold API keys)."""
+
+
+def save_client_env(task_dir: Path) -> None:
+    """Record this process's environment, scrubbed (:func:`scrub`), as the environment the task's
+    agents and checks run with: a stdio server calls this when it accepts a task, so the agent
+    sees the host's PATH and its ``env`` block (API keys), not the background service's.
+
+    Written atomically with mode 0600. Raises OSError when the file cannot be written.
+    """
+    task_dir.mkdir(parents=True, exist_ok=True)
+    path = task_dir / CLIENT_ENV_FILE
+    tmp = path.with_name(f".{CLIENT_ENV_FILE}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(scrub(), fh)
+    os.replace(tmp, path)
+
+
+def adopt_client_env(task_dir: Path) -> bool:
+    """In a flow-run process: overlay ``os.environ`` with the task's recorded host environment
+    (our own and Prefect's variables stay this process's). Returns False when none was recorded
+    (a scheduled run: the service's environment applies) or it cannot be read."""
+    try:
+        recorded = json.loads((task_dir / CLIENT_ENV_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(recorded, dict):
+        return False
+    os.environ.update({str(k): str(v) for k, v in scrub(recorded).items() if isinstance(v, str)})
+    return True
+

@@ -265,6 +265,16 @@ class PrefectHost:
             stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
         os.environ[SOCKET_ENV] = str(path)
 
+    def check_forkserver(self) -> bool:
+        """Restart the fork server if it died (reaped, logged); True when one was restarted.
+        Meanwhile launchers start plain engines: slower, never lost."""
+        proc, path = self._forkserver, self._forkserver_socket
+        if proc is None or path is None or proc.poll() is None:
+            return False
+        log.warning("the fork server (pid %d) exited with %s; restarting it", proc.pid, proc.returncode)
+        self._start_forkserver(path)
+        return True
+
     def _stop_forkserver(self) -> None:
         """Stop the fork server (engines it forked keep running: they are flow runs)."""
         from .engine_cmd import SOCKET_ENV

@@ -213,6 +213,7 @@ def run_engine(request: Request) -> None:
 
     _follow_launcher(request.conn)
     sys.argv = [sys.argv[0]]
+    sys.modules.pop("prefect.engine", None)  # preloaded; runpy warns when running a loaded module
     runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
 
 

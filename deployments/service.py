@@ -231,6 +231,8 @@ class HomeService:
                         await submit_pending(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - retried next tick
                         log.warning("submitting pending tasks failed (retrying): %s", exc)
+                if self._host is not None:
+                    self._host.check_forkserver()
                 now = time.monotonic()
                 if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
                     last_idle_check = now

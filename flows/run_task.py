@@ -16,6 +16,7 @@ from prefect import flow
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..acceptance.git import GitFailed
+from ..core.childenv import adopt_client_env
 from ..core.files import read_json_safe
 from ..core.procs import current_record, kill_recorded, save_record
 from ..core.settings import data_home
@@ -97,6 +98,7 @@ def run_task_flow(
     if meta is None:
         return Failed(message=f"task {task_id} has no task.json under {st.root}")
     tdir = st.dir(task_id)
+    adopt_client_env(tdir)  # the agent and the checks run with the host's environment
     save_record(tdir / FLOW_PROC_FILE, current_record())
     guard_run(task_id, project_path)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")

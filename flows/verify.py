@@ -20,6 +20,7 @@ from prefect import flow, task
 from prefect.states import Completed, Failed, State
 
 from ..acceptance.git import Baseline, GitFailed, capture_baseline, resolve_commit
+from ..core.childenv import adopt_client_env
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
@@ -78,6 +79,7 @@ def verify_flow(
     """
     guard_run(record_id, project_path)
     st = store()
+    adopt_client_env(st.dir(record_id))  # the checks run with the host's environment
     record(record_id, startedAt=utc_now(), phase="verify_start")
     try:
         baseline = verify_baseline(record_id, project_path, target_task_id, baseline_ref)

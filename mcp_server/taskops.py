@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..adapters.profiles import ResolvedAgent
+from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
 from ..core.ids import new_task_id
 from ..core.model import TERMINAL, meta_from_task
@@ -165,6 +166,7 @@ class TaskService:
             if args.get(key) is not None:
                 fields[key] = args[key]
         record = self.store.create(task_id, fields)
+        save_client_env(self.store.dir(task_id))
         parameters = {
             "task_id": task_id,
             "project_path": project.norm,
@@ -407,6 +409,7 @@ class TaskService:
             "kind": "verify", "workspaceMode": "project", "projectPath": project_norm, "projectKey": project_key_,
             "agentId": "manual-verify", "autoVerify": True, "autoFixRounds": 0, "homeTag": self.runtime.home_tag,
             "lastMessage": WAITING_FOR_SERVICE, **fields})
+        save_client_env(self.store.dir(record_id))
         tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
                             {"record_id": record_id, "project_path": project_norm, **params}, tags, project_key_,
@@ -458,6 +461,7 @@ class TaskService:
         params["feedback"] = "\n\n".join(parts) or None
         await client.update_flow_run(flow_run.id, parameters=params)
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
+        save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
                           cancelRequestedAt=None, phase=None, lastMessage="manual rework queued")
         detail = ("rework requested, feedback: " + feedback.strip()[:200]) if feedback and feedback.strip() else "rework requested (no extra feedback)"

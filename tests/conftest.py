@@ -130,11 +130,12 @@ def calc_repo(tmp_path: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(home: Path, mode: str = "legacy") -> AsyncIterator[Any]:
-    """The SDK's stdio client connected to the installed console script for ``home``."""
+async def mcp_client(home: Path, mode: str = "legacy", env: dict[str, str] | None = None) -> AsyncIterator[Any]:
+    """The SDK's stdio client connected to the installed console script for ``home`` (``env``:
+    extra variables of the host's ``env`` block)."""
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=CONSOLE, args=[], env=server_env(home))
+    params = StdioServerParameters(command=CONSOLE, args=[], env={**server_env(home), **(env or {})})
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
         yield client
 

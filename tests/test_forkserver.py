@@ -185,3 +185,26 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
         assert (home / "prefect" / "engine.sock").exists()
         done = meta_of(await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel"}))
         assert done["status"] == "cancelled"
+
+
+def test_a_dead_fork_server_is_restarted(ts_daemon: dict[str, Any]) -> None:
+    """kill -9 of the home's fork server: the service reaps it, says so and starts a new one."""
+    home = ts_daemon["home"]
+    service = psutil.Process(ts_daemon["proc"].pid)
+
+    def servers() -> list[psutil.Process]:
+        found = []
+        for child in service.children():
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and "tianshu_mcp.deployments.forkserver" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.Error:
+                continue
+        return found
+
+    old = until(servers, 60, "the fork server")[0]
+    old.kill()
+    new = until(lambda: [p for p in servers() if p.pid != old.pid], 30, "a new fork server")[0]
+    assert new.is_running()
+    until(lambda: "the fork server (pid %d) exited" % old.pid in (home / "daemon.log").read_text(), 10, "the log line")
+    until(lambda: (home / "prefect" / "engine.sock").exists(), 60, "the new fork server to listen")
