@@ -111,6 +111,7 @@ class VerifyRequest:
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None
     baseline_dir: Path | None = None
     agent_work: bool = True
+    agent_run: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -435,6 +436,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         "files": {},
         "message": message,
     }
+    if req.agent_run:
+        report["agent"] = dict(req.agent_run)
     if blocking:
         report["blockingIssues"] = blocking
     if grading is not None:

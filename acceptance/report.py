@@ -175,6 +175,14 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
     if report.get("blockingIssues"):
         lines.append("")
+    agent = report.get("agent")
+    if isinstance(agent, Mapping):
+        lines += ["## Agent", "", f"- Exit code: {agent.get('exitCode')}"
+                  + (f" after {agent.get('durationMs')} ms" if agent.get("durationMs") is not None else "")]
+        if agent.get("fatalLine"):
+            lines.append(f"- Recognised failure line: `{agent['fatalLine']}`")
+        tail = str(agent.get("outputTail") or "").rstrip() or "(no output)"
+        lines += ["", "Output (last lines):", "", fence(tail), tail, fence(tail), ""]
     lines += ["## Command checks", ""]
     checks = report.get("checks") or []
     if not checks:

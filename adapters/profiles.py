@@ -69,7 +69,9 @@ class AgentProfile(BaseModel):
         ``<prompt:arg>``, ``<prompt:file>``, ``<prompt:stdin>``), prompt_mode
         (``promptMode``, "arg"|"stdin"|"file"), cwd ("task": the project, "home": the user's
         home), env ({}: overlaid on the server's environment), timeout_ms (``timeoutMs``,
-        1800000, > 0), auth_note (``authNote``, ""), note (None).
+        1800000, > 0), auth_note (``authNote``, ""), fatal_patterns (``fatalPatterns``, []:
+        regular expressions of output lines that mean the agent could not work, added to
+        :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), note (None).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
@@ -86,7 +88,19 @@ class AgentProfile(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     timeout_ms: int = Field(DEFAULT_AGENT_TIMEOUT_MS, gt=0, alias="timeoutMs")
     auth_note: str = Field("", alias="authNote")
+    fatal_patterns: list[str] = Field(default_factory=list, alias="fatalPatterns")
     note: str | None = None
+
+    @model_validator(mode="after")
+    def _fatal_patterns_compile(self) -> "AgentProfile":
+        import re
+
+        for pattern in self.fatal_patterns:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"fatalPatterns: {pattern!r} is not a regular expression ({exc})") from exc
+        return self
 
     @model_validator(mode="after")
     def _prompt_reaches_the_agent(self) -> "AgentProfile":

@@ -38,6 +38,21 @@ def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
         kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
 
 
+def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
+    """What the report says about the agent: exit code, duration, output tail, fatal line."""
+    return {k: result.get(k) for k in ("exitCode", "durationMs", "outputTail", "fatalLine")}
+
+
+def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
+    """The task's message for a failed agent: exit code, the line that says why, where to look."""
+    tail = [ln.strip() for ln in str(agent_run.get("outputTail") or "").splitlines()
+            if ln.strip() and not ln.startswith(("[exit] ", "===== spawn:"))]  # our own log framing
+    line = agent_run.get("fatalLine") or (tail[-1][:300] if tail else "")
+    report = f"; report-{verdict['round']} ({verdict['mdPath']})" if verdict else ""
+    return (f"agent failed: exit code {agent_run.get('exitCode')}" + (f", it said: {line}" if line else ", no output")
+            + f" (log {log_file}{report}); no rework round was spent — fix the agent's setup and rework the task")
+
+
 def _finish(task_id: str, status: str, message: str, error_type: str | None = None, **extra: Any) -> None:
     st = store()
     now = utc_now()
@@ -139,9 +154,10 @@ def run_task_flow(
             _finish(task_id, "failed", msg, "timeout", abortSource="timeout", roundsUsed=rnd + 1)
             st.event(task_id, "timeout_killed", "failed", msg)
             return Failed(message=msg)
+        agent_run = _agent_run(result)
         if not auto_verify:
             if not result.get("ok"):
-                msg = f"agent failed (exit={result.get('exitCode')}). Log {result.get('logFile')}"
+                msg = _agent_failed_message(agent_run, result.get("logFile"))
                 _finish(task_id, "failed", msg, "agent_failed", roundsUsed=rnd + 1)
                 return Failed(message=msg)
             msg = f"done: agent exited 0 in {result.get('durationMs')} ms (verification off). Log {result.get('logFile')}"
@@ -150,7 +166,8 @@ def run_task_flow(
 
         record(task_id, phase="verify_start", lastMessage=f"round {rnd}: verifying")
         st.event(task_id, "verify_start", "verify_start", f"round {rnd}: verification started")
-        verdict = verify_round_task.with_options(task_run_name=f"verify-round-{rnd}")(task_id, rnd, baseline)
+        verdict = verify_round_task.with_options(task_run_name=f"verify-round-{rnd}")(
+            task_id, rnd, baseline, agent_run=agent_run)
         record(
             task_id,
             roundsUsed=rnd + 1,
@@ -166,6 +183,12 @@ def run_task_flow(
         st.event(task_id, "verify_round", "verify_start", f"round {rnd}: {'passed' if verdict['passed'] else 'failed'}")
         if _cancel_marker(task_id):
             return _end_killed(task_id)
+        # an agent that failed is an agent failure, not a verification failure: no rework round
+        # is spent on it (input issue); a recognised fatal line only counts when nothing changed
+        if agent_run["exitCode"] != 0 or (agent_run.get("fatalLine") and not verdict["changedFiles"]):
+            msg = _agent_failed_message(agent_run, result.get("logFile"), verdict)
+            _finish(task_id, "failed", msg, "agent_failed")
+            return Failed(message=msg)
         if verdict["blockingIssues"]:
             issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
             msg = f"verification blocked (report-{verdict['round']}): {issues}"

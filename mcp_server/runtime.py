@@ -262,9 +262,12 @@ class Runtime:
 def _warm_imports() -> None:
     """Import Prefect's client and our intake in the connecting thread (≈2.3 s on 2 cores), before
     the runtime reports ready: imported lazily inside a tool, they would block the event loop
-    past run_task's 0.7 s inline budget (measured 1.9–4.1 s answers for one-shot clients)."""
+    past run_task's 0.7 s inline budget (measured 1.9–4.1 s answers for one-shot clients). Tool
+    code imports Prefect only after :meth:`Runtime.wait_ready`: two threads importing Prefect's
+    cyclic modules at once trip Python's import deadlock detection."""
     import prefect.client.orchestration  # noqa: F401
     import prefect.client.schemas.filters  # noqa: F401
+    import prefect.states  # noqa: F401
 
     from ..deployments import intake  # noqa: F401
 

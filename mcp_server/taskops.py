@@ -218,9 +218,9 @@ class TaskService:
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
         states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
+            client = await self.client()  # first: Prefect is imported by the connecting thread
             from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
-            client = await self.client()
             for start in range(0, len(ids), 200):
                 runs = await client.read_flow_runs(
                     flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + 200])), limit=200

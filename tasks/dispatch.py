@@ -7,6 +7,7 @@ from typing import Any
 from prefect import task
 
 from ..adapters.cli import AgentRunContext, run_cli_agent
+from ..adapters.fatal import fatal_line, output_tail
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
 from ..core.procs import kill_recorded, save_record
@@ -25,7 +26,8 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
 
     Returns:
         ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
-        "hardFailure", "errorType", "cancelRequested"}``; a profile that cannot be resolved or a
+        "hardFailure", "errorType", "cancelRequested", "outputTail" (last 2000 chars of the log),
+        "fatalLine" (:func:`tianshu_mcp.adapters.fatal.fatal_line`, or None)}``; a profile that cannot be resolved or a
         malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
         ``agent_unresolved`` / ``setup_failed``.
     """
@@ -72,5 +74,8 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
         "errorType": result.error_type,
     }
     out["cancelRequested"] = cancel_requested(tdir)
+    tail = output_tail(result.log_file)
+    out["outputTail"] = tail[-2000:]
+    out["fatalLine"] = fatal_line(tail, agent.profile.fatal_patterns if agent.profile is not None else ())
     return out
 

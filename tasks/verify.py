@@ -73,13 +73,16 @@ def verify_round_task(
     acceptance_override: Any = _UNSET,
     baseline_dir: str | None = None,
     agent_work: bool = True,
+    agent_run: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
     ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
     ``baseline_dir`` is where baseline-aware grading finds the baseline state (default: the
     task's own dir; a verification against another task's baseline passes that task's dir);
-    ``agent_work`` is False for a verification of a project with no task (never excuse failures).
+    ``agent_work`` is False for a verification of a project with no task (never excuse failures);
+    ``agent_run`` (``{"exitCode", "durationMs", "outputTail", "fatalLine"}``) puts the agent's
+    outcome in the report.
 
     Returns:
         ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks", "blockingIssues",
@@ -113,6 +116,7 @@ def verify_round_task(
             project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
             **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
             agent_work=agent_work,
+            agent_run=agent_run,
         )
     )
     report = outcome.report

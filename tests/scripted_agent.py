@@ -15,8 +15,9 @@ and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change 
 and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between — after, with
 ``$SCRIPTED_RENDEZVOUS=N``, waiting until N starts are in the trace — then fix),
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
-``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix).
-It always prints to stdout and stderr, like real agents do.
+``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix),
+``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
+exit 0, changes nothing), ``crash`` (a traceback, exit 1). It always prints to stdout and stderr, like real agents do.
 """
 
 import os
@@ -33,6 +34,15 @@ def main() -> int:
     mode = os.environ.get("SCRIPTED_MODE", "normal")
     print(f"scripted agent: mode={mode}, prompt of {len(prompt)} chars", flush=True)
     print("scripted agent: thinking…", file=sys.stderr, flush=True)
+    if mode == "auth-fail":  # a CLI whose API key was refused: one tell-tale line, exit 1
+        print("Error: 401 Unauthorized - invalid x-api-key", file=sys.stderr, flush=True)
+        return 1
+    if mode == "quota-zero":  # rate limited, but exits 0 having done nothing
+        print("API error 429 Too Many Requests: rate limit exceeded, try again later", flush=True)
+        return 0
+    if mode == "crash":  # exits 1 with an unrecognised last line
+        print("Traceback (most recent call last):\nRuntimeError: segmentation in the planner", flush=True)
+        return 1
     if mode == "noisy":
         data = sys.stdin.read()  # stdin must be at EOF: this returns at once
         print(f"scripted agent: stdin gave {len(data)} bytes", flush=True)
