@@ -537,6 +537,7 @@ class Analysis(BaseModel):
     renames: list[Rename] = Field(default_factory=list)
     submodules: list[Submodule] = Field(default_factory=list)
     tampering: list[TamperingItem] = Field(default_factory=list)
+    outside_project: list[str] = Field(default_factory=list, alias="outsideProject")
 
     @property
     def has_changes(self) -> bool:
@@ -1117,6 +1118,29 @@ def analyze_changes(
     paired_old = {p.old for p in unstaged}
     deleted_files = [e.path for e in deletions if e.path not in paired_old]
 
+    # a project that is a sub-tree of its repository (a monorepo package): changes elsewhere in the
+    # repository are not this task's output; they are listed as a signal and left out of the
+    # change list, the diffstat and the zero-change gate (input issue: repository-level gate)
+    prefix = _project_prefix(project, root)
+    outside: list[str] = []
+    if prefix:
+        def inside(path: str) -> bool:
+            return path == prefix or path.startswith(prefix + "/")
+
+        for f in [f for f in rows if not inside(f)]:
+            rows.pop(f)
+            outside.append(f)
+        for f in [f for f in untracked_files if not inside(f)]:
+            untracked_files.remove(f)
+            untracked_rows.pop(f, None)
+            outside.append(f)
+        renames = [r for r in renames if inside(r.to)]
+        submodules = [sm for sm in submodules if inside(sm.path)]
+        for table in (added, removed):
+            for f in [f for f in table if not inside(f)]:
+                table.pop(f)
+        deleted_files = [f for f in deleted_files if inside(f)]
+
     per_file = [FileStat(file=f, add=a_, del_=d_, binary=True if b_ else None) for f, (a_, d_, b_) in rows.items()]
     per_file += list(untracked_rows.values())
     changed_files = list(rows)
@@ -1131,6 +1155,9 @@ def analyze_changes(
     warnings = [
         f"Lockfile modified: {r.file} (confirm the dependency change is intended)" for r in per_file if LOCKFILE_RE.search(r.file)
     ]
+    if outside:
+        warnings.append(f"Edits outside the project's sub-tree {prefix}/ (not counted as this task's output): "
+                        + ", ".join(sorted(outside)[:20]) + (" …" if len(outside) > 20 else ""))
     scanned = scan_changes(
         added,
         removed,
@@ -1188,6 +1215,7 @@ def analyze_changes(
         renames=renames,
         submodules=submodules,
         tampering=scanned.tampering,
+        outside_project=sorted(outside),
     )
 
 

@@ -71,6 +71,29 @@ def project_key(norm: str) -> str:
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()[:16]
 
 
+def repo_root(norm: str) -> str | None:
+    """The normalised top level of the git work tree containing ``norm``, or None (not in a
+    repository, or git cannot tell). ≈5 ms; git runs with a scrubbed environment."""
+    import subprocess
+
+    from .childenv import scrub
+
+    try:
+        out = subprocess.run(["git", "-C", norm, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             stdin=subprocess.DEVNULL, timeout=30, check=False, env=scrub())
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    top = out.stdout.strip()
+    return norm_path(os.path.realpath(top)) if out.returncode == 0 and top else None
+
+
+def serial_key(norm: str) -> str:
+    """The key that serialises work on ``norm`` (work queue ``project-<key>``, project gate): the
+    :func:`project_key` of its git work tree's top level, so packages of one monorepo never run
+    at once (their tasks would see each other's edits); of ``norm`` itself outside git."""
+    return project_key(repo_root(norm) or norm)
+
+
 @dataclass(frozen=True)
 class SafeProject:
     """A projectPath that passed the gate: ``norm`` (realpath, normalised), ``raw`` as given,

@@ -126,7 +126,7 @@ def reverify_flow(project_path: str) -> State:
     """
     from ..core import submissions
     from ..core.ids import new_verify_id
-    from ..core.paths import project_key
+    from ..core.paths import project_key, serial_key
 
     if not os.path.isdir(project_path):
         return Failed(message=f"{project_path} no longer exists; remove its schedule with "
@@ -141,5 +141,6 @@ def reverify_flow(project_path: str) -> State:
         st.home, record_id, "verify/verify",
         {"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
          "acceptance_override": {"requireChanges": False}, "source": "scheduled"},
-        [f"tianshu-task:{record_id}", f"project:{key}", "agent:scheduled-verify", home_tag()], key, rec["createdAt"])
+        [f"tianshu-task:{record_id}", f"project:{key}", "agent:scheduled-verify", home_tag()], serial_key(project_path),
+        rec["createdAt"])
     return Completed(message=f"queued verification {record_id} for {project_path}")

@@ -84,7 +84,7 @@ def guard_run(record_id: str, project_path: str) -> None:
     host, watch its flow run (cancel/delete from the UI), and pass the project gate
     (:func:`~tianshu_mcp.core.gate.claim_project`: no leftover process of the previous run on
     this project is alive when this one starts work)."""
-    from ..core.paths import project_key
+    from ..core.paths import serial_key
     from ..core.gate import claim_project
     from ..core.procs import become_subreaper, exit_when_host_dies
     from ..core.settings import home_tag
@@ -94,6 +94,6 @@ def guard_run(record_id: str, project_path: str) -> None:
     # unsupervised; the next host's start-up sweep archives this run as interrupted
     exit_when_host_dies()
     watch_flow_run(record_id)
-    killed = claim_project(f"{home_tag()}/{project_key(project_path)}")
+    killed = claim_project(f"{home_tag()}/{serial_key(project_path)}")
     if killed:
         store().event(record_id, "note", "running", f"project gate: {killed} leftover process(es) of the previous run killed")

@@ -25,7 +25,7 @@ from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
 from ..core.ids import new_task_id
 from ..core.model import TERMINAL, meta_from_task
-from ..core.paths import SafeProject
+from ..core.paths import SafeProject, serial_key
 from ..core import submissions
 from ..core.procs import kill_recorded
 from ..core.settings import load_config
@@ -176,7 +176,7 @@ class TaskService:
             "task_timeout_ms": fields["taskTimeoutMs"],
         }
         tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag]
-        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, project.key,
+        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, serial_key(project.norm),
                             record["createdAt"])
         return TaskView(await self._submit_now(task_id), "queued", None, None)
 
@@ -412,7 +412,7 @@ class TaskService:
         save_client_env(self.store.dir(record_id))
         tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
-                            {"record_id": record_id, "project_path": project_norm, **params}, tags, project_key_,
+                            {"record_id": record_id, "project_path": project_norm, **params}, tags, serial_key(project_norm),
                             record["createdAt"])
         return TaskView(await self._submit_now(record_id), "queued")
 
