@@ -37,7 +37,6 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .engine_cmd import SOCKET_ENV
 # what a flow-run process imports anyway; the fork server imports it once
 PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.flows",
            "tianshu_mcp.flows.run_task", "tianshu_mcp.flows.verify")

@@ -118,7 +118,9 @@ def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Pope
     engine = until(lambda: engines_of(server), 60, "an engine forked by the server")[0]
     proc.kill()
     proc.wait(10)
-    until(lambda: not engines_of(server), 10, "the engine to die with its launcher")
+    until(lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, 10,
+          "the engine to die with its launcher")
+    until(lambda: not engines_of(server), 10, "the fork server to reap it")
     assert server.poll() is None
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tianshu_mcp.acceptance.engine import VerifyRequest, verify_round
+from tianshu_mcp.acceptance.engine import verify_round
 from tianshu_mcp.acceptance.git import GitFailed, analyze_changes, capture_baseline, is_git_repo
 from tianshu_mcp.core.procs import run_process
 
