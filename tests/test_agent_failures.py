@@ -73,3 +73,22 @@ async def test_a_working_agents_report_shows_its_exit_code(ts_daemon: dict[str, 
     assert done["status"] == "succeeded"
     report = json.loads((home / "tasks" / sub["taskId"] / "report-0.json").read_text())
     assert report["agent"]["exitCode"] == 0 and "scripted agent" in report["agent"]["outputTail"]
+
+
+async def test_a_crashing_agent_on_a_non_git_project_without_checks_is_an_agent_failure(
+        ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    """Observed: the reply said only NOTHING_VERIFIED; the agent's crash is the news."""
+    home = ts_daemon["home"]
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"]["fail-crash-plain"] = scripted_profile(mode="crash")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("no git, no checks\n")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(plain), "task": "tidy the notes",
+                                                          "agentId": "fail-crash-plain"}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    task = json.loads((home / "tasks" / sub["taskId"] / "task.json").read_text())
+    assert done["status"] == "failed" and task["errorType"] == "agent_failed", task
+    assert "exit code 1" in task["lastMessage"] and "RuntimeError" in task["lastMessage"]
