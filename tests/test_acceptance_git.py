@@ -619,9 +619,10 @@ def test_analysis_json_has_new_fields_when_empty(tmp_path: Path) -> None:
     data = analyze_changes(capture_baseline(repo), repo, "").to_json()
     assert list(data) == [
         "changedFiles", "untrackedFiles", "diffstat", "signals", "bigFileChanges", "warnings", "notes",
-        "renames", "submodules", "tampering",
+        "renames", "submodules", "tampering", "outsideProject",
     ]
     assert data["renames"] == [] and data["submodules"] == [] and data["tampering"] == []
+    assert data["outsideProject"] == []
 
 
 def test_git_diff_check_ignores_old_whitespace_in_a_renamed_file(tmp_path: Path) -> None:
