@@ -247,21 +247,40 @@ NOT_A_REPO_RE = re.compile(r"not a git repository", re.IGNORECASE)
 
 def is_git_repo(project: str | os.PathLike[str]) -> bool:
     """True when ``git rev-parse --is-inside-work-tree`` prints ``true``; False for a directory
-    git says is not in a repository (or that does not exist).
+    git says is not in a repository (or that does not exist) and that has no ``.git`` of its own
+    or above it.
 
     Raises:
-        GitFailed: git refused to answer (dubious ownership, a broken ``.git``, a bad
-            environment): never read as "no repository", which would skip every git gate.
+        GitFailed: git refused to answer (dubious ownership, a bad environment), a ``.git`` exists
+            but git cannot read it (a garbage ``HEAD``, a ``gitdir:`` file pointing nowhere), or
+            ``project`` is inside a ``.git`` directory: never read as "no repository", which
+            would skip every git gate.
     """
     if not os.path.isdir(project):
         return False
     args = ["rev-parse", "--is-inside-work-tree"]
     r = run_git(args, project)
     if r.ok:
-        return r.stdout.strip() == "true"
+        if r.stdout.strip() == "true":
+            return True
+        raise GitFailed(f"{os.fspath(project)} is inside a repository's git directory (.git), not its work tree; "
+                        "give the work tree as projectPath")
     if r.status == 128 and NOT_A_REPO_RE.search(r.stderr) and "safe.directory" not in r.stderr:
-        return False
+        marker = _git_marker(project)
+        if marker is None:
+            return False
+        raise git_failed(args, project, GitResult(r.status, r.stdout, f"{marker} exists but git cannot read it: "
+                                                  + r.stderr.strip(), r.timed_out, r.duration_ms))
     raise git_failed(args, project, r)
+
+
+def _git_marker(project: str | os.PathLike[str]) -> Path | None:
+    """The nearest ``.git`` (directory or ``gitdir:`` file) at or above ``project``, or None."""
+    here = Path(os.path.realpath(project))
+    for d in (here, *here.parents):
+        if os.path.lexists(d / ".git"):
+            return d / ".git"
+    return None
 
 
 def _toplevel(project: str | os.PathLike[str]) -> Path:

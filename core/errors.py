@@ -56,8 +56,9 @@ class ErrorCode(str, Enum):
     program, a broken index, a held index.lock): the message quotes git's own text and hint; the
     task needs attention, never a pass and never "clean"."""
     IDEMPOTENCY_STORE_CORRUPT = "IDEMPOTENCY_STORE_CORRUPT"
-    """``<home>/idempotency.json`` exists but cannot be parsed: keyed calls fail closed (never a
-    silent reset that would dispatch a second task); the message names the file and the way out."""
+    """``<home>/idempotency.json`` exists but cannot be parsed, or its lock cannot be taken: keyed
+    calls fail closed (never a silent reset that would dispatch a second task); the message names
+    the file and the way out."""
     TASK_RECORD_CORRUPT = "TASK_RECORD_CORRUPT"
     """A task directory exists but its task.json cannot be read or parsed."""
     SPAWN_FAILED = "SPAWN_FAILED"

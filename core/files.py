@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import secrets
 import time
 from pathlib import Path
@@ -55,12 +56,23 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
+MAX_JSON_BYTES = 64 * 1024 * 1024
+"""Larger JSON files are refused (a record pointed at /dev/zero must not exhaust memory)."""
+
+
 def read_json(path: str | os.PathLike[str]) -> Any:
-    """Read a JSON file.
+    """Read a JSON file: a regular file of at most :data:`MAX_JSON_BYTES` (checked with ``stat``
+    first, so a FIFO or a device never blocks or floods the reader).
 
     Raises:
-        FileNotFoundError: when absent. OSError: unreadable. json.JSONDecodeError: invalid JSON.
+        FileNotFoundError: when absent. OSError: unreadable, or not a regular file.
+        ValueError: too large, or invalid JSON (json.JSONDecodeError).
     """
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{os.fspath(path)} is not a regular file")
+    if st.st_size > MAX_JSON_BYTES:
+        raise ValueError(f"{os.fspath(path)} is larger than {MAX_JSON_BYTES} bytes")
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)
 

@@ -17,15 +17,16 @@ affecting other keys. Raw keys are stored only here; logs get ``key_digest`` (sh
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterator, Literal
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from .errors import ErrorCode, TianshuError
 from .files import atomic_write_json
@@ -110,6 +111,23 @@ class IdempotencyStore:
         now = time.time() * 1000
         return [e for e in data.get("entries", []) if _valid(e) and now - e["createdAtMs"] < self.ttl_ms]
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store's file lock; a lock that cannot be taken (held for 30 s, not a file) is
+        IDEMPOTENCY_STORE_CORRUPT naming it, never INTERNAL."""
+        try:
+            self.lock.acquire()
+        except Timeout as exc:
+            raise TianshuError(ErrorCode.IDEMPOTENCY_STORE_CORRUPT,
+                               f"the idempotency store's lock {self.lock.lock_file} has been held for 30 s by another "
+                               "process; no task was dispatched, try again") from exc
+        except OSError as exc:
+            raise self._corrupt(f"cannot be locked ({self.lock.lock_file}: {exc.strerror or exc})") from exc
+        try:
+            yield
+        finally:
+            self.lock.release()
+
     def _corrupt(self, why: str) -> TianshuError:
         return TianshuError(ErrorCode.IDEMPOTENCY_STORE_CORRUPT,
                             f"the idempotency store {self.path} {why}; no task was dispatched. Move the file "
@@ -130,7 +148,7 @@ class IdempotencyStore:
         Raises:
             TianshuError: IDEMPOTENCY_STORE_CORRUPT (see :meth:`_load`).
         """
-        with self.lock:
+        with self._locked():
             entries = self._load()
             now_ms = time.time() * 1000
             for e in list(entries):
@@ -149,6 +167,6 @@ class IdempotencyStore:
 
     def release(self, scope: str, key: str, task_id: str) -> None:
         """Drop the binding of ``(scope, key)`` to ``task_id`` (the task could not be created)."""
-        with self.lock:
+        with self._locked():
             entries = [e for e in self._load() if not (e.get("scope") == scope and e.get("key") == key and e.get("taskId") == task_id)]
             atomic_write_json(self.path, {"version": 1, "entries": entries})

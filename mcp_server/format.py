@@ -90,9 +90,15 @@ def _describe(err: Any) -> str:
     return f"{clip(shown)} ({kind} of {size}) violates {rule}"
 
 
+MAX_DEPTH = 64
+"""Arguments nested deeper than this are refused (no tool takes more than a few levels)."""
+
+
 def impossible_strings(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
     """Fields whose strings hold a NUL or an unpaired surrogate (no file, argv or path can carry
-    them): one problem per field."""
+    them), and values nested deeper than :data:`MAX_DEPTH`: one problem per field."""
+    if len(path) > MAX_DEPTH:
+        return [f"{clip(_field(path[:3]))}…: nested more than {MAX_DEPTH} levels deep"]
     if isinstance(value, str):
         m = _IMPOSSIBLE.search(value)
         if m:

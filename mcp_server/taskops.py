@@ -451,7 +451,13 @@ class TaskService:
         if view.status not in TERMINAL:
             raise TianshuError(ErrorCode.INVALID_STATE, f"task is still in progress (status={view.status}); cannot rework")
         client = await self.client()
-        flow_run = await client.read_flow_run(view.task["flowRunId"])
+        from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+
+        try:
+            flow_run = await client.read_flow_run(view.task["flowRunId"])
+        except (ObjectNotFound, ValueError) as exc:
+            raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id}'s flow run no longer exists (deleted in the "
+                               "Prefect UI?); it cannot be reworked — submit a new task") from exc
         parts = []
         if repair_hint and repair_hint.strip():
             parts.append("## Structured repair hint\n" + repair_hint.strip())
@@ -459,7 +465,13 @@ class TaskService:
             parts.append(feedback.strip())
         params = dict(flow_run.parameters or {})
         params["feedback"] = "\n\n".join(parts) or None
-        await client.update_flow_run(flow_run.id, parameters=params)
+        try:
+            await client.update_flow_run(flow_run.id, parameters=params)
+        except PrefectHTTPStatusError as exc:
+            if exc.response.status_code != 422:
+                raise
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "feedback/repairHint: the Prefect API refused them as the "
+                               f"flow run's parameters ({clip(exc.response.text)}); send less") from exc
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
         save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,

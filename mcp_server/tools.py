@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 STR1: dict[str, Any] = {"type": "string", "minLength": 1}
+ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
+"""An identifier (task id, agent id): ids are short; a 10 MB one was echoed into a 60 MB reply."""
 
 ACCEPTANCE_CHECK: dict[str, Any] = {
     "type": "object",
@@ -87,7 +89,7 @@ RUN_TASK = ToolDef(
         "properties": {
             "projectPath": {**STR1, "description": "Absolute path of the project (a git repository)."},
             "task": {**STR1, "maxLength": 100000, "description": "The brief for the agent (at most 100000 characters)."},
-            "agentId": {**STR1, "description": "Agent profile id (agent-profiles.json); default \"codex\"."},
+            "agentId": {**ID, "description": "Agent profile id (agent-profiles.json); default \"codex\"."},
             "model": STR1,
             "reasoningLevel": {"type": "string", "enum": ["低", "中", "高", "low", "medium", "high", "max", "极高", "xhigh", "最大", "关闭思考", "on", "off"]},
             "modelSource": {"type": "string", "enum": ["default", "custom"]},
@@ -116,7 +118,7 @@ QUERY_TASK = ToolDef(
     input_schema={
         "type": "object",
         "properties": {
-            "taskId": STR1,
+            "taskId": ID,
             "tailLines": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent log lines to show (default 40)."},
             "eventLimit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Recent events to show (default 10)."},
         },
@@ -134,11 +136,11 @@ MANAGE_TASK = ToolDef(
     input_schema={
         "type": "object",
         "properties": {
-            "taskId": STR1,
+            "taskId": ID,
             "action": {"type": "string", "enum": ["cancel", "continue", "rework"]},
             "reason": {"type": "string"},
             "message": {"type": "string"},
-            "feedback": {"type": "string"},
+            "feedback": {"type": "string", "maxLength": 100000},
             "repairHint": {"type": "string", "maxLength": 4000},
         },
         "required": ["taskId", "action"],
@@ -156,7 +158,7 @@ QUERY_INFO = ToolDef(
             "projectPath": STR1,
             "status": {"type": "string"},
             "limit": {"type": "integer", "minimum": 1, "maximum": 200},
-            "taskId": STR1,
+            "taskId": ID,
             "round": {"type": "integer", "minimum": 0},
         },
         "required": ["type"],
@@ -173,8 +175,8 @@ WAIT_TASK = ToolDef(
     input_schema={
         "type": "object",
         "properties": {
-            "taskId": STR1,
-            "taskIds": {"type": "array", "items": STR1, "minItems": 1, "maxItems": 20},
+            "taskId": ID,
+            "taskIds": {"type": "array", "items": ID, "minItems": 1, "maxItems": 20},
             "timeoutMs": {"type": "integer", "exclusiveMinimum": 0},
         },
     },
@@ -193,7 +195,7 @@ VERIFY_TASK = ToolDef(
     input_schema={
         "type": "object",
         "properties": {
-            "taskId": {"type": "string", "description": "Verify this task (wins over projectPath)."},
+            "taskId": {"type": "string", "maxLength": 128, "description": "Verify this task (wins over projectPath)."},
             "projectPath": {**STR1, "description": "Absolute path of a project to verify as it is now."},
             "extraChecks": {"type": "array", "items": ACCEPTANCE_CHECK},
             "checksMode": {"type": "string", "enum": ["append", "replace"]},

@@ -58,7 +58,13 @@ class ScreenedStdin:
 
     async def _lines(self) -> AsyncIterator[str]:
         async for line in self.source:
-            reply = screen(line)
+            try:
+                reply = screen(line)
+            except RecursionError:  # nested deeper than Python's parser goes: never crash the server
+                m = _ID_RE.search(line)
+                reply = _error(json.loads(m.group(1)), -32600, "invalid request: nested too deeply") if m else None
+                if reply is None:
+                    continue
             if reply is not None and self.write_stream is not None:
                 await self.write_stream.send(SessionMessage(reply))
                 continue

@@ -167,3 +167,24 @@ async def test_run_task_on_a_repository_git_refuses_needs_attention_before_the_a
     assert "dubious ownership" in done.get("message", "") + json.dumps(done)
     assert not (home / "tasks" / sub["taskId"] / "agent-0.log").exists()  # the agent never started
     shutil.rmtree(repo, ignore_errors=True)
+
+
+@pytest.mark.parametrize("damage", ["garbage-head", "gitdir-nowhere", "inside-dot-git"])
+def test_a_broken_or_misaimed_repository_is_not_a_plain_directory(tmp_path: Path, damage: str) -> None:
+    """Observed false passes: a garbage .git/HEAD, a `.git` file pointing nowhere and a projectPath
+    inside .git were all read as "not a repository", skipping every git gate."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    target = repo
+    if damage == "garbage-head":
+        (repo / ".git" / "HEAD").write_text("garbage\n")
+    elif damage == "gitdir-nowhere":
+        shutil.rmtree(repo / ".git")
+        (repo / ".git").write_text("gitdir: /nonexistent/x\n")
+    else:
+        target = repo / ".git"
+    with pytest.raises(GitFailed) as info:
+        capture_baseline(target)
+    assert ".git" in info.value.message
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert capture_baseline(plain).is_repo is False  # a directory with no .git stays a non-repo

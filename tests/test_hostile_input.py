@@ -4,6 +4,7 @@ unpaired surrogates, huge values, damaged task records; through a real stdio ser
 from __future__ import annotations
 
 import json
+import os
 import queue
 import time
 from pathlib import Path
@@ -61,20 +62,25 @@ def test_huge_values_get_bounded_replies(raw: Any) -> None:
 
 def test_damaged_task_records_are_coded_and_skipped_in_lists(raw: Any, ts_daemon: dict[str, Any]) -> None:
     tasks = ts_daemon["home"] / "tasks"
-    empty, wrong = "tsk_20200101000000_e0e0e0", "tsk_20200101000000_e1e1e1"
+    empty, wrong, fifo, zero = ("tsk_20200101000000_e0e0e0", "tsk_20200101000000_e1e1e1",
+                                "tsk_20200101000000_e2e2e2", "tsk_20200101000000_e3e3e3")
     for tid, body in ((empty, {}), (wrong, {"taskId": wrong, "createdAt": 7, "projectPath": "/x"})):
         (tasks / tid).mkdir(parents=True, exist_ok=True)
         (tasks / tid / "task.json").write_text(json.dumps(body))
+    (tasks / fifo).mkdir(parents=True, exist_ok=True)
+    os.mkfifo(tasks / fifo / "task.json")  # reading it would block the server forever
+    (tasks / zero).mkdir(parents=True, exist_ok=True)
+    (tasks / zero / "task.json").symlink_to("/dev/zero")  # reading it would exhaust memory
     try:
-        for tid in (empty, wrong):
+        for tid in (empty, wrong, fifo, zero):
             code, text, _ = error_of(raw.call("query_task", {"taskId": tid}))
             assert code == "TASK_RECORD_CORRUPT" and f"{tid}/task.json" in text
         listing = raw.call("query_info", {"type": "tasks", "limit": 200})
         assert not listing["isError"]
         text = listing["content"][0]["text"]
-        assert empty in text and wrong in text and "damaged task record" in text
+        assert empty in text and wrong in text and fifo in text and "damaged task record" in text
     finally:
-        for tid in (empty, wrong):
+        for tid in (empty, wrong, fifo, zero):
             (tasks / tid / "task.json").unlink()
             (tasks / tid).rmdir()
 

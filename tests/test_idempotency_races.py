@@ -126,3 +126,35 @@ async def test_ten_and_ten_across_two_servers_make_one_task(ts_daemon: dict[str,
     results = [r for rs in both for r in rs]
     assert len(results) == 20 and len({r["taskId"] for r in results}) == 1
     assert len(_tasks_with_key(home, key)) == 1
+
+
+@pytest.mark.parametrize("how", ["held", "directory"])
+def test_an_unusable_lock_is_coded_not_internal(tmp_path: Path, how: str) -> None:
+    store = IdempotencyStore(tmp_path)
+    store.lock.timeout = 0.5
+    lock_path = tmp_path / ".idempotency.lock"
+    if how == "directory":
+        lock_path.mkdir()
+        with pytest.raises(TianshuError) as info:
+            store.claim("run_task", "k", "d", "tsk_x")
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        ready, done = ctx.Event(), ctx.Event()
+        holder = ctx.Process(target=_hold_lock, args=(str(lock_path), ready, done))
+        holder.start()
+        try:
+            assert ready.wait(60)
+            with pytest.raises(TianshuError) as info:
+                store.claim("run_task", "k", "d", "tsk_x")
+        finally:
+            done.set()
+            holder.join(30)
+    assert info.value.code == ErrorCode.IDEMPOTENCY_STORE_CORRUPT and ".idempotency.lock" in info.value.message
+
+
+def _hold_lock(path: str, ready: Any, done: Any) -> None:
+    from filelock import FileLock
+
+    with FileLock(path):
+        ready.set()
+        done.wait(60)
