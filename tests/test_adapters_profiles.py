@@ -83,6 +83,7 @@ def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
         "env": {},
         "timeoutMs": 5,
         "authNote": "n",
+        "fatalPatterns": [],
     }
 
 
