@@ -42,6 +42,7 @@ PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.flows",
            "tianshu_mcp.flows.run_task", "tianshu_mcp.flows.verify")
 MAX_REQUEST = 4 * 1024 * 1024  # bytes
 PARENT_CHECK_S = 1.0
+_BOUND_INODE: int | None = None  # the inode of the socket this server bound
 
 
 @dataclass
@@ -109,6 +110,8 @@ def serve(path: Path, parent_pid: int) -> Request | None:
     finally:
         os.umask(old_umask)
     listener.listen(64)
+    global _BOUND_INODE
+    _BOUND_INODE = os.stat(path).st_ino
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
@@ -221,7 +224,11 @@ def main() -> int:
     path, parent = Path(sys.argv[1]), int(sys.argv[2])
     request = serve(path, parent)
     if request is None:
-        path.unlink(missing_ok=True)
+        try:  # only our own socket: a restarted service may already have bound a new one there
+            if _BOUND_INODE is not None and os.stat(path).st_ino == _BOUND_INODE:
+                path.unlink()
+        except OSError:
+            pass
         return 0
     run_engine(request)
     return 0
