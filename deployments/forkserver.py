@@ -47,11 +47,11 @@ _BOUND_INODE: int | None = None  # the inode of the socket this server bound
 
 @dataclass
 class Request:
-    """A launcher's request, as the forked child receives it."""
+    """A launcher's request, as the forked child keeps it (its environment, directory and
+    streams are applied to the process itself): the connection whose closing means the
+    launcher is gone."""
 
     conn: socket.socket
-    env: dict[str, str]
-    cwd: str
 
 
 def socket_path(home: Path) -> Path:
@@ -191,7 +191,7 @@ def _become_engine(conn: socket.socket, payload: dict[str, object], fds: list[in
     os.environ.clear()
     os.environ.update(env)
     os.chdir(str(payload["cwd"]))
-    return Request(conn, env, str(payload["cwd"]))
+    return Request(conn)
 
 
 def _follow_launcher(conn: socket.socket) -> None:
