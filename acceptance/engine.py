@@ -23,17 +23,16 @@ from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
 from ..core.procs import stop_requested
+from .check_outputs import LEDGER_FILE, CheckOutputs, attribute, snapshot
 from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
 from .git import (
     GIT_CHECK_NAME,
     Analysis,
     Baseline,
     GitFailed,
-    _status_entries,
     analyze_changes,
     capture_baseline,
     git_diff_check,
-    list_untracked,
 )
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
 from .repair import extract_repair_directives
@@ -144,11 +143,6 @@ def next_round(task_dir: str | Path, requested: int) -> int:
     except OSError:
         pass
     return best
-
-
-def _dirty_tracked(project: str | os.PathLike[str]) -> set[str] | None:
-    """Tracked paths that differ from HEAD or the index now. Raises GitFailed."""
-    return {path for code, path in _status_entries(project) if code != "??"}
 
 
 def build_message(
@@ -294,22 +288,19 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         "name": GIT_CHECK_NAME, "cmd": "git diff --check", "passed": False, "durationMs": 0, "exitCode": None,
         "outputTail": "", "timeout": False, "reason": "git failed (see the blocking issue)", "aborted": False})]
 
-    # 6. command checks (untracked files they create are not task output)
+    # 6. command checks (what they write into the work tree is not task output: see .check_outputs)
     log_path = task_dir / f"verify-{rnd}.log"
     git_ok = baseline.is_repo and not git_failures
-    before = set(git_guard(lambda: list_untracked(project), [])) if git_ok and check_defs else set()
-    clean_before = git_guard(lambda: _dirty_tracked(project), None) if git_ok and check_defs else None
+    track = git_ok and (bool(check_defs) or (task_dir / LEDGER_FILE).exists())
+    before = git_guard(lambda: snapshot(project), None) if track and check_defs else None
     checks.extend(
         run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     )
-    created = (set(git_guard(lambda: list_untracked(project), [])) - before) if git_ok and check_defs else set()
-    # port: tracked files that were clean before the checks and dirty after were changed by the
-    # checks themselves (a formatter, a snapshot update), not by the task: they are no task output
-    touched_by_checks: set[str] = set()
-    if clean_before is not None:
-        after = git_guard(lambda: _dirty_tracked(project), None)
+    outputs = CheckOutputs()
+    if track:
+        after = git_guard(lambda: snapshot(project), None)
         if after is not None:
-            touched_by_checks = after - clean_before
+            outputs = git_guard(lambda: attribute(task_dir, project, baseline, before, after), outputs)
 
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None
@@ -343,7 +334,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
 
     # 8. analysis
     try:
-        analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=created,
+        analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=outputs.made,
                                    check_argvs=[list(d.cmd) for d in check_defs])
     except GitFailed as exc:
         git_failures.append(exc)
@@ -356,13 +347,21 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         analysis.notes.extend(f"baseline grading ({grading.report['policy']}): {n}" for n in grading.report["notes"])
     analysis_json = analysis.to_json()
 
-    if touched_by_checks:
+    by_checks = sorted(outputs.made & set(analysis.changed_files))
+    if by_checks:
         analysis_json["warnings"].append(
             "the checks modified tracked file(s) during verification (not counted as task output): "
-            + ", ".join(sorted(touched_by_checks)[:20]))
+            + ", ".join(by_checks[:20]) + (f" … {len(by_checks) - 20} more" if len(by_checks) > 20 else ""))
+    if outputs.earlier:
+        analysis_json["notes"].append(
+            "file(s) the checks of an earlier round wrote, unchanged since (not counted as task output): "
+            + ", ".join(outputs.earlier[:20]))
+    if outputs.rewritten:
+        analysis_json["notes"].append(
+            "the checks rewrote file(s) the task had changed (still the task's output): "
+            + ", ".join(outputs.rewritten[:20]))
     task_output = analysis.has_changes and not (
-        touched_by_checks and not analysis.untracked_files and not analysis.submodules
-        and set(analysis.changed_files) <= touched_by_checks)
+        not analysis.untracked_files and not analysis.submodules and set(analysis.changed_files) <= outputs.made)
 
     # 9. zero-change gate (not when git failed: "no changes" would be a guess)
     if git_failures:

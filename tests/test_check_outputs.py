@@ -1,0 +1,129 @@
+"""What the acceptance checks write is never the task's output (input issue, false passes found by
+a breaker): a check that rewrites a file dirty or untracked before the round, or a file an earlier
+round's checks wrote, let an agent that did nothing pass the zero-change gate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tianshu_mcp.acceptance.check_outputs import LEDGER_FILE, load_ledger
+from tianshu_mcp.acceptance.engine import verify_round
+from tianshu_mcp.acceptance.git import capture_baseline
+
+from conftest import meta_of, mcp_client
+from fixture_project import make_calc_repo, scripted_profile
+from test_acceptance_engine import git, make_pytest_repo, request
+
+
+def _with_checks(repo: Path, *scripts: str, commit: bool = True) -> None:
+    """Give ``repo`` an acceptance.json whose checks run each Python ``script`` in the project."""
+    (repo / ".tianshu-mcp").mkdir(exist_ok=True)
+    checks = [{"name": f"c{i}", "cmd": [sys.executable, "-c", s]} for i, s in enumerate(scripts)]
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": checks}))
+    if commit:
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "checks")
+
+
+def _failed(out: Any) -> list[str]:
+    return [c["name"] for c in out.report["checks"] if not c["passed"] and not c.get("skipped")]
+
+
+APPEND = "open({!r}, 'a').write('# written by a check\\n')"
+
+
+def test_a_check_rewriting_a_file_dirty_at_the_baseline_is_not_task_output(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, APPEND.format("calc.py"))
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # the user's unfinished edit\n")
+    baseline = capture_baseline(repo)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))  # the agent did nothing
+    assert not out.passed and _failed(out) == ["no-changes"], out.report["message"]
+    assert any("calc.py" in w and "not counted as task output" in w for w in out.report["analysis"]["warnings"])
+
+
+def test_a_check_rewriting_an_untracked_file_present_at_the_baseline_is_not_task_output(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, APPEND.format("notes.txt"))
+    (repo / "notes.txt").write_text("the user's scratch file\n")
+    baseline = capture_baseline(repo)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert not out.passed and _failed(out) == ["no-changes"], out.report["message"]
+    assert out.report["analysis"]["untrackedFiles"] == []
+
+
+def test_what_an_earlier_rounds_checks_wrote_stays_check_output(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, APPEND.format("calc.py"), "import os; os.makedirs('out', exist_ok=True); "
+                 "open('out/report.txt', 'w').write('coverage 100%\\n')")
+    baseline = capture_baseline(repo)
+    req = request(tmp_path, repo, baseline=baseline)
+    first = verify_round(req)
+    assert _failed(first) == ["no-changes"]
+    assert set(load_ledger(req.task_dir)) == {"calc.py", "out/report.txt"}
+    second = verify_round(req)  # the rework round's agent did nothing either
+    assert second.round == 1 and _failed(second) == ["no-changes"], second.report["message"]
+    assert second.report["analysis"]["untrackedFiles"] == []
+    # an agent that then really changes a file the checks wrote is credited with it
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    third = verify_round(req)
+    assert third.passed, third.report["message"]
+    assert "calc.py" not in load_ledger(req.task_dir)
+
+
+def test_the_tasks_files_stay_its_output_when_the_checks_rewrite_them(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, APPEND.format("new_module.py"), APPEND.format("calc.py"))
+    baseline = capture_baseline(repo)
+    (repo / "new_module.py").write_text("VALUE = 1\n")  # the agent's new file, reformatted by a check
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert out.passed, out.report["message"]
+    assert out.report["analysis"]["untrackedFiles"] == ["new_module.py"]
+    assert any("new_module.py" in n and "still the task's output" in n for n in out.report["analysis"]["notes"])
+
+
+def test_a_committed_change_rewritten_by_a_check_stays_the_tasks_output(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, APPEND.format("calc.py"))
+    baseline = capture_baseline(repo)
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    git(repo, "commit", "-qam", "the agent's commit")  # clean against HEAD, changed against the baseline
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert out.passed, out.report["message"]
+
+
+def test_a_check_deleting_a_tracked_file_is_not_task_output(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    (repo / "stale.snap").write_text("old snapshot\n")
+    _with_checks(repo, "import os; os.path.exists('stale.snap') and os.remove('stale.snap')")
+    baseline = capture_baseline(repo)
+    req = request(tmp_path, repo, baseline=baseline)
+    out = verify_round(req)
+    assert _failed(out) == ["no-changes"], out.report["message"]
+    assert load_ledger(req.task_dir) == {"stale.snap": "deleted"}
+    assert (req.task_dir / LEDGER_FILE).is_file()
+
+
+@pytest.mark.anyio
+async def test_a_noop_agent_never_passes_on_check_output_across_rework_rounds(ts_daemon: dict[str, Any],
+                                                                             tmp_path: Path) -> None:
+    home = ts_daemon["home"]
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"]["noop-agent"] = scripted_profile(mode="noop")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    repo = make_calc_repo(tmp_path / "calc", checks=[
+        {"name": "build", "cmd": [sys.executable, "-c", "open('build-info.txt', 'w').write('built\\n')"]}])
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "noop-agent", "autoFixRounds": 1}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert done["status"] == "needs_attention", done
+    for rnd in (0, 1):
+        report = json.loads((home / "tasks" / sub["taskId"] / f"report-{rnd}.json").read_text())
+        assert not report["passed"] and "no-changes" in [c["name"] for c in report["checks"] if not c["passed"]]
+        assert report["analysis"]["untrackedFiles"] == []
