@@ -318,16 +318,12 @@ def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
 MAX_LAYER_BYTES = 1 << 20  # an acceptance layer is a small JSON file
 
 
-def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | None:
-    """Read one acceptance layer file (20-acceptance §2.1 ``readAcceptanceLayer``).
-
-    Returns:
-        The parsed layer, or None when the file does not exist (ENOENT only).
+def read_layer_bytes(path: str | os.PathLike[str], layer: str) -> bytes | None:
+    """The raw bytes of one acceptance layer file, None when it does not exist (ENOENT only).
 
     Raises:
         AcceptanceConfigError: ``CONFIG_UNREADABLE`` for any other read error (e.g. the path is a
-            directory, no permission); ``CONFIG_INVALID`` for bad JSON or a schema violation. The
-            message contains the layer label and the path.
+            directory, a FIFO, larger than :data:`MAX_LAYER_BYTES`, no permission).
     """
     p = os.fspath(path)
     try:
@@ -342,7 +338,7 @@ def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | N
                                         f"{layer} acceptance config {p} is larger than {MAX_LAYER_BYTES} bytes",
                                         layer=layer, path=p)
         with open(p, "rb") as fh:
-            raw = fh.read(MAX_LAYER_BYTES + 1)
+            return fh.read(MAX_LAYER_BYTES + 1)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -352,16 +348,48 @@ def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | N
             layer=layer,
             path=p,
         ) from exc
+
+
+def parse_layer_bytes(raw: bytes, layer: str, path: str) -> AcceptanceConfig:
+    """Decode (UTF-8, BOM allowed) and validate one layer's bytes.
+
+    Raises:
+        AcceptanceConfigError: ``CONFIG_INVALID`` for bad JSON or a schema violation.
+    """
     try:
         data = json.loads(raw.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise AcceptanceConfigError(
             ErrorCode.CONFIG_INVALID,
-            f"{layer} acceptance config {p} is not valid JSON: {exc}",
+            f"{layer} acceptance config {path} is not valid JSON: {exc}",
             layer=layer,
-            path=p,
+            path=path,
         ) from exc
-    return parse_layer(data, layer, p)
+    return parse_layer(data, layer, path)
+
+
+def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | None:
+    """Read one acceptance layer file (20-acceptance §2.1 ``readAcceptanceLayer``).
+
+    Returns:
+        The parsed layer, or None when the file does not exist (ENOENT only).
+
+    Raises:
+        AcceptanceConfigError: ``CONFIG_UNREADABLE`` (:func:`read_layer_bytes`) or
+            ``CONFIG_INVALID`` (:func:`parse_layer_bytes`). The message contains the layer label
+            and the path.
+    """
+    raw = read_layer_bytes(path, layer)
+    return None if raw is None else parse_layer_bytes(raw, layer, os.fspath(path))
+
+
+@dataclass(frozen=True)
+class PinnedLayer:
+    """The project layer as it was at the task's baseline (input issue: an agent rewrote
+    ``.tianshu-mcp/acceptance.json`` and was judged by its own rules). ``raw`` = the file's
+    bytes, None when it did not exist. Made by :mod:`.pinning`."""
+
+    raw: bytes | None
 
 
 def merge_configs(base: AcceptanceConfig, over: AcceptanceConfig) -> AcceptanceConfig:
@@ -388,8 +416,11 @@ def resolve_layers(
     project: str | os.PathLike[str] | None,
     home: str | os.PathLike[str],
     override: Mapping[str, Any] | AcceptanceConfig | None,
+    pinned: PinnedLayer | None = None,
 ) -> tuple[AcceptanceConfig, list[dict[str, str]]]:
     """Fold global → project → override (20-acceptance §2.1 ``resolveAcceptanceLayers``).
+
+    ``pinned`` replaces the project file with its content at the task's baseline.
 
     Returns:
         ``(merged, applied)`` where ``applied`` = ``[{"source", "path"}]`` for existing layers only.
@@ -406,7 +437,11 @@ def resolve_layers(
         applied.append({"source": "global", "path": str(gpath)})
     if project is not None:
         ppath = project_layer_path(project)
-        layer = read_layer(ppath, "project")
+        if pinned is None:
+            layer = read_layer(ppath, "project")
+        else:
+            label = f"{ppath} (as of the task's baseline)"
+            layer = None if pinned.raw is None else parse_layer_bytes(pinned.raw, "project", label)
         if layer is not None:
             merged = merge_configs(merged, layer)
             applied.append({"source": "project", "path": str(ppath)})
@@ -620,6 +655,7 @@ class ResolvedChecks:
         baseline_checks: run the command checks on the baseline too and grade against it
             (``baselineChecks``, default False).
         baseline_policy: ``baselinePolicy`` (default :data:`DEFAULT_BASELINE_POLICY`).
+        warnings: English warnings for ``analysis.warnings`` (the task changed the project layer).
     """
 
     checks: list[CheckDef]
@@ -631,6 +667,7 @@ class ResolvedChecks:
     config: AcceptanceConfig = field(default_factory=AcceptanceConfig)
     baseline_checks: bool = False
     baseline_policy: str = DEFAULT_BASELINE_POLICY
+    warnings: list[str] = field(default_factory=list)
 
 
 def summarize_resolved(resolved: ResolvedChecks, checks_defined: bool | None = None) -> str:
@@ -657,6 +694,7 @@ def resolve_checks(
     extra_checks: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
     checks_mode: Literal["append", "replace"] | str = "append",
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
+    pinned: PinnedLayer | None = None,
 ) -> ResolvedChecks:
     """Resolve the command checks and switches of one verify round (20-acceptance §2.1–§2.3).
 
@@ -671,6 +709,9 @@ def resolve_checks(
         extra_checks: verify_task ``extraChecks`` (raw dicts, models or CheckDefs).
         checks_mode: ``"append"`` (default) or ``"replace"``.
         project_verify: projects.json ``verify`` entries.
+        pinned: the project layer as of the task's baseline (an agent's round is judged by the
+            rules in force when the task started; a change the task made to the project file is
+            reported in ``warnings`` and applies to later tasks).
 
     Returns:
         :class:`ResolvedChecks`.
@@ -679,8 +720,18 @@ def resolve_checks(
         AcceptanceConfigError: a layer is unreadable/invalid, or an extra/project check violates
             the schema (``CONFIG_INVALID``, layer ``extraChecks``/``projects.json``).
     """
-    merged, applied = resolve_layers(project, home, override)
+    merged, applied = resolve_layers(project, home, override, pinned)
     notes: list[str] = []
+    warnings: list[str] = []
+    if pinned is not None and project is not None:
+        ppath = project_layer_path(project)
+        try:
+            now = read_layer_bytes(ppath, "project")
+        except AcceptanceConfigError:
+            now = b"\0unreadable"
+        if now != pinned.raw:
+            warnings.append(f"the task changed {ppath}; this round was judged by the version from before the task "
+                            "(the change applies to later tasks)")
     extra = _normalise_list(extra_checks or [], "extraChecks", "extraChecks")
     has_extra = len(extra) > 0
     mode = checks_mode or "append"
@@ -715,6 +766,7 @@ def resolve_checks(
         config=merged,
         baseline_checks=bool(merged.baseline_checks),
         baseline_policy=merged.baseline_policy or DEFAULT_BASELINE_POLICY,
+        warnings=warnings,
     )
 
 

@@ -24,7 +24,15 @@ from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 from ..core.errors import ErrorCode
 from ..core.procs import stop_requested
 from .check_outputs import LEDGER_FILE, CheckOutputs, attribute, snapshot
-from .config import AcceptanceCheck, AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
+from .config import (
+    AcceptanceCheck,
+    AcceptanceConfigError,
+    CheckDef,
+    PinnedLayer,
+    ResolvedChecks,
+    resolve_checks,
+    summarize_resolved,
+)
 from .git import (
     GIT_CHECK_NAME,
     Analysis,
@@ -92,6 +100,9 @@ class VerifyRequest:
         baseline_dir: directory holding the baseline's grading files (``baseline-state.json``,
             ``baseline-untracked/``, the ``baseline-checks.json`` cache and log); None → ``task_dir``.
             ``verify_task(baselineRef=<taskId>)`` passes that task's directory.
+        agent_run: the agent's outcome for the report (exit code, duration, output tail, fatal line).
+        pinned_project_layer: the project layer as of the task's baseline (the agent's own edits to
+            ``.tianshu-mcp/acceptance.json`` never judge its work; see :mod:`.pinning`).
     """
 
     task_id: str
@@ -111,6 +122,7 @@ class VerifyRequest:
     baseline_dir: Path | None = None
     agent_work: bool = True
     agent_run: Mapping[str, Any] | None = None
+    pinned_project_layer: PinnedLayer | None = None
 
 
 @dataclass
@@ -259,6 +271,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
             extra_checks=req.extra_checks,
             checks_mode=req.checks_mode,
             project_verify=req.project_verify,
+            pinned=req.pinned_project_layer,
         )
         resolve_notes = list(resolved.notes)
         log.info("acceptance config layers task=%s %s", req.task_id, summarize_resolved(resolved))
@@ -343,6 +356,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         log.exception("change analysis failed for %s", req.task_id)
         analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
     analysis.notes.extend(resolve_notes)
+    if resolved is not None:
+        analysis.warnings.extend(resolved.warnings)
     if grading is not None:
         analysis.notes.extend(f"baseline grading ({grading.report['policy']}): {n}" for n in grading.report["notes"])
     analysis_json = analysis.to_json()

@@ -12,7 +12,12 @@ than its own lives. :func:`scrub` removes, from a copy of an environment:
 * the git location variables ``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_INDEX_FILE``,
   ``GIT_COMMON_DIR``, ``GIT_OBJECT_DIRECTORY``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
   ``GIT_NAMESPACE``, ``GIT_CEILING_DIRECTORIES`` — inherited from a server started inside a git
-  hook or wrapper, they would point the child's git at another repository.
+  hook or wrapper, they would point the child's git at another repository;
+* the git configuration injected through the environment: ``GIT_CONFIG_PARAMETERS`` (what
+  ``git -c`` hands to the hooks and commands it runs), ``GIT_CONFIG_COUNT`` and every
+  ``GIT_CONFIG_KEY_<n>`` / ``GIT_CONFIG_VALUE_<n>`` — a ``core.worktree``, ``core.hooksPath`` or
+  ``safe.directory`` meant for another repository must not reach the child's git. The user's
+  own configuration files (``GIT_CONFIG_GLOBAL``, ``GIT_CONFIG_SYSTEM``) are kept.
 
 The process tags (``TIANSHU_MCP_PROC_TAG``, ``TIANSHU_MCP_PROJECT_TAG``) are kept: they are how
 an orphaned descendant is still recognised as ours.
@@ -29,6 +34,8 @@ GIT_LOCATION_VARS = (
     "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
     "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES",
 )
+GIT_CONFIG_VARS = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
+GIT_CONFIG_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
 OWN_VARS = ("TIANSHU_MCP_HOST_PID", "TIANSHU_MCP_HOST_CTIME", "TIANSHU_MCP_HOME", "TIANSHU_MCP_ENGINE_SOCKET")
 SCRUBBED_PREFIXES = ("PREFECT_",)
 
@@ -40,8 +47,9 @@ def scrub(env: Mapping[str, str] | None = None) -> dict[str, str]:
         A new dict; ``env`` is not modified.
     """
     source = os.environ if env is None else env
-    drop = set(GIT_LOCATION_VARS) | set(OWN_VARS)
-    return {k: v for k, v in source.items() if k not in drop and not k.startswith(SCRUBBED_PREFIXES)}
+    drop = set(GIT_LOCATION_VARS) | set(GIT_CONFIG_VARS) | set(OWN_VARS)
+    prefixes = SCRUBBED_PREFIXES + GIT_CONFIG_PREFIXES
+    return {k: v for k, v in source.items() if k not in drop and not k.startswith(prefixes)}
 
 
 CLIENT_ENV_FILE = "client-env.json"

@@ -16,6 +16,8 @@ SYSTEM_DIRS = frozenset(
         "/users", "/home", "/root", "/tmp", "/applications", "/private/tmp", "/private/etc",
         "/private/var", "c:/", "c:/windows", "c:/users", "c:/program files",
         "c:/program files (x86)", "d:/",
+        # port (input issue): mount points and site data roots; a project may live inside them
+        "/srv", "/mnt", "/media", "/snap", "/lost+found",
     }
 )
 

@@ -26,7 +26,7 @@ from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record,
 from ..tasks.dispatch import dispatch_round
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import preflight_acceptance, verify_round_task
-from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED
+from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
 from .watch import guard_run
 
 
@@ -118,7 +118,7 @@ def run_task_flow(
     guard_run(task_id, project_path)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     if auto_verify:
-        problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"))
+        problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"), tdir)
         if problem:
             msg = f"acceptance configuration is broken, the agent was not started: {problem}"
             _finish(task_id, "needs_attention", msg, "verify_failed")
@@ -192,7 +192,7 @@ def run_task_flow(
         if verdict["blockingIssues"]:
             issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
             msg = f"verification blocked (report-{verdict['round']}): {issues}"
-            _finish(task_id, "needs_attention", msg, "verify_failed")
+            _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]))
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if verdict["passed"]:
             msg = f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s)). {verdict['message']}"

@@ -7,6 +7,8 @@ wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` whil
 
 from __future__ import annotations
 
+from typing import Any
+
 # Custom state names the run-task flow ends with.
 SUCCEEDED = "Succeeded"
 NEEDS_ATTENTION = "NeedsAttention"
@@ -45,3 +47,9 @@ def status_from_state(state_type: str | None, state_name: str | None, phase: str
     if st == "CRASHED":
         return "interrupted"
     return "running"
+
+
+def blocked_error_type(blocking: list[dict[str, Any]]) -> str:
+    """``errorType`` of a round blocked by ``blocking`` issues: ``git_failed`` when git refused
+    (the repository needs a person, not the acceptance config), else ``verify_failed``."""
+    return "git_failed" if any(i.get("code") == "GIT_FAILED" for i in blocking) else "verify_failed"

@@ -26,7 +26,7 @@ from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
 from ..tasks.verify import verify_round_task
-from .states import NEEDS_ATTENTION, SUCCEEDED
+from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
 from .watch import guard_run
 
 
@@ -109,7 +109,8 @@ def verify_flow(
     blocked = bool(verdict["blockingIssues"])
     msg = (f"verification {'blocked' if blocked else outcome} (report-{verdict['round']}): {verdict['message']}")
     record(record_id, **details, lastMessage=msg, finishedAt=utc_now(), phase=None,
-           errorType=("verify_failed" if not verdict["passed"] else None), summary=verdict["summary"])
+           errorType=(None if verdict["passed"] else blocked_error_type(verdict["blockingIssues"])),
+           summary=verdict["summary"])
     if verdict["passed"]:
         return Completed(name=SUCCEEDED, message=msg)
     return Failed(name=NEEDS_ATTENTION if blocked else "Failed", message=msg)

@@ -8,6 +8,7 @@ from prefect import task
 
 from ..acceptance.git import Baseline, capture_baseline
 from ..acceptance.grading import maybe_capture_baseline_state
+from ..acceptance.pinning import pin_project_layer
 from ..core.settings import data_home
 from ..core.files import atomic_write_json, read_json_safe
 from .common import store
@@ -18,7 +19,8 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
     """Capture (or reuse) ``<taskDir>/baseline.json`` before the agent starts.
 
     A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
-    against the pre-work state. Returns the baseline as JSON (camelCase keys).
+    against the pre-work state; the project's acceptance rules are pinned with it
+    (:mod:`..acceptance.pinning`). Returns the baseline as JSON (camelCase keys).
 
     Raises:
         GitFailed: git refused (nothing is stored; the task must not start).
@@ -29,6 +31,7 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
     if isinstance(existing, dict):
         return existing
     data = capture_baseline(project_path).model_dump(by_alias=True, mode="json")
+    pin_project_layer(project_path, st.dir(task_id))  # the rules in force when the task started
     atomic_write_json(path, data)
     # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
     meta = st.read(task_id) or {}

@@ -9,6 +9,7 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from ..acceptance.engine import VerifyRequest, verify_round
+from ..acceptance.pinning import load_pinned
 from ..core.errors import TianshuError
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
@@ -18,13 +19,14 @@ from .common import cancel_requested, store
 _UNSET: Any = object()
 
 
-def preflight_acceptance(project_path: str, override: dict[str, Any] | None) -> str | None:
+def preflight_acceptance(project_path: str, override: dict[str, Any] | None, task_dir: Path | None = None) -> str | None:
     """Resolve the acceptance layers before the agent runs; return the coded error text of a
-    broken layer (``[CONFIG_INVALID] …`` naming the file), or None when the config is usable."""
+    broken layer (``[CONFIG_INVALID] …`` naming the file), or None when the config is usable.
+    A task whose rules were pinned at its baseline (``task_dir``, a rework) is checked with those."""
     from ..acceptance.config import AcceptanceConfigError, resolve_checks
 
     try:
-        resolve_checks(project_path, data_home(), override)
+        resolve_checks(project_path, data_home(), override, pinned=load_pinned(task_dir) if task_dir else None)
     except AcceptanceConfigError as exc:
         return f"[{exc.code.value}] {exc.message}"
     return None
@@ -80,7 +82,8 @@ def verify_round_task(
     ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
     ``baseline_dir`` is where baseline-aware grading finds the baseline state (default: the
     task's own dir; a verification against another task's baseline passes that task's dir);
-    ``agent_work`` is False for a verification of a project with no task (never excuse failures);
+    ``agent_work`` is False for a verification of a project with no task (never excuse failures;
+    the project's acceptance rules are read as they are now, not as pinned at the baseline);
     ``agent_run`` (``{"exitCode", "durationMs", "outputTail", "fatalLine"}``) puts the agent's
     outcome in the report.
 
@@ -117,6 +120,7 @@ def verify_round_task(
             **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
             agent_work=agent_work,
             agent_run=agent_run,
+            pinned_project_layer=load_pinned(tdir) if agent_work else None,
         )
     )
     report = outcome.report

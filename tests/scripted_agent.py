@@ -17,7 +17,9 @@ and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds betwe
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
 ``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix),
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
-exit 0, changes nothing), ``crash`` (a traceback, exit 1). It always prints to stdout and stderr, like real agents do.
+exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
+fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
+``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on). It always prints to stdout and stderr, like real agents do.
 """
 
 import os
@@ -94,9 +96,16 @@ def main() -> int:
         with open("NOTES.md", "w") as fh:
             fh.write("# notes\n\nadded by the scripted agent\n")
         return 0
+    if mode == "lower-the-bar":  # an agent that edits the rules it is judged by
+        with open(os.path.join(".tianshu-mcp", "acceptance.json"), "w") as fh:
+            fh.write('{"checks": [], "requireChanges": false}\n')
+        prompt = ""  # and never makes the right fix
     with open("calc.py", "w") as fh:
         fh.write(RIGHT if "test_add_negative" in prompt else WRONG)
     print("scripted agent: edited calc.py", flush=True)
+    if mode == "break-git":
+        with open(os.path.join(".git", "index"), "wb") as fh:
+            fh.write(b"DIRC\x00\x00\x00\x02garbage" * 4)
     return 0
 
 

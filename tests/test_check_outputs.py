@@ -127,3 +127,43 @@ async def test_a_noop_agent_never_passes_on_check_output_across_rework_rounds(ts
         report = json.loads((home / "tasks" / sub["taskId"] / f"report-{rnd}.json").read_text())
         assert not report["passed"] and "no-changes" in [c["name"] for c in report["checks"] if not c["passed"]]
         assert report["analysis"]["untrackedFiles"] == []
+
+
+def test_an_agent_is_judged_by_the_rules_pinned_at_the_baseline(tmp_path: Path) -> None:
+    from tianshu_mcp.acceptance.pinning import PIN_FILE, load_pinned, pin_project_layer
+
+    repo = make_calc_repo(tmp_path / "calc")
+    task_dir = tmp_path / "home" / "tasks" / "tsk_20260101000000_abcdef"
+    baseline = capture_baseline(repo)
+    assert pin_project_layer(repo, task_dir) and (task_dir / PIN_FILE).is_file()
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text('{"checks": [], "requireChanges": false}')
+    out = verify_round(request(tmp_path, repo, baseline=baseline, pinned_project_layer=load_pinned(task_dir)))
+    assert not out.passed and _failed(out) == ["pytest"], out.report["message"]
+    assert any("the task changed" in w and "acceptance.json" in w for w in out.report["analysis"]["warnings"])
+    # a project that had no acceptance.json: one the agent adds does not judge it either
+    other = make_pytest_repo(tmp_path / "other", gitignore=True)
+    other_dir = tmp_path / "home" / "tasks" / "tsk_20260101000000_bcdefa"
+    baseline = capture_baseline(other)
+    pin_project_layer(other, other_dir)
+    _with_checks(other, "pass", commit=False)
+    out = verify_round(request(tmp_path, other, baseline=baseline, task_dir=other_dir,
+                               pinned_project_layer=load_pinned(other_dir)))
+    assert [c["name"] for c in out.report["checks"]][:2] == ["git-diff-check", "pytest"]  # the derived check
+
+
+@pytest.mark.anyio
+async def test_an_agent_rewriting_acceptance_json_does_not_pass(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    home = ts_daemon["home"]
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"]["bar-lowerer"] = scripted_profile(mode="lower-the-bar")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "bar-lowerer"}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert done["status"] != "succeeded", done
+    report = json.loads((home / "tasks" / sub["taskId"] / "report-0.json").read_text())
+    assert "pytest" in [c["name"] for c in report["checks"] if not c["passed"]]
+    assert report["analysis"]["signals"]["acceptanceTampering"] >= 1
+    assert any("the task changed" in w for w in report["analysis"]["warnings"])

@@ -188,3 +188,55 @@ def test_a_broken_or_misaimed_repository_is_not_a_plain_directory(tmp_path: Path
     plain = tmp_path / "plain"
     plain.mkdir()
     assert capture_baseline(plain).is_repo is False  # a directory with no .git stays a non-repo
+
+
+async def test_git_failing_only_during_verification_ends_git_failed(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    """Breaker finding: the baseline was fine, the agent broke the index; the task said
+    ``verify_failed`` as if the acceptance configuration were at fault."""
+    from fixture_project import make_calc_repo, scripted_profile
+
+    home = ts_daemon["home"]
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"]["git-breaker"] = scripted_profile(mode="break-git")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "git-breaker", "autoFixRounds": 2}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    task = json.loads((home / "tasks" / sub["taskId"] / "task.json").read_text())
+    assert done["status"] == "needs_attention" and task["errorType"] == "git_failed", task
+    assert task["roundsUsed"] == 1 and "[GIT_FAILED]" in task["lastMessage"] and "exit 128" in task["lastMessage"]
+
+
+@pytest.mark.parametrize("how", ["count", "parameters"])
+def test_git_config_injected_through_the_environment_reaches_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    how: str) -> None:
+    """Breaker finding: ``GIT_CONFIG_COUNT``/``KEY``/``VALUE`` or ``GIT_CONFIG_PARAMETERS`` (set by
+    ``git -c`` for what it runs) carried a ``core.worktree`` of another repository to our git and
+    to the agent's."""
+    from tianshu_mcp.core.childenv import scrub
+
+    decoy = make_pytest_repo(tmp_path / "decoy")
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    if how == "count":
+        monkeypatch.setenv("GIT_CONFIG_COUNT", "1")
+        monkeypatch.setenv("GIT_CONFIG_KEY_0", "core.worktree")
+        monkeypatch.setenv("GIT_CONFIG_VALUE_0", str(decoy))
+    else:
+        monkeypatch.setenv("GIT_CONFIG_PARAMETERS", f"'core.worktree'='{decoy}'")
+    assert not any(k.startswith("GIT_CONFIG_") and k not in ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+                                                             "GIT_CONFIG_NOSYSTEM") for k in scrub())
+    baseline = capture_baseline(repo)
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # edited\n")
+    assert analyze_changes(baseline, repo).changed_files == ["calc.py"]
+    agent = ("import subprocess\n"
+             "subprocess.run(['git', 'add', '-A'], check=True)\n"
+             "subprocess.run(['git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-qm', 'agent'], check=True)\n")
+    result = run_process([sys.executable, "-c", agent], cwd=repo, log_path=tmp_path / "agent.log", timeout_ms=60_000)
+    assert result.exit_code == 0, (tmp_path / "agent.log").read_text()
+    for var in ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "GIT_CONFIG_PARAMETERS"):
+        monkeypatch.delenv(var, raising=False)
+    assert git(repo, "log", "-1", "--format=%s").strip() == "agent"
+    assert "calc.py" in git(repo, "show", "--name-only", "--format=", "HEAD")
+    assert not git(decoy, "status", "--porcelain")

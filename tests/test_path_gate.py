@@ -35,6 +35,14 @@ def test_system_trees_are_refused(path: str) -> None:
     assert code_of(path) == ErrorCode.PATH_IS_SYSTEM.value
 
 
+@pytest.mark.parametrize("path", [p for p in ("/srv", "/mnt", "/media", "/opt") if os.path.isdir(p)])
+def test_mount_points_themselves_are_refused(path: str) -> None:
+    """Breaker finding: /srv, /mnt and /media themselves were accepted (an agent could write every
+    mounted volume); a project inside them is fine."""
+    assert code_of(path) == ErrorCode.PATH_IS_SYSTEM.value
+    assert code_of(path + "/.") == ErrorCode.PATH_IS_SYSTEM.value
+
+
 def test_symlinks_and_dotdot_into_system_trees_are_refused(tmp_path: Path) -> None:
     (tmp_path / "etc-link").symlink_to("/etc")
     assert code_of(str(tmp_path / "etc-link")) == ErrorCode.PATH_IS_SYSTEM.value
