@@ -61,6 +61,9 @@ BASELINE_POLICIES = ("tolerate-untargeted", "strict", "regressions-only")
   the round; still-failing tests never count, even when the task names them.
 """
 DEFAULT_BASELINE_POLICY = "tolerate-untargeted"
+MAX_CHECKS = 100
+"""At most this many checks per layer or per ``extraChecks`` (input issue: 200,000 extra checks were
+accepted and ran for 48 s; 20,000 override checks all ran)."""
 
 _SPLIT_RE = re.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
 
@@ -217,7 +220,7 @@ class AcceptanceConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
 
-    checks: list[AcceptanceCheck] | None = Field(None, json_schema_extra=_drop_null_branch)
+    checks: list[AcceptanceCheck] | None = Field(None, max_length=MAX_CHECKS, json_schema_extra=_drop_null_branch)
     require_changes: bool | None = Field(None, alias="requireChanges", strict=True, json_schema_extra=_wire(
         {"type": "boolean", "description": "fail a git project whose work changed no file (default true)"}))
     verify_concurrency: int | None = Field(None, alias="verifyConcurrency", json_schema_extra=_wire(

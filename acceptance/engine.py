@@ -13,7 +13,6 @@ Plain Python: no Prefect, no adapters. The Prefect task ``verify-round-{r}`` is 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import threading
 from dataclasses import dataclass, field

@@ -19,35 +19,17 @@ from ..core.files import tail_lines
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
 from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
-from ..core.model import TERMINAL, is_wait_settled
+from ..core.model import TERMINAL
 from ..core.paths import check_project_path, norm_path
 from ..core.projects import ProjectRegistry
 from ..core.settings import load_config
 from .format import clip, ok_result
+from .phrases import status_phrase
 from .taskops import TaskService, TaskView, dirty_count
+from .waiting import wait_task
 
-WAIT_DEFAULT_MS = 50000
-WAIT_MAX_MS = 600000
-WAIT_POLL_S = 0.5
-
-_LABELS = {
-    "queued": "queued (waiting for the project's slot and the global limit)",
-    "running": "running (the agent is at work)",
-    "verify_start": "verifying (acceptance checks running)",
-    "fixing": "reworking (writing the repair plan for the next round)",
-    "succeeded": "[PASS] task succeeded",
-    "failed": "[FAIL] task failed",
-    "needs_attention": "[WARN] needs attention (a human should look)",
-    "needs_user": 'waiting for the user (resume with manage_task(action="continue"))',
-    "cancelled": "cancelled",
-    "interrupted": "interrupted (server restart/exit)",
-}
-
-
-def status_phrase(view: TaskView) -> str:
-    """``status: <label>`` + `` (N rounds used)`` when rounds were used (10-tools §2.7)."""
-    used = int(view.task.get("roundsUsed") or 0)
-    return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({used} round{'s' if used != 1 else ''} used)" if used else "")
+MAX_REPORT_BYTES = 48000
+"""query_info(type=report) quotes at most this many bytes of a report (the reply stays under 64 KiB)."""
 
 
 def _branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...]) -> None:
@@ -484,7 +466,14 @@ class Handlers:
                 raise TianshuError(ErrorCode.INVALID_STATE, f"task {task['taskId']} has no acceptance report yet "
                                    "(verification off or not run yet)")
             path = tdir / f"report-{rounds[-1]}.md"
-        return ok_result(path.read_text(encoding="utf-8"), None)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_REPORT_BYTES + 1)
+        text = raw[:MAX_REPORT_BYTES].decode("utf-8", errors="ignore")
+        if len(raw) > MAX_REPORT_BYTES:  # a 10.6 MB report made a reply no host could read
+            text = (text.rsplit("\n", 1)[0]
+                    + f"\n\n… report cut at {MAX_REPORT_BYTES} bytes (the file has {path.stat().st_size}); "
+                    f"read the whole report at {path} or its JSON at {path.with_suffix('.json')}")
+        return ok_result(text, None)
 
     async def _profiles(self) -> types.CallToolResult:
         agents = await anyio.to_thread.run_sync(list_agents, self.runtime.home)
@@ -498,64 +487,5 @@ class Handlers:
 
     # --- wait_task ---------------------------------------------------------------------------
     async def wait_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """Wait for a stop point (terminal or needs_user), polling every 500 ms (10-tools §3.3)."""
-        single, many = args.get("taskId"), args.get("taskIds")
-        if (single is None) == (many is None):
-            which = "neither was given" if single is None else "both were given"
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
-        ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
-        missing = [i for i in ids if not self.service.store.exists(i)]
-        if missing:
-            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(', '.join(missing))}")
-        requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))
-        timeout_ms = min(requested, WAIT_MAX_MS)
-        clamp = f" (timeoutMs above the maximum, clamped to {WAIT_MAX_MS} ms)" if requested > WAIT_MAX_MS else ""
-        start = time.monotonic()
-        deadline = start + timeout_ms / 1000
-        while True:
-            views = await self.service.views([self.service.read_task(i) for i in ids])
-            stopped = next((v for v in views if is_wait_settled(v.status)), None)
-            waited = int((time.monotonic() - start) * 1000)
-            if stopped is not None or time.monotonic() >= deadline:
-                break
-            await self._progress(ctx, waited, timeout_ms)
-            await anyio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
-        secs = f"{waited / 1000:.1f}"
-        if single is not None:
-            view = views[0]
-            meta = view.meta(self.runtime)
-            meta.update(waitSettled=stopped is not None, waitedMs=waited)
-            if stopped is not None:
-                if view.status == "needs_user":
-                    nxt = 'use manage_task(action="continue") then wait again'
-                elif view.task.get("reportMd"):
-                    nxt = f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")'
-                else:
-                    nxt = f'no acceptance report was written; see query_task(taskId="{view.task["taskId"]}") for the agent log'
-
-                return ok_result(f"task reached a stop point (waited {secs} s): {status_phrase(view)}\nnext: {nxt}", meta)
-            return ok_result(f"wait timed out ({secs} s): {status_phrase(view)}{clamp}\n"
-                             "the task is unaffected; call wait_task again to keep waiting.", meta)
-        listing = "\n".join(f"- {v.task['taskId']}: {status_phrase(v)}" for v in views)
-        if stopped is not None:
-            meta = stopped.meta(self.runtime)
-            meta.update(waitSettled=True, waitedMs=waited)
-            return ok_result(f"a task reached a stop point (waited {secs} s): {stopped.task['taskId']} — {status_phrase(stopped)}\n"
-                             f"next: query_info(type=\"report\", taskId=\"{stopped.task['taskId']}\")\nall tasks now:\n{listing}", meta)
-        return ok_result(f"wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
-                         f"call wait_task again to keep waiting.\nall tasks now:\n{listing}",
-                         {"ok": False, "message": "wait timed out", "waitSettled": False, "waitedMs": waited})
-
-    @staticmethod
-    async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
-        """Send an MCP progress notification when the client gave a progress token."""
-        meta = getattr(ctx, "meta", None) or {}
-        token = meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict) else None
-        if token is None:
-            return
-        try:
-            await ctx.session.send_progress_notification(
-                token, waited_ms, total_ms, "waiting for a stop point", related_request_id=ctx.request_id
-            )
-        except Exception:  # noqa: BLE001 - progress is best effort
-            pass
+        """Wait for a stop point (terminal or needs_user); see :func:`.waiting.wait_task`."""
+        return await wait_task(self.service, self.runtime, args, ctx)

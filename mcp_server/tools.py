@@ -14,13 +14,20 @@ from typing import Any
 STR1: dict[str, Any] = {"type": "string", "minLength": 1}
 ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
 """An identifier (task id, agent id): ids are short; a 10 MB one was echoed into a 60 MB reply."""
+TEXT: dict[str, Any] = {"type": "string", "maxLength": 100000}
+"""Free text (a brief, context, feedback, a message): at most 100000 characters."""
+PATH: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 4096}
+"""A file-system path (PATH_MAX is 4096 bytes)."""
+MAX_CHECKS = 100
+"""At most this many checks in ``acceptanceOverride.checks`` or ``extraChecks`` (acceptance.config.MAX_CHECKS)."""
 
 ACCEPTANCE_CHECK: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "name": STR1,
+        "name": {**STR1, "maxLength": 200},
         "cmd": {
-            "oneOf": [STR1, {"type": "array", "items": STR1, "minItems": 1}],
+            "oneOf": [{**STR1, "maxLength": 100000},
+                      {"type": "array", "items": {**STR1, "maxLength": 100000}, "minItems": 1, "maxItems": 4096}],
             "description": "argv array (preferred) or a string split by the splitCmd rules; never run through a shell",
         },
         "timeoutMs": {"type": "integer", "exclusiveMinimum": 0},
@@ -33,7 +40,7 @@ ACCEPTANCE_OVERRIDE: dict[str, Any] = {
     "type": "object",
     "description": "Task-level acceptance override (same format as .tianshu-mcp/acceptance.json); replaces fields wholesale.",
     "properties": {
-        "checks": {"type": "array", "items": ACCEPTANCE_CHECK},
+        "checks": {"type": "array", "items": ACCEPTANCE_CHECK, "maxItems": MAX_CHECKS},
         "visual": {"type": "object"},
         "requireChanges": {"type": "boolean"},
         "verifyConcurrency": {"type": "number"},
@@ -87,17 +94,17 @@ RUN_TASK = ToolDef(
     input_schema={
         "type": "object",
         "properties": {
-            "projectPath": {**STR1, "description": "Absolute path of the project (a git repository)."},
+            "projectPath": {**PATH, "description": "Absolute path of the project (a git repository)."},
             "task": {**STR1, "maxLength": 100000, "description": "The brief for the agent (at most 100000 characters)."},
             "agentId": {**ID, "description": "Agent profile id (agent-profiles.json); default \"codex\"."},
-            "model": STR1,
+            "model": {**STR1, "maxLength": 256},
             "reasoningLevel": {"type": "string", "enum": ["低", "中", "高", "low", "medium", "high", "max", "极高", "xhigh", "最大", "关闭思考", "on", "off"]},
             "modelSource": {"type": "string", "enum": ["default", "custom"]},
             "mode": {"type": "string", "enum": ["Work", "Code", "Design"]},
-            "planDoc": STR1,
-            "designSystem": STR1,
-            "designDirection": STR1,
-            "contextWindow": STR1,
+            "planDoc": {**STR1, **TEXT},
+            "designSystem": {**STR1, **TEXT},
+            "designDirection": {**STR1, **TEXT},
+            "contextWindow": {**STR1, **TEXT},
             "context": {"type": "string", "maxLength": 100000, "description": "Extra context or constraints appended to the brief (at most 100000 characters)."},
             "autoVerify": {"type": "boolean", "description": "Verify after each agent round (default true)."},
             "autoFixRounds": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Automatic rework rounds after a failed verification (default 0)."},
@@ -138,8 +145,8 @@ MANAGE_TASK = ToolDef(
         "properties": {
             "taskId": ID,
             "action": {"type": "string", "enum": ["cancel", "continue", "rework"]},
-            "reason": {"type": "string"},
-            "message": {"type": "string"},
+            "reason": TEXT,
+            "message": TEXT,
             "feedback": {"type": "string", "maxLength": 100000},
             "repairHint": {"type": "string", "maxLength": 4000},
         },
@@ -155,8 +162,8 @@ QUERY_INFO = ToolDef(
         "type": "object",
         "properties": {
             "type": {"type": "string", "enum": ["tasks", "report", "profiles"]},
-            "projectPath": STR1,
-            "status": {"type": "string"},
+            "projectPath": PATH,
+            "status": {"type": "string", "maxLength": 64},
             "limit": {"type": "integer", "minimum": 1, "maximum": 200},
             "taskId": ID,
             "round": {"type": "integer", "minimum": 0},
@@ -196,10 +203,10 @@ VERIFY_TASK = ToolDef(
         "type": "object",
         "properties": {
             "taskId": {"type": "string", "maxLength": 128, "description": "Verify this task (wins over projectPath)."},
-            "projectPath": {**STR1, "description": "Absolute path of a project to verify as it is now."},
-            "extraChecks": {"type": "array", "items": ACCEPTANCE_CHECK},
+            "projectPath": {**PATH, "description": "Absolute path of a project to verify as it is now."},
+            "extraChecks": {"type": "array", "items": ACCEPTANCE_CHECK, "maxItems": MAX_CHECKS},
             "checksMode": {"type": "string", "enum": ["append", "replace"]},
-            "baselineRef": {**STR1, "description": "A git ref (commit, branch, tag) or a task id whose baseline to use."},
+            "baselineRef": {**STR1, "maxLength": 1024, "description": "A git ref (commit, branch, tag) or a task id whose baseline to use."},
             "idempotencyKey": IDEMPOTENCY_KEY,
             "acceptanceOverride": ACCEPTANCE_OVERRIDE,
         },

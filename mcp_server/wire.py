@@ -10,7 +10,12 @@ lines in front of the SDK and answers such a line itself:
 * not JSON, but an ``"id"`` can be recovered → JSON-RPC ``-32700`` (parse error) for that id;
 * JSON, a request (``id`` + ``method``) the SDK cannot validate → ``-32600`` (invalid request);
 * a ``tools/call`` whose arguments hold an unpaired surrogate → the tool's own error result,
-  ``INVALID_ARGUMENT`` naming the field (the same answer as for a NUL character).
+  ``INVALID_ARGUMENT`` naming the field (the same answer as for a NUL character);
+* a request whose ``id`` is neither a string nor an integer (``null``, ``1.5``, ``true``: the SDK
+  reads it as a notification and answers nothing) → ``-32600`` with id ``null``, as JSON-RPC 2.0
+  prescribes when the id cannot be read;
+* a batch (a JSON array; batching left MCP in protocol revision 2025-06-18) → ``-32600`` for each
+  request in it that has an id, or one with id ``null``.
 
 Lines without an id (notifications, garbage) go on to the SDK, which drops them as before.
 """
@@ -66,19 +71,26 @@ class ScreenedStdin:
                 if reply is None:
                     continue
             if reply is not None and self.write_stream is not None:
-                await self.write_stream.send(SessionMessage(reply))
+                for message in reply if isinstance(reply, list) else [reply]:
+                    await self.write_stream.send(SessionMessage(message))
                 continue
             yield line
 
 
+BATCH_REFUSED = ("batch requests are not supported (JSON-RPC batching left MCP in protocol revision "
+                 "2025-06-18); send each request as its own message")
+
+
 def screen(line: str) -> Any:
-    """The answer to a malformed request on ``line``, or None when the SDK should have it."""
+    """The answer to a malformed request on ``line`` (one JSON-RPC message, or a list of them
+    for a batch), or None when the SDK should have the line."""
     stripped = line.strip()
     if not stripped:
         return None
     try:
-        types.jsonrpc_message_adapter.validate_json(stripped, by_name=False)
-        return None
+        message = types.jsonrpc_message_adapter.validate_json(stripped, by_name=False)
+        if not isinstance(message, types.JSONRPCNotification) or '"id"' not in stripped:
+            return None
     except Exception:  # noqa: BLE001 - any validation failure is screened below
         pass
     try:
@@ -88,11 +100,14 @@ def screen(line: str) -> Any:
         if m is None:
             return None
         return _error(json.loads(m.group(1)), -32700, f"parse error: {clip(str(exc))}")
-    if not isinstance(obj, dict):
+    if isinstance(obj, list):
+        ids = [e["id"] for e in obj if isinstance(e, dict) and "method" in e and _valid_id(e.get("id"))]
+        return [_error(i, -32600, BATCH_REFUSED) for i in dict.fromkeys(ids)] or _error(None, -32600, BATCH_REFUSED)
+    if not isinstance(obj, dict) or "method" not in obj or "id" not in obj:
         return None
-    rid = obj.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)) or "method" not in obj:
-        return None
+    rid = obj["id"]
+    if not _valid_id(rid):
+        return _error(None, -32600, f"invalid request: the id must be a string or an integer, got {clip(json.dumps(rid), 40)}")
     params = obj.get("params")
     if obj.get("method") == "tools/call" and isinstance(params, dict) and isinstance(params.get("name"), str):
         problems = impossible_strings(params.get("arguments"))
@@ -104,6 +119,10 @@ def screen(line: str) -> Any:
     problems = impossible_strings(obj)
     why = "; ".join(problems[:5]) if problems else "not a valid JSON-RPC 2.0 request for this server"
     return _error(rid, -32600, f"invalid request: {why}")
+
+
+def _valid_id(rid: Any) -> bool:
+    return isinstance(rid, (int, str)) and not isinstance(rid, bool)
 
 
 def _error(rid: Any, code: int, message: str) -> Any:

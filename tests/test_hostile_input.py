@@ -53,7 +53,8 @@ def test_nul_and_unpaired_surrogates_name_the_field(raw: Any, tmp_path: Path) ->
 def test_huge_values_get_bounded_replies(raw: Any) -> None:
     for value in ("x" * 10_000_000, "\U0001F600" * 1_000_000):
         code, text, size = error_of(raw.call("query_task", {"taskId": value}, timeout=300))
-        assert code in ("INVALID_ARGUMENT", "TASK_NOT_FOUND") and size < MAX_REPLY and "more characters" in text
+        assert code in ("INVALID_ARGUMENT", "TASK_NOT_FOUND") and size < MAX_REPLY
+        assert f"{len(value)} characters, at most 128 allowed" in text  # sized, not quoted
         assert len(text) < 1000  # ~200 characters of the value are quoted, not 10 MB
     code, _, size = error_of(raw.call("run_task", {"projectPath": "/nope", "task": "x", "agentId": "y",
                                                    "context": ["a" * 1000] * 5000}, timeout=300))
@@ -119,3 +120,91 @@ def test_every_malformed_request_with_an_id_gets_an_answer(raw: Any) -> None:
         and "taskId" in tool_error["content"][0]["text"]
     assert all("error" in got[i] for i in want - {907})
     assert not raw.call("query_info", {"type": "profiles"})["isError"]  # still serving
+
+
+def _replies_to(raw: Any, line: str, count: int) -> list[dict[str, Any]]:
+    """Send ``line`` and collect the next ``count`` messages (deadline 60 s)."""
+    assert raw.proc.stdin is not None
+    raw.proc.stdin.write((line + "\n").encode())
+    raw.proc.stdin.flush()
+    out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while len(out) < count and time.monotonic() < deadline:
+        try:
+            out.append(raw.q.get(timeout=1))
+        except queue.Empty:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("rid", ["null", "1.5", "true", "[1]", "{}"])
+def test_a_request_with_an_unusable_id_gets_an_error_with_id_null(raw: Any, rid: str) -> None:
+    """Breaker finding: the SDK reads ``{"id": 1.5, "method": …}`` as a notification and answers nothing."""
+    [reply] = _replies_to(raw, f'{{"jsonrpc": "2.0", "id": {rid}, "method": "tools/list"}}', 1)
+    assert reply["id"] is None and reply["error"]["code"] == -32600 and "id must be" in reply["error"]["message"]
+
+
+def test_a_batch_gets_an_error_per_request(raw: Any) -> None:
+    batch = ('[{"jsonrpc": "2.0", "id": 951, "method": "tools/list"}, '
+             '{"jsonrpc": "2.0", "method": "notifications/initialized"}, '
+             '{"jsonrpc": "2.0", "id": "s952", "method": "tools/call", "params": {"name": "query_info"}}]')
+    replies = _replies_to(raw, batch, 2)
+    assert sorted(str(r["id"]) for r in replies) == ["951", "s952"]
+    assert all(r["error"]["code"] == -32600 and "batch" in r["error"]["message"] for r in replies)
+    [empty] = _replies_to(raw, "[]", 1)
+    assert empty["id"] is None and empty["error"]["code"] == -32600
+    assert not raw.call("query_info", {"type": "profiles"})["isError"]  # still serving
+
+
+def test_oversized_and_unknown_inputs_are_refused_with_a_size(raw: Any, tmp_path: Path) -> None:
+    """Breaker findings: an unknown key holding a NUL was silently dropped; 20,000 override checks
+    and 200,000 extraChecks were accepted and run; 1,000,000 taskIds were validated one by one."""
+    repo = make_calc_repo(tmp_path / "calc")
+    code, text, _ = error_of(raw.call("query_task", {"taskId": "tsk_x", "bo\u0000gus": 1}))
+    assert code == "INVALID_ARGUMENT" and "<key>" in text and "NUL" in text
+    check = {"name": "c", "cmd": ["true"]}
+    for tool, args, field, n, limit in (
+        ("verify_task", {"projectPath": str(repo), "extraChecks": [check] * 200_000}, "extraChecks", 200_000, 100),
+        ("run_task", {"projectPath": str(repo), "task": "x", "agentId": "scripted",
+                      "acceptanceOverride": {"checks": [check] * 20_000}}, "acceptanceOverride.checks", 20_000, 100),
+        ("wait_task", {"taskIds": ["tsk_x"] * 1_000_000}, "taskIds", 1_000_000, 20),
+        ("verify_task", {"projectPath": str(repo), "extraChecks": [{"name": "c", "cmd": ["x"] * 5000}]},
+         "extraChecks[0].cmd", 5000, 4096),
+    ):
+        code, text, size = error_of(raw.call(tool, args, timeout=300))
+        assert code == "INVALID_ARGUMENT" and f"{field}: {n} items, at most {limit} allowed" in text, text
+        assert size < MAX_REPLY
+    assert not raw.call("query_info", {"type": "profiles"})["isError"]
+
+
+def _record(tasks: Path, tid: str, project: str) -> Path:
+    (tasks / tid).mkdir(parents=True, exist_ok=True)
+    (tasks / tid / "task.json").write_text(json.dumps({"taskId": tid, "createdAt": "2020-01-01T00:00:00.000Z",
+                                                      "projectPath": project, "status": "failed"}))
+    return tasks / tid
+
+
+def test_a_huge_report_is_cut_with_a_pointer_to_the_file(raw: Any, ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    tid = "tsk_20200101000000_f0f0f0"
+    tdir = _record(ts_daemon["home"] / "tasks", tid, str(tmp_path))
+    (tdir / "report-0.md").write_text("# Acceptance report\n" + "- changed: src/file.py\n" * 500_000)  # 12 MB
+    result = raw.call("query_info", {"type": "report", "taskId": tid})
+    assert not result["isError"]
+    text = result["content"][0]["text"]
+    assert len(json.dumps(result).encode()) < MAX_REPLY
+    assert "report cut at" in text and str(tdir / "report-0.md") in text and str(tdir / "report-0.json") in text
+
+
+def test_wait_task_skips_a_damaged_record_among_good_ones(raw: Any, ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    tasks = ts_daemon["home"] / "tasks"
+    good, bad = "tsk_20200101000000_f1f1f1", "tsk_20200101000000_f2f2f2"
+    _record(tasks, good, str(tmp_path))
+    (tasks / bad).mkdir(parents=True, exist_ok=True)
+    (tasks / bad / "task.json").write_text('{"taskId": 7')  # truncated
+    result = raw.call("wait_task", {"taskIds": [bad, good], "timeoutMs": 2000})
+    assert not result["isError"], result
+    text = result["content"][0]["text"]
+    assert f"- {good}: status:" in text and f"- {bad}: not waited for, damaged task record" in text
+    assert result["structuredContent"]["skippedRecords"] == [bad]
+    code, text, _ = error_of(raw.call("wait_task", {"taskIds": [bad], "timeoutMs": 1000}))
+    assert code == "TASK_RECORD_CORRUPT" and bad in text

@@ -1,0 +1,24 @@
+"""How a task's status reads in tool replies (10-tools §2.7)."""
+
+from __future__ import annotations
+
+from .taskops import TaskView
+
+_LABELS = {
+    "queued": "queued (waiting for the project's slot and the global limit)",
+    "running": "running (the agent is at work)",
+    "verify_start": "verifying (acceptance checks running)",
+    "fixing": "reworking (writing the repair plan for the next round)",
+    "succeeded": "[PASS] task succeeded",
+    "failed": "[FAIL] task failed",
+    "needs_attention": "[WARN] needs attention (a human should look)",
+    "needs_user": 'waiting for the user (resume with manage_task(action="continue"))',
+    "cancelled": "cancelled",
+    "interrupted": "interrupted (server restart/exit)",
+}
+
+
+def status_phrase(view: TaskView) -> str:
+    """``status: <label>`` + `` (N rounds used)`` when rounds were used (10-tools §2.7)."""
+    used = int(view.task.get("roundsUsed") or 0)
+    return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({used} round{'s' if used != 1 else ''} used)" if used else "")

@@ -1,0 +1,129 @@
+"""``wait_task``: block until a task, or the first of several, reaches a stop point (10-tools §3.3).
+
+Polls every 500 ms. With ``taskIds``, a task whose record is damaged (``TASK_RECORD_CORRUPT``) is
+left out with a note and the others are still waited for (input issue: one damaged id failed the
+whole call); the call fails only when no listed task can be read.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from ..core.errors import ErrorCode, TianshuError
+from ..core.model import is_wait_settled
+from .format import clip, ok_result
+from .phrases import status_phrase
+from .taskops import TaskService
+
+WAIT_DEFAULT_MS = 50000
+WAIT_MAX_MS = 600000
+WAIT_POLL_S = 0.5
+
+
+def _readable(service: TaskService, ids: list[str], damaged: dict[str, str]) -> list[dict[str, Any]]:
+    """The records of ``ids`` that can be read; the others go to ``damaged`` ``{id: why}``.
+
+    Raises:
+        TianshuError: ``TASK_RECORD_CORRUPT`` when none can be read.
+    """
+    tasks: list[dict[str, Any]] = []
+    first: TianshuError | None = None
+    for task_id in ids:
+        if task_id in damaged:
+            continue
+        try:
+            tasks.append(service.read_task(task_id))
+        except TianshuError as exc:
+            if exc.code is not ErrorCode.TASK_RECORD_CORRUPT:
+                raise
+            damaged[task_id] = exc.message
+            first = first or exc
+    if not tasks:
+        raise first or TianshuError(ErrorCode.TASK_RECORD_CORRUPT, "no listed task can be read")
+    return tasks
+
+
+async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
+    """Wait for a stop point (terminal or needs_user) of ``taskId`` or the first of ``taskIds``.
+
+    Args:
+        service: the task service.
+        runtime: the server runtime (for the meta block).
+        args: schema-checked arguments ``{taskId | taskIds, timeoutMs?}`` (ms, default 50000,
+            clamped to 600000).
+        ctx: the request context (progress notifications when the client gave a token).
+
+    Raises:
+        TianshuError: ``INVALID_ARGUMENT`` (neither or both of taskId/taskIds), ``TASK_NOT_FOUND``
+            (an id names no task), ``TASK_RECORD_CORRUPT`` (the single task, or every listed
+            one, has a damaged record).
+    """
+    single, many = args.get("taskId"), args.get("taskIds")
+    if (single is None) == (many is None):
+        which = "neither was given" if single is None else "both were given"
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
+    ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
+    missing = [i for i in ids if not service.store.exists(i)]
+    if missing:
+        raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(', '.join(missing))}")
+    requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))
+    timeout_ms = min(requested, WAIT_MAX_MS)
+    clamp = f" (timeoutMs above the maximum, clamped to {WAIT_MAX_MS} ms)" if requested > WAIT_MAX_MS else ""
+    start = time.monotonic()
+    deadline = start + timeout_ms / 1000
+    damaged: dict[str, str] = {}
+    while True:
+        if single is not None:
+            views = await service.views([service.read_task(single)])
+        else:
+            views = await service.views(_readable(service, ids, damaged))
+        stopped = next((v for v in views if is_wait_settled(v.status)), None)
+        waited = int((time.monotonic() - start) * 1000)
+        if stopped is not None or time.monotonic() >= deadline:
+            break
+        await _progress(ctx, waited, timeout_ms)
+        await anyio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+    secs = f"{waited / 1000:.1f}"
+    if single is not None:
+        view = views[0]
+        meta = view.meta(runtime)
+        meta.update(waitSettled=stopped is not None, waitedMs=waited)
+        if stopped is not None:
+            if view.status == "needs_user":
+                nxt = 'use manage_task(action="continue") then wait again'
+            elif view.task.get("reportMd"):
+                nxt = f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")'
+            else:
+                nxt = f'no acceptance report was written; see query_task(taskId="{view.task["taskId"]}") for the agent log'
+            return ok_result(f"task reached a stop point (waited {secs} s): {status_phrase(view)}\nnext: {nxt}", meta)
+        return ok_result(f"wait timed out ({secs} s): {status_phrase(view)}{clamp}\n"
+                         "the task is unaffected; call wait_task again to keep waiting.", meta)
+    listing = "\n".join([f"- {v.task['taskId']}: {status_phrase(v)}" for v in views]
+                        + [f"- {i}: not waited for, damaged task record ({clip(why)})" for i, why in damaged.items()])
+    skipped = {"skippedRecords": sorted(damaged)} if damaged else {}
+    if stopped is not None:
+        meta = stopped.meta(runtime)
+        meta.update(waitSettled=True, waitedMs=waited, **skipped)
+        return ok_result(f"a task reached a stop point (waited {secs} s): {stopped.task['taskId']} — {status_phrase(stopped)}\n"
+                         f"next: query_info(type=\"report\", taskId=\"{stopped.task['taskId']}\")\nall tasks now:\n{listing}", meta)
+    return ok_result(f"wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
+                     f"call wait_task again to keep waiting.\nall tasks now:\n{listing}",
+                     {"ok": False, "message": "wait timed out", "waitSettled": False, "waitedMs": waited, **skipped})
+
+
+async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
+    """Send an MCP progress notification when the client gave a progress token."""
+    meta = getattr(ctx, "meta", None) or {}
+    token = meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict) else None
+    if token is None:
+        return
+    try:
+        await ctx.session.send_progress_notification(
+            token, waited_ms, total_ms, "waiting for a stop point", related_request_id=ctx.request_id
+        )
+    except Exception:  # noqa: BLE001 - progress is best effort
+        pass
