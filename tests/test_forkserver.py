@@ -38,6 +38,14 @@ def until(cond: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def ended(proc: psutil.Process) -> bool:
+    """``proc`` has exited (gone, or a zombie); it may vanish between two psutil calls."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 @pytest.fixture
 def forkserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     path = tmp_path / "engine.sock"
@@ -108,7 +116,7 @@ def test_engine_runs_forked_with_the_launchers_environment_and_follows_its_signa
     proc.send_signal(signal.SIGTERM)  # what the worker does to cancel a flow run
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM  # the launcher ends the way its engine ended
-    until(lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, 10, "the engine to end")
+    until(lambda: ended(engine), 10, "the engine to end")
 
 
 def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str,
@@ -118,8 +126,7 @@ def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Pope
     engine = until(lambda: engines_of(server), 60, "an engine forked by the server")[0]
     proc.kill()
     proc.wait(10)
-    until(lambda: not engine.is_running() or engine.status() == psutil.STATUS_ZOMBIE, 10,
-          "the engine to die with its launcher")
+    until(lambda: ended(engine), 10, "the engine to die with its launcher")
     until(lambda: not engines_of(server), 10, "the fork server to reap it")
     assert server.poll() is None
 
@@ -168,7 +175,7 @@ def test_fork_server_ends_with_its_parent(tmp_path: Path) -> None:
     until(path.exists, 120, "the fork server to listen")
     holder.kill()  # the service dies (kill -9)
     holder.wait(10)
-    until(lambda: not server.is_running() or server.status() == psutil.STATUS_ZOMBIE, 10, "the fork server to exit")
+    until(lambda: ended(server), 10, "the fork server to exit")
     assert not path.exists()
 
 
