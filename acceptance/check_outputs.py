@@ -1,25 +1,30 @@
 """What the acceptance checks themselves wrote into the work tree: never the task's output.
 
 A check may write files (a formatter, a snapshot update, a coverage or build file that is not
-ignored). Such files must not let an agent that did nothing pass the zero-change gate (20-acceptance
-§3.4), neither in the round whose checks wrote them nor in any later round of the same task.
+ignored, a submodule checkout, even a commit). Such changes must not let an agent that did nothing
+pass the zero-change gate (20-acceptance §3.4), neither in the round whose checks made them nor
+in any later verification of the project.
 
-Fingerprints (:func:`snapshot`) are taken of every path ``git status`` lists, right before and
-right after the command checks. A path whose fingerprint the checks changed is *check output*
-when its state before the checks was one the task did not make:
+Snapshots (:func:`snapshot`: HEAD plus the fingerprint of every path ``git status`` lists) are
+taken right before and right after the command checks. A path the checks changed — its
+fingerprint differs, or a commit the checks made touched it — is *check output* when its state
+before the checks was one the task did not make:
 
-* the state the checks of an earlier round left (the ledger below), or
-* its state at the baseline (a tracked file equal to the baseline commit, a file that was dirty
-  or untracked at the baseline with the same content, or a path that did not exist).
+* the state the checks of an earlier verification left (the ledger below), or
+* its state at the baseline (a tracked file equal to the baseline commit and not committed since,
+  a file that was dirty or untracked at the baseline with the same content, or a path that did
+  not exist).
 
 A path the task had changed and the checks then rewrote (a formatter reformatting the agent's
-file) stays the task's output. The ledger ``<taskDir>/check-outputs.json`` ``{path: fingerprint}``
-remembers check output across rounds: a path still holding the fingerprint the checks left is
-check output in every later round; once anyone else changes it, it is the task's again.
+file) stays the task's output. The ledger ``<home>/check-outputs/<repository key>.json``
+``{"files": {path: fingerprint}}`` remembers check output per repository, across rounds, tasks
+and verify_task runs (input issue: a verify_task between two rounds rewrote a check's file and the
+next round counted it): a path still holding the fingerprint the checks left is check output;
+once anyone else changes it, it is no longer.
 
-Paths are relative to the repository's top level, as git prints them. Fingerprints are those of
-the baseline (SHA-1 of the bytes, ``gitlink:<sha>`` for a nested repository, ``deleted``), with
-``stat:<size>:<mtime ns>`` for what the baseline does not hash (files over 4 MiB).
+Paths are relative to the repository's top level, as git prints them; fingerprints are those of
+the baseline (:func:`.git._fingerprint`), ``deleted`` for a missing path and ``dir`` for a plain
+directory.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.paths import norm_path, project_key
 from .git import (
     CACHE_PATH_RE,
     DELETED_HASH,
@@ -43,34 +49,34 @@ from .git import (
     _valid_commit,
 )
 
-LEDGER_FILE = "check-outputs.json"
-"""The ledger of check output in the task directory: ``{"files": {path: fingerprint}}``."""
+LEDGER_DIR = "check-outputs"
+"""Under the data home: one ledger per repository, ``<project_key of its top level>.json``."""
 
 
 def fingerprint(root: Path, rel: str) -> str:
-    """The fingerprint of ``root/rel`` now (see the module doc); ``"deleted"`` when absent."""
+    """The fingerprint of ``root/rel`` now (:func:`.git._fingerprint`); ``"deleted"`` when absent,
+    ``"dir"`` for a plain directory."""
     path = root / rel.rstrip("/")
     if not os.path.lexists(path):
         return DELETED_HASH
-    fp = _fingerprint(root, rel)
-    if fp is not None:
-        return fp
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return DELETED_HASH
-    return f"stat:{st.st_size}:{st.st_mtime_ns}"
+    return _fingerprint(root, rel) or "dir"
 
 
-def snapshot(project: str | os.PathLike[str]) -> dict[str, str]:
-    """``{path: fingerprint}`` of every path ``git status`` lists now (changed, deleted and
-    untracked; caches skipped). A path absent from it is clean (equal to HEAD) or not there.
+@dataclass(frozen=True)
+class Snapshot:
+    """``head`` (HEAD's sha, None when unborn) and ``files`` ``{path: fingerprint}`` of every
+    path ``git status`` lists (changed, deleted, untracked; caches skipped). A path absent from
+    ``files`` is clean (equal to HEAD) or not there."""
 
-    Raises:
-        GitFailed: git status failed.
-    """
+    head: str | None
+    files: dict[str, str]
+
+
+def snapshot(project: str | os.PathLike[str]) -> Snapshot:
+    """The project's state now (see :class:`Snapshot`). Raises GitFailed."""
     root = _toplevel(project)
-    return {p: fingerprint(root, p) for _code, p in _status_entries(project) if not CACHE_PATH_RE.search(p)}
+    files = {p: fingerprint(root, p) for _code, p in _status_entries(project) if not CACHE_PATH_RE.search(p)}
+    return Snapshot(head=_rev(project, "HEAD"), files=files)
 
 
 @dataclass
@@ -81,7 +87,7 @@ class CheckOutputs:
         made: paths whose current state is check output (excluded from the task's changes).
         touched: paths the checks of this round changed, sorted.
         rewritten: touched paths that were the task's output before the checks (still counted).
-        earlier: check output of earlier rounds that this round's checks did not touch.
+        earlier: check output of earlier verifications that this round's checks did not touch.
     """
 
     made: set[str] = field(default_factory=set)
@@ -90,43 +96,43 @@ class CheckOutputs:
     earlier: list[str] = field(default_factory=list)
 
 
-def load_ledger(task_dir: str | os.PathLike[str]) -> dict[str, str]:
-    """The ledger of ``task_dir`` (``{}`` when absent or unreadable: nothing was written by checks)."""
-    data: Any = read_json_safe(Path(task_dir) / LEDGER_FILE)
+def ledger_path(home: str | os.PathLike[str], project: str | os.PathLike[str]) -> Path:
+    """``<home>/check-outputs/<key>.json`` of the repository holding ``project``. Raises GitFailed."""
+    root = norm_path(os.path.realpath(_toplevel(project)))
+    return Path(home) / LEDGER_DIR / f"{project_key(root)}.json"
+
+
+def load_ledger(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The ledger at ``path`` (``{}`` when absent or unreadable: nothing was written by checks)."""
+    data: Any = read_json_safe(path)
     files = data.get("files") if isinstance(data, dict) else None
     if not isinstance(files, dict):
         return {}
     return {str(k): str(v) for k, v in files.items() if isinstance(k, str) and isinstance(v, str)}
 
 
-def _committed(project: str | os.PathLike[str], baseline: Baseline) -> set[str]:
-    """Paths that commits made since the baseline changed (``set()`` when HEAD did not move)."""
-    head = _rev(project, "HEAD")
-    if head is None or head == baseline.head:
+def _changed_between(project: str | os.PathLike[str], base: str | None, head: str) -> set[str]:
+    """Paths that differ between commits ``base`` (None: the empty tree) and ``head``."""
+    if base is not None and not _valid_commit(project, base):
         return set()
-    if baseline.head is None:
-        base = _empty_tree(project)
-    elif _valid_commit(project, baseline.head):
-        base = baseline.head
-    else:
-        return set()
-    out = _checked(["diff", "--name-only", "-z", "--no-relative", "--no-renames", base, head, "--"], project).stdout
+    out = _checked(["diff", "--name-only", "-z", "--no-relative", "--no-renames", base or _empty_tree(project),
+                    head, "--"], project).stdout
     return {p for p in out.split("\0") if p}
 
 
 def attribute(
-    task_dir: str | os.PathLike[str],
+    ledger_file: str | os.PathLike[str],
     project: str | os.PathLike[str],
     baseline: Baseline,
-    before: dict[str, str] | None,
-    after: dict[str, str],
+    before: Snapshot | None,
+    after: Snapshot,
 ) -> CheckOutputs:
     """Decide which changed paths are check output and update the ledger (see the module doc).
 
     Args:
-        task_dir: the task directory holding the ledger.
+        ledger_file: :func:`ledger_path` of the project.
         project: project root.
-        baseline: the task's pre-work baseline.
+        baseline: the pre-work baseline the round is judged against.
         before: :func:`snapshot` right before this round's checks (None when no check ran).
         after: :func:`snapshot` now (after the checks).
 
@@ -134,34 +140,44 @@ def attribute(
         :class:`CheckOutputs`.
 
     Raises:
-        GitFailed: git failed while listing commits since the baseline.
+        GitFailed: git failed while listing commits.
         OSError: the ledger cannot be written.
     """
-    ledger = load_ledger(task_dir)
+    root = _toplevel(project)
+    ledger = load_ledger(ledger_file)
     dirty_at_baseline = set(baseline.pre_existing_changed) | set(baseline.pre_existing_untracked)
-    committed: set[str] | None = None
     result = CheckOutputs()
-    touched = sorted(p for p in (set(before or {}) | set(after)) if before is not None and before.get(p) != after.get(p))
-    for p in touched:
-        state = (before or {}).get(p)
+    committed_by_checks: set[str] = set()
+    committed_before: set[str] = set()
+    if before is not None:
+        if after.head and after.head != before.head:
+            committed_by_checks = _changed_between(project, before.head, after.head)
+        if before.head and before.head != baseline.head:
+            committed_before = _changed_between(project, baseline.head, before.head)
+        changed = {p for p in set(before.files) | set(after.files) if before.files.get(p) != after.files.get(p)}
+        result.touched = sorted(changed | committed_by_checks)
+
+    def now(p: str) -> str:
+        return after.files[p] if p in after.files else fingerprint(root, p)
+
+    for p in result.touched:
+        state = before.files.get(p) if before is not None else None
         if state is not None:
             neutral = state == ledger.get(p) or state == baseline.pre_dirty_hashes.get(p)
         elif p in dirty_at_baseline:
-            neutral = False  # clean or absent now, not at the baseline: the task changed it
+            neutral = False  # clean or absent before the checks, not at the baseline: the task changed it
         else:
-            if committed is None:
-                committed = _committed(project, baseline)
-            neutral = p not in committed
-        if p in after and neutral:
-            ledger[p] = after[p]
+            neutral = p not in committed_before
+        still_changed = p in after.files or p in committed_by_checks
+        if still_changed and neutral:
+            ledger[p] = now(p)
         else:
             ledger.pop(p, None)
-            if p in after:
+            if still_changed:
                 result.rewritten.append(p)
-    ledger = {p: fp for p, fp in ledger.items() if after.get(p) == fp}
+    ledger = {p: fp for p, fp in ledger.items() if now(p) == fp}
     result.made = set(ledger)
-    result.touched = touched
-    result.earlier = sorted(set(ledger) - set(touched))
-    if ledger or (Path(task_dir) / LEDGER_FILE).exists():
-        atomic_write_json(Path(task_dir) / LEDGER_FILE, {"files": ledger})
+    result.earlier = sorted(set(ledger) - set(result.touched))
+    if ledger or os.path.exists(ledger_file):
+        atomic_write_json(ledger_file, {"files": ledger})
     return result

@@ -22,7 +22,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
 from ..core.procs import stop_requested
-from .check_outputs import LEDGER_FILE, CheckOutputs, attribute, snapshot
+from .check_outputs import CheckOutputs, attribute, ledger_path, snapshot
 from .config import (
     AcceptanceCheck,
     AcceptanceConfigError,
@@ -303,16 +303,16 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 6. command checks (what they write into the work tree is not task output: see .check_outputs)
     log_path = task_dir / f"verify-{rnd}.log"
     git_ok = baseline.is_repo and not git_failures
-    track = git_ok and (bool(check_defs) or (task_dir / LEDGER_FILE).exists())
-    before = git_guard(lambda: snapshot(project), None) if track and check_defs else None
+    before = git_guard(lambda: snapshot(project), None) if git_ok and check_defs else None
     checks.extend(
         run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     )
     outputs = CheckOutputs()
-    if track:
+    if git_ok:
         after = git_guard(lambda: snapshot(project), None)
         if after is not None:
-            outputs = git_guard(lambda: attribute(task_dir, project, baseline, before, after), outputs)
+            outputs = git_guard(
+                lambda: attribute(ledger_path(req.home, project), project, baseline, before, after), outputs)
 
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None
@@ -368,14 +368,15 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
             + ", ".join(by_checks[:20]) + (f" … {len(by_checks) - 20} more" if len(by_checks) > 20 else ""))
     if outputs.earlier:
         analysis_json["notes"].append(
-            "file(s) the checks of an earlier round wrote, unchanged since (not counted as task output): "
+            "file(s) the checks of an earlier verification wrote, unchanged since (not counted as task output): "
             + ", ".join(outputs.earlier[:20]))
     if outputs.rewritten:
         analysis_json["notes"].append(
             "the checks rewrote file(s) the task had changed (still the task's output): "
             + ", ".join(outputs.rewritten[:20]))
     task_output = analysis.has_changes and not (
-        not analysis.untracked_files and not analysis.submodules and set(analysis.changed_files) <= outputs.made)
+        not analysis.untracked_files and set(analysis.changed_files) <= outputs.made
+        and {sm.path for sm in analysis.submodules} <= outputs.made)
 
     # 9. zero-change gate (not when git failed: "no changes" would be a guess)
     if git_failures:

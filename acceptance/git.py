@@ -38,6 +38,7 @@ import os
 import posixpath
 import re
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -387,12 +388,30 @@ def _sub_head(path: Path) -> str | None:
 
 
 def _fingerprint(root: Path, rel: str) -> str | None:
-    """SHA-1 of a file (:func:`file_sha1`) or ``gitlink:<HEAD>`` of a submodule / nested repository."""
+    """The content fingerprint of a path, as git would see it changed or not.
+
+    * a symbolic link → ``link:<its target>`` (git stores the link, never what it points to; a
+      dangling link or a link to a directory is a file to git);
+    * a submodule / nested repository → ``gitlink:<HEAD>``;
+    * a regular file → SHA-1 of its bytes (:func:`file_sha1`), or ``stat:<size>:<mtime ns>`` for
+      one over 4 MiB (input issue: unhashed pre-existing files were counted as the agent's change);
+    * anything else (a plain directory, a missing path) → None.
+    """
     path = root / rel.rstrip("/")
-    if path.is_dir() and not path.is_symlink():
-        if (path / ".git").exists():
-            return GITLINK_PREFIX + (_sub_head(path) or "unborn")
+    try:
+        if path.is_symlink():
+            return "link:" + os.readlink(path)
+        if path.is_dir():
+            if (path / ".git").exists():
+                return GITLINK_PREFIX + (_sub_head(path) or "unborn")
+            return None
+        st = path.stat()
+    except OSError:
         return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    if st.st_size > MAX_HASH_BYTES:
+        return f"stat:{st.st_size}:{st.st_mtime_ns}"
     return file_sha1(path)
 
 
@@ -440,9 +459,10 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
         GitFailed: git refused or failed (see :func:`is_git_repo`, :func:`_status_entries`): the
             baseline cannot be captured, so the task must not start.
 
-    Hashes (SHA-1 of file bytes, files ≤ 4 MiB): every pre-existing changed file plus the first
-    5000 untracked files; a pre-existing deletion gets ``"deleted"``, a submodule or nested
-    repository ``gitlink:<HEAD sha>`` (port).
+    Fingerprints (:func:`_fingerprint`: SHA-1 of the bytes, size and mtime above 4 MiB, the target
+    of a symbolic link): every pre-existing changed file plus the first 5000 untracked files; a
+    pre-existing deletion gets ``"deleted"``, a submodule or nested repository ``gitlink:<HEAD
+    sha>`` (port).
     """
     if not is_git_repo(project):
         return Baseline(is_repo=False, message=NON_REPO_MESSAGE)
@@ -1095,7 +1115,7 @@ def analyze_changes(
             continue
         if f in pre_untracked:
             base_hash = baseline.pre_untracked_hashes.get(f) or baseline.pre_dirty_hashes.get(f)
-            if base_hash and file_sha1(path) == base_hash:
+            if base_hash and _fingerprint(root, f) == base_hash:
                 continue
             notes.append(
                 f"Untracked file {f} existed before work started but its content changed; it is counted whole "

@@ -111,11 +111,14 @@ def test_baseline_json_round_trip(tmp_path: Path) -> None:
     assert Baseline.model_validate(data).untracked_hash_truncated == 0
 
 
-def test_baseline_large_file_not_hashed(tmp_path: Path) -> None:
+def test_baseline_large_file_fingerprinted_by_size_and_mtime(tmp_path: Path) -> None:
+    # port (input issue): the original left files over 4 MiB unhashed, so a no-op agent was
+    # credited with every big pre-existing file; they are fingerprinted by size and mtime instead
     repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
     (repo / "big.bin").write_bytes(b"\0" * (4 * 1024 * 1024 + 1))
     b = capture_baseline(repo)
-    assert "big.bin" in b.pre_existing_untracked and "big.bin" not in b.pre_dirty_hashes
+    st = (repo / "big.bin").stat()
+    assert b.pre_dirty_hashes["big.bin"] == f"stat:{st.st_size}:{st.st_mtime_ns}"
 
 
 def test_capture_never_touches_the_index(tmp_path: Path) -> None:

@@ -5,13 +5,14 @@ round's checks wrote, let an agent that did nothing pass the zero-change gate.""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tianshu_mcp.acceptance.check_outputs import LEDGER_FILE, load_ledger
+from tianshu_mcp.acceptance.check_outputs import ledger_path, load_ledger
 from tianshu_mcp.acceptance.engine import verify_round
 from tianshu_mcp.acceptance.git import capture_baseline
 
@@ -65,7 +66,7 @@ def test_what_an_earlier_rounds_checks_wrote_stays_check_output(tmp_path: Path) 
     req = request(tmp_path, repo, baseline=baseline)
     first = verify_round(req)
     assert _failed(first) == ["no-changes"]
-    assert set(load_ledger(req.task_dir)) == {"calc.py", "out/report.txt"}
+    assert set(load_ledger(ledger_path(req.home, repo))) == {"calc.py", "out/report.txt"}
     second = verify_round(req)  # the rework round's agent did nothing either
     assert second.round == 1 and _failed(second) == ["no-changes"], second.report["message"]
     assert second.report["analysis"]["untrackedFiles"] == []
@@ -73,7 +74,7 @@ def test_what_an_earlier_rounds_checks_wrote_stays_check_output(tmp_path: Path) 
     (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")
     third = verify_round(req)
     assert third.passed, third.report["message"]
-    assert "calc.py" not in load_ledger(req.task_dir)
+    assert "calc.py" not in load_ledger(ledger_path(req.home, repo))
 
 
 def test_the_tasks_files_stay_its_output_when_the_checks_rewrite_them(tmp_path: Path) -> None:
@@ -105,8 +106,7 @@ def test_a_check_deleting_a_tracked_file_is_not_task_output(tmp_path: Path) -> N
     req = request(tmp_path, repo, baseline=baseline)
     out = verify_round(req)
     assert _failed(out) == ["no-changes"], out.report["message"]
-    assert load_ledger(req.task_dir) == {"stale.snap": "deleted"}
-    assert (req.task_dir / LEDGER_FILE).is_file()
+    assert load_ledger(ledger_path(req.home, repo)) == {"stale.snap": "deleted"}
 
 
 @pytest.mark.anyio
@@ -167,3 +167,97 @@ async def test_an_agent_rewriting_acceptance_json_does_not_pass(ts_daemon: dict[
     assert "pytest" in [c["name"] for c in report["checks"] if not c["passed"]]
     assert report["analysis"]["signals"]["acceptanceTampering"] >= 1
     assert any("the task changed" in w for w in report["analysis"]["warnings"])
+
+
+# --- breaker findings: what the baseline could not fingerprint, and checks that commit or move submodules
+
+
+@pytest.mark.parametrize("kind", ["big-untracked", "big-dirty", "dangling-link", "dir-link"])
+def test_pre_existing_files_the_baseline_could_not_hash_are_not_the_agents_change(tmp_path: Path, kind: str) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, "pass")
+    if kind == "big-dirty":
+        (repo / "big.txt").write_bytes(b"a" * (5 << 20))
+        git(repo, "add", "big.txt")
+        git(repo, "commit", "-qm", "big")
+        (repo / "big.txt").write_bytes(b"b" * (5 << 20))
+    elif kind == "big-untracked":
+        (repo / "big.bin").write_bytes(os.urandom(5 << 20))
+    elif kind == "dangling-link":
+        (repo / "dangling").symlink_to("nowhere/x")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        (repo / "dirlink").symlink_to(tmp_path / "elsewhere")
+    baseline = capture_baseline(repo)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))  # a no-op agent
+    assert _failed(out) == ["no-changes"], out.report["analysis"]
+    # and the agent's own change to such a file still counts
+    if kind.startswith("big"):
+        target = repo / ("big.txt" if kind == "big-dirty" else "big.bin")
+        target.write_bytes(b"c" * (5 << 20 + 1))
+    else:
+        link = repo / ("dangling" if kind == "dangling-link" else "dirlink")
+        link.unlink()
+        link.symlink_to("somewhere/else")
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert out.passed, out.report["message"]
+
+
+def _submodule_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A repository with submodule ``sub`` pinned at its first commit; returns it and the
+    submodule's second commit."""
+    sub = make_pytest_repo(tmp_path / "sub-src")
+    (sub / "more.txt").write_text("more\n")
+    git(sub, "add", "-A")
+    git(sub, "commit", "-qm", "second")
+    second = git(sub, "rev-parse", "HEAD").strip()
+    first = git(sub, "rev-parse", "HEAD~1").strip()
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "sub")
+    git(repo / "sub", "checkout", "-q", first)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "submodule")
+    return repo, second
+
+
+def test_a_check_moving_a_submodule_is_not_task_output(tmp_path: Path) -> None:
+    repo, second = _submodule_repo(tmp_path)
+    _with_checks(repo, f"import subprocess; subprocess.run(['git', '-C', 'sub', 'checkout', '-q', '{second}'], check=True)")
+    baseline = capture_baseline(repo)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert _failed(out) == ["no-changes"], out.report["analysis"]
+
+
+COMMIT = ("import subprocess\n"
+          "open('gen.txt', 'w').write('generated\\n')\n"
+          "subprocess.run(['git', 'add', '-A'], check=True)\n"
+          "subprocess.run(['git', '-c', 'user.name=c', '-c', 'user.email=c@example.invalid', 'commit', '-qm', 'gen'],"
+          " check=True)\n")
+
+
+def test_a_check_that_commits_is_not_task_output_but_the_agents_work_it_commits_is(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, COMMIT)
+    baseline = capture_baseline(repo)
+    req = request(tmp_path, repo, baseline=baseline)
+    out = verify_round(req)
+    assert _failed(out) == ["no-changes"], out.report["analysis"]
+    assert verify_round(req).report["checks"][-1]["name"] == "no-changes"  # still, a round later
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")  # the agent's work, committed by the check
+    out = verify_round(req)
+    assert out.passed, out.report["message"]
+    assert "calc.py" in out.report["analysis"]["changedFiles"]
+
+
+def test_a_verification_between_two_rounds_does_not_turn_check_output_into_the_agents(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    _with_checks(repo, "import time; open('gen.txt', 'w').write(str(time.time_ns()))")
+    baseline = capture_baseline(repo)
+    req = request(tmp_path, repo, baseline=baseline)
+    assert _failed(verify_round(req)) == ["no-changes"]
+    # a verify_task of the project as it is now (its own record, its own fresh baseline)
+    health = verify_round(request(tmp_path, repo, baseline=None, task_id="vfy_20260101000000_abcdef",
+                                  task_dir=tmp_path / "home" / "tasks" / "vfy_20260101000000_abcdef",
+                                  agent_work=False))
+    assert _failed(health) == ["no-changes"]
+    assert _failed(verify_round(req)) == ["no-changes"]  # the rework round of the no-op agent
