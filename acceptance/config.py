@@ -387,12 +387,21 @@ def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | N
 
 
 @dataclass(frozen=True)
-class PinnedLayer:
-    """The project layer as it was at the task's baseline (input issue: an agent rewrote
-    ``.tianshu-mcp/acceptance.json`` and was judged by its own rules). ``raw`` = the file's
-    bytes, None when it did not exist. Made by :mod:`.pinning`."""
+class PinnedRules:
+    """The acceptance rules as they were at the task's baseline (input issue: an agent rewrote
+    the files it is judged by and passed). Made and stored by :mod:`.pinning`.
 
-    raw: bytes | None
+    Attributes:
+        global_raw: bytes of ``<home>/acceptance.default.json``, None when it did not exist.
+        project_raw: bytes of ``<project>/.tianshu-mcp/acceptance.json``, None when absent.
+        project_verify: the projects.json ``verify`` entries, None when there were none.
+        derived: the derived default checks (``CheckDef.to_json`` form) at the baseline.
+    """
+
+    global_raw: bytes | None
+    project_raw: bytes | None
+    project_verify: list[dict[str, Any]] | None = None
+    derived: list[dict[str, Any]] = field(default_factory=list)
 
 
 def merge_configs(base: AcceptanceConfig, over: AcceptanceConfig) -> AcceptanceConfig:
@@ -419,11 +428,11 @@ def resolve_layers(
     project: str | os.PathLike[str] | None,
     home: str | os.PathLike[str],
     override: Mapping[str, Any] | AcceptanceConfig | None,
-    pinned: PinnedLayer | None = None,
+    pinned: PinnedRules | None = None,
 ) -> tuple[AcceptanceConfig, list[dict[str, str]]]:
     """Fold global → project → override (20-acceptance §2.1 ``resolveAcceptanceLayers``).
 
-    ``pinned`` replaces the project file with its content at the task's baseline.
+    ``pinned`` replaces the global and project files with their content at the task's baseline.
 
     Returns:
         ``(merged, applied)`` where ``applied`` = ``[{"source", "path"}]`` for existing layers only.
@@ -434,7 +443,11 @@ def resolve_layers(
     merged = AcceptanceConfig()
     applied: list[dict[str, str]] = []
     gpath = global_layer_path(home)
-    layer = read_layer(gpath, "global")
+    if pinned is None:
+        layer = read_layer(gpath, "global")
+    else:
+        layer = None if pinned.global_raw is None else parse_layer_bytes(
+            pinned.global_raw, "global", f"{gpath} (as of the task's baseline)")
     if layer is not None:
         merged = merge_configs(merged, layer)
         applied.append({"source": "global", "path": str(gpath)})
@@ -444,7 +457,7 @@ def resolve_layers(
             layer = read_layer(ppath, "project")
         else:
             label = f"{ppath} (as of the task's baseline)"
-            layer = None if pinned.raw is None else parse_layer_bytes(pinned.raw, "project", label)
+            layer = None if pinned.project_raw is None else parse_layer_bytes(pinned.project_raw, "project", label)
         if layer is not None:
             merged = merge_configs(merged, layer)
             applied.append({"source": "project", "path": str(ppath)})
@@ -697,7 +710,7 @@ def resolve_checks(
     extra_checks: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
     checks_mode: Literal["append", "replace"] | str = "append",
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
-    pinned: PinnedLayer | None = None,
+    pinned: PinnedRules | None = None,
 ) -> ResolvedChecks:
     """Resolve the command checks and switches of one verify round (20-acceptance §2.1–§2.3).
 
@@ -712,9 +725,11 @@ def resolve_checks(
         extra_checks: verify_task ``extraChecks`` (raw dicts, models or CheckDefs).
         checks_mode: ``"append"`` (default) or ``"replace"``.
         project_verify: projects.json ``verify`` entries.
-        pinned: the project layer as of the task's baseline (an agent's round is judged by the
-            rules in force when the task started; a change the task made to the project file is
-            reported in ``warnings`` and applies to later tasks).
+        pinned: the rules as of the task's baseline. An agent's round is judged by them: the
+            global and project layers and projects.json ``verify`` come from the pin (a change the
+            task made is reported in ``warnings`` and applies to later tasks), and derived checks
+            are those derivable now plus those derivable at the baseline (the agent may add a
+            toolchain, never remove one by deleting its files).
 
     Returns:
         :class:`ResolvedChecks`.
@@ -725,16 +740,9 @@ def resolve_checks(
     """
     merged, applied = resolve_layers(project, home, override, pinned)
     notes: list[str] = []
-    warnings: list[str] = []
-    if pinned is not None and project is not None:
-        ppath = project_layer_path(project)
-        try:
-            now = read_layer_bytes(ppath, "project")
-        except AcceptanceConfigError:
-            now = b"\0unreadable"
-        if now != pinned.raw:
-            warnings.append(f"the task changed {ppath}; this round was judged by the version from before the task "
-                            "(the change applies to later tasks)")
+    warnings = _pin_warnings(project, home, project_verify, pinned) if pinned is not None else []
+    if pinned is not None:
+        project_verify = pinned.project_verify
     extra = _normalise_list(extra_checks or [], "extraChecks", "extraChecks")
     has_extra = len(extra) > 0
     mode = checks_mode or "append"
@@ -751,6 +759,13 @@ def resolve_checks(
             derived, dnotes = derive_default_checks(project)
             base = derived
             notes.extend(dnotes)
+            if pinned is not None:
+                names = {d.name for d in derived}
+                kept = [to_check_def(d) for d in pinned.derived if d.get("name") not in names]
+                if kept:
+                    base = kept + derived
+                    warnings.append("derived at the task's baseline but no longer derivable (kept: the task removed "
+                                    "what they run): " + ", ".join(d.name for d in kept))
             notes.append("Using the default acceptance set (derived from the project's tech stack).")
     checks = list(base)
     if has_extra:
@@ -771,6 +786,26 @@ def resolve_checks(
         baseline_policy=merged.baseline_policy or DEFAULT_BASELINE_POLICY,
         warnings=warnings,
     )
+
+
+def _pin_warnings(project: str | os.PathLike[str] | None, home: str | os.PathLike[str],
+                  project_verify: Sequence[Any] | None, pinned: PinnedRules) -> list[str]:
+    """One warning per rule source the task changed since its baseline."""
+    def now(path: Path, layer: str) -> bytes | None:
+        try:
+            return read_layer_bytes(path, layer)
+        except AcceptanceConfigError:
+            return b"\0unreadable"
+
+    changed = []
+    if now(global_layer_path(home), "global") != pinned.global_raw:
+        changed.append(str(global_layer_path(home)))
+    if project is not None and now(project_layer_path(project), "project") != pinned.project_raw:
+        changed.append(str(project_layer_path(project)))
+    if (list(project_verify) if project_verify else None) != pinned.project_verify:
+        changed.append("the project's verify entry in projects.json")
+    return [f"the rules changed since the task started ({c}); this round was judged by them as they were "
+            "then (the change applies to later tasks)" for c in changed]
 
 
 def _normalise_list(items: Sequence[Any], layer: str, path: str) -> list[CheckDef]:

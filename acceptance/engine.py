@@ -27,7 +27,7 @@ from .config import (
     AcceptanceCheck,
     AcceptanceConfigError,
     CheckDef,
-    PinnedLayer,
+    PinnedRules,
     ResolvedChecks,
     resolve_checks,
     summarize_resolved,
@@ -100,8 +100,8 @@ class VerifyRequest:
             ``baseline-untracked/``, the ``baseline-checks.json`` cache and log); None → ``task_dir``.
             ``verify_task(baselineRef=<taskId>)`` passes that task's directory.
         agent_run: the agent's outcome for the report (exit code, duration, output tail, fatal line).
-        pinned_project_layer: the project layer as of the task's baseline (the agent's own edits to
-            ``.tianshu-mcp/acceptance.json`` never judge its work; see :mod:`.pinning`).
+        pinned_rules: the acceptance rules as of the task's baseline (the agent's own edits to them
+            never judge its work; see :mod:`.pinning`).
     """
 
     task_id: str
@@ -121,7 +121,7 @@ class VerifyRequest:
     baseline_dir: Path | None = None
     agent_work: bool = True
     agent_run: Mapping[str, Any] | None = None
-    pinned_project_layer: PinnedLayer | None = None
+    pinned_rules: PinnedRules | None = None
 
 
 @dataclass
@@ -270,7 +270,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
             extra_checks=req.extra_checks,
             checks_mode=req.checks_mode,
             project_verify=req.project_verify,
-            pinned=req.pinned_project_layer,
+            pinned=req.pinned_rules,
         )
         resolve_notes = list(resolved.notes)
         log.info("acceptance config layers task=%s %s", req.task_id, summarize_resolved(resolved))

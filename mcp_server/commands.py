@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import ErrorCode, TianshuError
@@ -107,11 +108,23 @@ def config_acceptance(argv: list[str]) -> int:
                 applied.append(source)
         layers.append(entry)
 
+    from ..acceptance.config import parse_layer_bytes
+    from ..acceptance.pinning import load_pinned
+
+    # a task's rounds are judged by the layers as they were at its baseline (acceptance.pinning)
+    pinned = load_pinned(home / "tasks" / task_id) if task_id is not None else None
+    at = " (as of the task's baseline)" if pinned is not None else ""
+
+    def layer(path: Path, label: str, raw: bytes | None) -> Any:
+        if pinned is None:
+            return read_layer(path, label)
+        return None if raw is None else parse_layer_bytes(raw, label, str(path) + at)
+
     gpath = global_layer_path(home)
-    add("global", str(gpath), lambda: read_layer(gpath, "global"))
+    add("global", str(gpath) + at, lambda: layer(gpath, "global", pinned.global_raw if pinned else None))
     if project is not None:
         ppath = project_layer_path(project)
-        add("project", str(ppath), lambda: read_layer(ppath, "project"))
+        add("project", str(ppath) + at, lambda: layer(ppath, "project", pinned.project_raw if pinned else None))
     else:
         layers.append({"source": "project", "path": "(no projectPath given)", "present": False})
     if task_id is not None:

@@ -8,7 +8,9 @@ from prefect import task
 
 from ..acceptance.git import Baseline, capture_baseline
 from ..acceptance.grading import maybe_capture_baseline_state
-from ..acceptance.pinning import pin_project_layer
+from ..acceptance.pinning import pin_rules
+from ..core.errors import TianshuError
+from ..core.projects import ProjectRegistry
 from ..core.settings import data_home
 from ..core.files import atomic_write_json, read_json_safe
 from .common import store
@@ -31,7 +33,11 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
     if isinstance(existing, dict):
         return existing
     data = capture_baseline(project_path).model_dump(by_alias=True, mode="json")
-    pin_project_layer(project_path, st.dir(task_id))  # the rules in force when the task started
+    try:
+        verify = (ProjectRegistry(data_home()).get(project_path) or {}).get("verify")
+    except TianshuError:
+        verify = None  # a corrupt projects.json: verification reports it
+    pin_rules(project_path, st.dir(task_id), data_home(), verify if isinstance(verify, list) else None)
     atomic_write_json(path, data)
     # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
     meta = st.read(task_id) or {}

@@ -120,7 +120,7 @@ def verify_round_task(
             **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
             agent_work=agent_work,
             agent_run=agent_run,
-            pinned_project_layer=load_pinned(tdir) if agent_work else None,
+            pinned_rules=load_pinned(tdir) if agent_work else None,
         )
     )
     report = outcome.report

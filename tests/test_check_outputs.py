@@ -129,26 +129,78 @@ async def test_a_noop_agent_never_passes_on_check_output_across_rework_rounds(ts
         assert report["analysis"]["untrackedFiles"] == []
 
 
-def test_an_agent_is_judged_by_the_rules_pinned_at_the_baseline(tmp_path: Path) -> None:
-    from tianshu_mcp.acceptance.pinning import PIN_FILE, load_pinned, pin_project_layer
+def _pinned(tmp_path: Path, repo: Path, name: str, verify: list[dict[str, Any]] | None = None) -> Any:
+    from tianshu_mcp.acceptance.pinning import PIN_FILE, load_pinned, pin_rules
 
+    task_dir = tmp_path / "home" / "tasks" / f"tsk_20260101000000_{name}"
+    assert pin_rules(repo, task_dir, tmp_path / "home", verify) and (task_dir / PIN_FILE).is_file()
+    return task_dir, load_pinned(task_dir)
+
+
+def test_an_agent_is_judged_by_the_rules_pinned_at_the_baseline(tmp_path: Path) -> None:
     repo = make_calc_repo(tmp_path / "calc")
-    task_dir = tmp_path / "home" / "tasks" / "tsk_20260101000000_abcdef"
     baseline = capture_baseline(repo)
-    assert pin_project_layer(repo, task_dir) and (task_dir / PIN_FILE).is_file()
+    task_dir, pinned = _pinned(tmp_path, repo, "aaaaaa")
     (repo / ".tianshu-mcp" / "acceptance.json").write_text('{"checks": [], "requireChanges": false}')
-    out = verify_round(request(tmp_path, repo, baseline=baseline, pinned_project_layer=load_pinned(task_dir)))
+    out = verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir, pinned_rules=pinned))
     assert not out.passed and _failed(out) == ["pytest"], out.report["message"]
-    assert any("the task changed" in w and "acceptance.json" in w for w in out.report["analysis"]["warnings"])
+    assert any("rules changed since the task started" in w and "acceptance.json" in w
+               for w in out.report["analysis"]["warnings"])
     # a project that had no acceptance.json: one the agent adds does not judge it either
     other = make_pytest_repo(tmp_path / "other", gitignore=True)
-    other_dir = tmp_path / "home" / "tasks" / "tsk_20260101000000_bcdefa"
     baseline = capture_baseline(other)
-    pin_project_layer(other, other_dir)
+    other_dir, pinned = _pinned(tmp_path, other, "bbbbbb")
     _with_checks(other, "pass", commit=False)
-    out = verify_round(request(tmp_path, other, baseline=baseline, task_dir=other_dir,
-                               pinned_project_layer=load_pinned(other_dir)))
+    out = verify_round(request(tmp_path, other, baseline=baseline, task_dir=other_dir, pinned_rules=pinned))
     assert [c["name"] for c in out.report["checks"]][:2] == ["git-diff-check", "pytest"]  # the derived check
+
+
+WRONG_FIX = "def add(a, b):\n    return abs(a) + abs(b)\n"
+
+
+def test_the_global_layer_and_projects_json_are_pinned_too(tmp_path: Path) -> None:
+    """Breaker findings: a no-op agent wrote {"requireChanges": false} into the global layer, a wrong
+    fix emptied the global checks, and one replaced projects.json's verify entry: all passed."""
+    home = tmp_path / "home"
+    home.mkdir()
+    repo = make_calc_repo(tmp_path / "calc", checks=[])
+    (repo / ".tianshu-mcp" / "acceptance.json").unlink()
+    git(repo, "commit", "-qam", "no project layer")
+    pytest_check = {"name": "pytest", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]}
+    (home / "acceptance.default.json").write_text(json.dumps({"checks": [pytest_check]}))
+    baseline = capture_baseline(repo)
+    task_dir, pinned = _pinned(tmp_path, repo, "cccccc")
+    (home / "acceptance.default.json").write_text('{"checks": [], "requireChanges": false}')  # the agent
+    out = verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir, pinned_rules=pinned))
+    assert _failed(out) == ["pytest", "no-changes"], out.report["message"]
+    assert any("acceptance.default.json" in w for w in out.report["analysis"]["warnings"])
+    # projects.json verify
+    (home / "acceptance.default.json").unlink()
+    task_dir, pinned = _pinned(tmp_path, repo, "dddddd", verify=[pytest_check])
+    (repo / "calc.py").write_text(WRONG_FIX)
+    out = verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir, pinned_rules=pinned,
+                               project_verify=[{"name": "ok", "cmd": ["true"]}]))
+    assert _failed(out) == ["pytest"], out.report["message"]
+    assert any("projects.json" in w for w in out.report["analysis"]["warnings"])
+
+
+def test_derived_checks_survive_the_agent_deleting_what_they_run(tmp_path: Path) -> None:
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    baseline = capture_baseline(repo)
+    task_dir, pinned = _pinned(tmp_path, repo, "eeeeee")
+    import shutil
+
+    shutil.rmtree(repo / "tests")
+    (repo / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    (repo / "calc.py").write_text(WRONG_FIX)
+    out = verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir, pinned_rules=pinned))
+    assert not out.passed and "pytest" in _failed(out), out.report["message"]
+    assert any("no longer derivable" in w and "pytest" in w for w in out.report["analysis"]["warnings"])
+    # a toolchain the agent adds is still derived and run
+    (repo / "package.json").write_text(json.dumps({"scripts": {"test": "node -e 0"}}))
+    names = [c["name"] for c in verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir,
+                                                      pinned_rules=pinned)).report["checks"]]
+    assert "pytest" in names and "test" in names
 
 
 @pytest.mark.anyio
@@ -166,7 +218,7 @@ async def test_an_agent_rewriting_acceptance_json_does_not_pass(ts_daemon: dict[
     report = json.loads((home / "tasks" / sub["taskId"] / "report-0.json").read_text())
     assert "pytest" in [c["name"] for c in report["checks"] if not c["passed"]]
     assert report["analysis"]["signals"]["acceptanceTampering"] >= 1
-    assert any("the task changed" in w for w in report["analysis"]["warnings"])
+    assert any("rules changed since the task started" in w for w in report["analysis"]["warnings"])
 
 
 # --- breaker findings: what the baseline could not fingerprint, and checks that commit or move submodules

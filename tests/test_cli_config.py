@@ -77,3 +77,23 @@ def test_unknown_keys_and_grading_switches_are_shown(tmp_path: Path) -> None:
     (project / ".tianshu-mcp" / "acceptance.json").write_text("{")
     code, out = run(home, "acceptance", str(project))
     assert out["ok"] is False and out["effective"]["checks"].startswith("(blocked")
+
+
+def test_a_tasks_layers_are_shown_as_pinned_at_its_baseline(tmp_path: Path) -> None:
+    from tianshu_mcp.acceptance.pinning import pin_rules
+
+    home = tmp_path / "home"
+    project = tmp_path / "proj"
+    (project / ".tianshu-mcp").mkdir(parents=True)
+    layer = project / ".tianshu-mcp" / "acceptance.json"
+    layer.write_text(json.dumps({"checks": [{"name": "t", "cmd": ["pytest", "-q"]}]}))
+    task = home / "tasks" / "tsk_20260101000000_abcdef"
+    task.mkdir(parents=True)
+    (task / "task.json").write_text(json.dumps({"taskId": task.name}))
+    assert pin_rules(project, task, home)
+    layer.write_text(json.dumps({"checks": [], "requireChanges": False}))  # the agent's edit
+    code, out = run(home, "acceptance", str(project), "--task", task.name)
+    assert code == 0 and out["effective"]["checks"] == 1 and out["effective"]["requireChanges"] == "(default true)"
+    assert out["layers"][1]["path"].endswith("acceptance.json (as of the task's baseline)")
+    code, out = run(home, "acceptance", str(project))  # the project as it is now
+    assert out["effective"]["checks"] == 0 and out["effective"]["requireChanges"] is False
