@@ -780,6 +780,17 @@ def _read_text(path: Path, cap: int) -> str | None:
         return None
 
 
+def _same_blob(path: Path, sha: str) -> bool:
+    """``path`` on disk holds exactly git blob ``sha`` (a symbolic link: its target text)."""
+    try:
+        if path.is_symlink():
+            data = os.readlink(path).encode()
+            return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == sha  # noqa: S324
+    except OSError:
+        return False
+    return _blob_sha(path) == sha
+
+
 def _blob_sha(path: Path) -> str | None:
     """Git's blob id of a file (``sha1("blob <n>\\0" + bytes)``); None when unreadable or > 4 MiB."""
     try:
@@ -1031,11 +1042,10 @@ def analyze_changes(
     elif baseline.head is None:
         base = _empty_tree(project)  # port: the baseline repo had no commit yet
     else:
-        base = cur_head or _empty_tree(project)
-        notes.append(
-            f"The baseline commit {baseline.head[:7]} is no longer in the repository; changes are measured "
-            "against the current HEAD."
-        )
+        # input issue: measuring against whatever HEAD is now let `rm -rf .git && git init` pass
+        raise GitFailed(f"the baseline commit {baseline.head[:12]} is no longer in the repository at {project} "
+                        "(its history was replaced or rewritten and pruned): the work cannot be measured against "
+                        "the pre-work state")
     raw = _raw(project, [base])
     stats = _numstat(project, [base])
     for e in raw:  # a pre-existing untracked file the agent only staged or committed, unchanged
@@ -1053,6 +1063,8 @@ def analyze_changes(
     submodules: list[Submodule] = []
     deletions: list[_RawEntry] = []
     skip_lines: set[str] = set(unchanged_pre)
+    untracked_set = set(untracked_now)
+    index_only: list[str] = []
     for e in raw:
         if GITLINK_MODE in (e.old_mode, e.new_mode):
             skip_lines.add(e.path)
@@ -1066,6 +1078,10 @@ def analyze_changes(
                 submodules.append(Submodule(path=e.path, before=before, after=after))
             continue
         if excluded(e):
+            continue
+        if e.status == "D" and e.path in untracked_set and _same_blob(root / e.path, e.old_sha):
+            index_only.append(e.path)  # removed from the index only (`git rm --cached`): the file is unchanged
+            skip_lines.add(e.path)
             continue
         add, dele, binary = stats.get(e.path, (0, 0, False))
         is_rename = e.status == "R" and e.old_path is not None
@@ -1086,6 +1102,7 @@ def analyze_changes(
         else set()
     )
     unattributable = 0
+    index_only_set = set(index_only)
     excluded_untracked = set(exclude_untracked)
     n_cache = n_check_made = 0
     untracked_files: list[str] = []
@@ -1093,7 +1110,7 @@ def analyze_changes(
     embedded: list[str] = []
     untracked_rows: dict[str, FileStat] = {}
     for f in untracked_now:
-        if f in rows:
+        if f in rows or f in index_only_set:
             continue
         if CACHE_PATH_RE.search(f):
             n_cache += 1
@@ -1212,6 +1229,9 @@ def analyze_changes(
             f"{unattributable} untracked file(s) beyond the baseline's {UNTRACKED_HASH_CAP}-file hash cap cannot be "
             "attributed and were left out of this analysis."
         )
+    if index_only:
+        notes.append(f"{len(index_only)} file(s) were removed from git's index but are unchanged on disk (not "
+                     "counted as changes): " + ", ".join(index_only[:20]) + (" …" if len(index_only) > 20 else ""))
     if n_cache:
         notes.append(f"{n_cache} untracked tool-cache file(s) (__pycache__, .pytest_cache, node_modules, …) were ignored.")
     if n_check_made:

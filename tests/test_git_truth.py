@@ -240,3 +240,33 @@ def test_git_config_injected_through_the_environment_reaches_no_git(tmp_path: Pa
     assert git(repo, "log", "-1", "--format=%s").strip() == "agent"
     assert "calc.py" in git(repo, "show", "--name-only", "--format=", "HEAD")
     assert not git(decoy, "status", "--porcelain")
+
+
+def test_untracking_every_file_is_not_a_change(tmp_path: Path) -> None:
+    """Breaker finding: an agent that ran `git rm -r --cached .` and changed no file passed."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    (repo / "link").symlink_to("calc.py")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a link")
+    baseline = capture_baseline(repo)
+    git(repo, "rm", "-r", "--cached", "-q", ".")
+    analysis = analyze_changes(baseline, repo)
+    assert not analysis.has_changes, analysis.to_json()
+    assert any("removed from git's index but are unchanged" in n for n in analysis.notes)
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert "no-changes" in [c["name"] for c in out.report["checks"] if not c["passed"]]
+    (repo / "calc.py").write_text("def add(a, b):\n    return b + a\n")  # a real edit on top still counts
+    assert analyze_changes(baseline, repo).has_changes
+
+
+def test_a_repository_whose_baseline_commit_is_gone_is_a_git_failure(tmp_path: Path) -> None:
+    """Breaker finding: `rm -rf .git && git init` made every file new, and the task passed."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    baseline = capture_baseline(repo)
+    shutil.rmtree(repo / ".git")
+    git(repo, "init", "-q")
+    with pytest.raises(GitFailed) as info:
+        analyze_changes(baseline, repo)
+    assert baseline.head is not None and baseline.head[:12] in info.value.message
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert not out.passed and [i["code"] for i in out.report["blockingIssues"]] == ["GIT_FAILED"]
