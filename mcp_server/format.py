@@ -25,12 +25,39 @@ def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
 
 
+MAX_META_STRING = 8192
+"""A meta value string is cut at this many characters (a task.json with a 10 MB lastMessage made
+30 MB replies)."""
+MAX_META_ITEMS = 200
+"""A meta list shows at most this many items, then ``"… N more"``."""
+MAX_BODY_CHARS = 60000
+"""A reply's human text is cut at this many characters."""
+
+
+def bounded(value: Any) -> Any:
+    """``value`` with every string clipped to :data:`MAX_META_STRING` characters and every list to
+    :data:`MAX_META_ITEMS` items (recursively)."""
+    if isinstance(value, str):
+        return clip(value, MAX_META_STRING)
+    if isinstance(value, Mapping):
+        return {k: bounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        items = [bounded(v) for v in value[:MAX_META_ITEMS]]
+        if len(value) > MAX_META_ITEMS:
+            items.append(f"… {len(value) - MAX_META_ITEMS} more")
+        return items
+    return value
+
+
 def ok_result(body: str, meta: Mapping[str, Any] | None) -> types.CallToolResult:
     """Success: ``body`` + the meta block (when ``meta`` is given) and the same fields as
-    ``structuredContent``. ``isError`` is False. None values are dropped from the meta."""
+    ``structuredContent``. ``isError`` is False. None values are dropped from the meta; the body
+    and the meta are bounded (:data:`MAX_BODY_CHARS`, :func:`bounded`)."""
+    if len(body) > MAX_BODY_CHARS:
+        body = body[:MAX_BODY_CHARS] + f"\n… (reply cut: {len(body) - MAX_BODY_CHARS} more characters)"
     if meta is None:
         return types.CallToolResult(content=[types.TextContent(text=body)], is_error=False)
-    clean = {k: v for k, v in meta.items() if v is not None}
+    clean = {k: bounded(v) for k, v in meta.items() if v is not None}
     text = f"{body}\n{META_FENCE}\n{json.dumps(clean, indent=2, ensure_ascii=False)}\n{META_FENCE}"
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=clean, is_error=False)
 

@@ -67,7 +67,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         which = "neither was given" if single is None else "both were given"
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
     ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
-    missing = [i for i in ids if not service.store.exists(i)]
+    missing = [i for i in ids if not service.store.exists_dir(i)]  # a damaged record is not a missing one
     if missing:
         raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(', '.join(missing))}")
     requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))

@@ -11,7 +11,8 @@ lines in front of the SDK and answers such a line itself:
 * JSON, a request (``id`` + ``method``) the SDK cannot validate → ``-32600`` (invalid request);
 * a ``tools/call`` whose arguments hold an unpaired surrogate → the tool's own error result,
   ``INVALID_ARGUMENT`` naming the field (the same answer as for a NUL character);
-* a request whose ``id`` is neither a string nor an integer (``null``, ``1.5``, ``true``: the SDK
+* a request whose ``id`` is neither a string nor an integer (``null``, ``1.5``, ``true``, a string
+  that is not valid Unicode such as ``"\\ud800"``, which killed the SDK's writer: the SDK
   reads it as a notification and answers nothing) → ``-32600`` with id ``null``, as JSON-RPC 2.0
   prescribes when the id cannot be read;
 * a batch (a JSON array; batching left MCP in protocol revision 2025-06-18) → ``-32600`` for each
@@ -36,7 +37,32 @@ from mcp.shared.message import SessionMessage
 from ..core.errors import ErrorCode, TianshuError
 from .format import clip, error_result, impossible_strings
 
-_ID_RE = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.){0,200}"|-?\d{1,18})')
+_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+_VALUE_RE = re.compile(r'\s*:\s*("(?:[^"\\]|\\.){0,4096}"|-?\d{1,64}(?![\d.eE]))')
+_NO_ID: Any = object()
+
+
+def recover_id(text: str) -> Any:
+    """The top-level ``"id"`` of a JSON object that failed to parse (its string or integer value,
+    None when it has another type), or :data:`_NO_ID`. Only keys at depth 1 count: an ``"id"``
+    inside ``params`` is not the request's (breaker finding: a nested id was answered instead)."""
+    depth = 0
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            depth += 1
+        elif tok in "}]":
+            depth -= 1
+        elif depth == 1 and tok == '"id"':
+            v = _VALUE_RE.match(text, m.end())
+            if v is None:
+                return None  # an id that is neither a string nor an integer
+            try:
+                value = json.loads(v.group(1))
+            except ValueError:
+                return None
+            return value if _valid_id(value) else None
+    return _NO_ID
 
 
 def claim_stdin() -> Any:
@@ -66,10 +92,10 @@ class ScreenedStdin:
             try:
                 reply = screen(line)
             except RecursionError:  # nested deeper than Python's parser goes: never crash the server
-                m = _ID_RE.search(line)
-                reply = _error(json.loads(m.group(1)), -32600, "invalid request: nested too deeply") if m else None
-                if reply is None:
+                rid = recover_id(line)
+                if rid is _NO_ID:
                     continue
+                reply = _error(rid, -32600, "invalid request: nested too deeply")
             if reply is not None and self.write_stream is not None:
                 for message in reply if isinstance(reply, list) else [reply]:
                     await self.write_stream.send(SessionMessage(message))
@@ -96,10 +122,10 @@ def screen(line: str) -> Any:
     try:
         obj = json.loads(stripped)
     except ValueError as exc:
-        m = _ID_RE.search(stripped)
-        if m is None:
+        rid = recover_id(stripped)
+        if rid is _NO_ID:
             return None
-        return _error(json.loads(m.group(1)), -32700, f"parse error: {clip(str(exc))}")
+        return _error(rid, -32700, f"parse error: {clip(str(exc))}")
     if isinstance(obj, list):
         ids = [e["id"] for e in obj if isinstance(e, dict) and "method" in e and _valid_id(e.get("id"))]
         return [_error(i, -32600, BATCH_REFUSED) for i in dict.fromkeys(ids)] or _error(None, -32600, BATCH_REFUSED)
@@ -113,7 +139,7 @@ def screen(line: str) -> Any:
         problems = impossible_strings(params.get("arguments"))
         if problems:
             err = TianshuError(ErrorCode.INVALID_ARGUMENT,
-                               f"invalid arguments for {clip(params['name'], 64)}: " + "; ".join(problems[:10]))
+                               f"invalid arguments for {_printable(clip(params['name'], 64))}: " + "; ".join(problems[:10]))
             result = error_result(err).model_dump(by_alias=True, exclude_none=True, mode="json")
             return types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=result)
     problems = impossible_strings(obj)
@@ -122,7 +148,16 @@ def screen(line: str) -> Any:
 
 
 def _valid_id(rid: Any) -> bool:
-    return isinstance(rid, (int, str)) and not isinstance(rid, bool)
+    """A JSON-RPC id we can answer with: an integer, or a string that is valid Unicode (an id such
+    as ``"\\ud800"`` killed the SDK's writer when echoed)."""
+    if isinstance(rid, str):
+        return not impossible_strings(rid)
+    return isinstance(rid, int) and not isinstance(rid, bool)
+
+
+def _printable(text: str) -> str:
+    """``text`` with what cannot be written as UTF-8 (lone surrogates) replaced."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _error(rid: Any, code: int, message: str) -> Any:

@@ -208,3 +208,48 @@ def test_wait_task_skips_a_damaged_record_among_good_ones(raw: Any, ts_daemon: d
     assert result["structuredContent"]["skippedRecords"] == [bad]
     code, text, _ = error_of(raw.call("wait_task", {"taskIds": [bad], "timeoutMs": 1000}))
     assert code == "TASK_RECORD_CORRUPT" and bad in text
+
+
+def test_a_string_id_that_is_not_unicode_does_not_kill_the_server(raw: Any) -> None:
+    """Breaker finding: ``"id": "\\ud800"`` was echoed into the reply and the SDK's writer died."""
+    for rid in ('"\\ud800"', '"a\\udc00b"'):
+        [reply] = _replies_to(raw, f'{{"jsonrpc": "2.0", "id": {rid}, "method": "ping"}}', 1)
+        assert reply["id"] is None and reply["error"]["code"] == -32600
+    assert not raw.call("query_info", {"type": "profiles"})["isError"]  # still serving
+
+
+def test_the_top_level_id_of_a_broken_line_is_the_one_answered(raw: Any) -> None:
+    long_id = "x" * 300
+    cases = [
+        ('{"jsonrpc": "2.0", "params": {"id": 55}, "id": 7, "method": "ping"', 7),
+        ('{"jsonrpc": "2.0", "id": 123456789012345678901234567890, "method": "ping"', 123456789012345678901234567890),
+        (f'{{"jsonrpc": "2.0", "id": "{long_id}", "method": "ping"', long_id),
+    ]
+    for line, rid in cases:
+        [reply] = _replies_to(raw, line, 1)
+        assert reply["id"] == rid and reply["error"]["code"] == -32700, reply
+
+
+def test_a_damaged_record_with_huge_fields_gets_bounded_replies(raw: Any, ts_daemon: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    """Breaker finding: a task.json with a 10 MB lastMessage made 20–30 MB replies."""
+    tasks = ts_daemon["home"] / "tasks"
+    tid = "tsk_20200101000000_f3f3f3"
+    tdir = _record(tasks, tid, str(tmp_path))
+    record = json.loads((tdir / "task.json").read_text())
+    record.update(lastMessage="m" * 10_000_000, changedFiles=[f"f{i}.py" for i in range(100_000)])
+    (tdir / "task.json").write_text(json.dumps(record))
+    for tool, args in (("query_task", {"taskId": tid}), ("wait_task", {"taskId": tid, "timeoutMs": 1000}),
+                       ("wait_task", {"taskIds": [tid], "timeoutMs": 1000}), ("manage_task", {"taskId": tid, "action": "cancel"}),
+                       ("query_info", {"type": "tasks", "limit": 200})):
+        result = raw.call(tool, args, timeout=120)
+        assert len(json.dumps(result).encode()) < 256 * 1024, (tool, len(json.dumps(result)))
+
+
+def test_a_task_json_that_is_a_directory_is_a_damaged_record_everywhere(raw: Any, ts_daemon: dict[str, Any]) -> None:
+    tid = "tsk_20200101000000_f4f4f4"
+    (ts_daemon["home"] / "tasks" / tid / "task.json").mkdir(parents=True)
+    for tool, args in (("query_task", {"taskId": tid}), ("wait_task", {"taskId": tid, "timeoutMs": 1000}),
+                       ("wait_task", {"taskIds": [tid], "timeoutMs": 1000})):
+        code, text, _ = error_of(raw.call(tool, args))
+        assert code == "TASK_RECORD_CORRUPT" and tid in text, (tool, text)
