@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
-from ..core.procs import stop_requested
+from ..core.procs import reap_orphans, stop_requested
 from .check_outputs import CheckOutputs, attribute, ledger_path, snapshot
 from .config import (
     AcceptanceCheck,
@@ -307,6 +307,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     checks.extend(
         run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     )
+    if check_defs:
+        reap_orphans()  # a check's leftover cannot write after the checks were judged
     outputs = CheckOutputs()
     if git_ok:
         after = git_guard(lambda: snapshot(project), None)
@@ -343,6 +345,9 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         else:
             grading = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [],
                                "notes": ["baseline grading: no command check to grade"]})
+
+    if grading is not None:
+        reap_orphans()  # nor a leftover of the checks run on the baseline
 
     # 8. analysis
     try:

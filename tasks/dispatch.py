@@ -10,7 +10,7 @@ from ..adapters.cli import AgentRunContext, run_cli_agent
 from ..adapters.fatal import fatal_line, output_tail
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
-from ..core.procs import kill_recorded, save_record
+from ..core.procs import kill_recorded, reap_orphans, save_record
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, cancel_requested, store
 
@@ -62,6 +62,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
         )
     finally:
         kill_recorded(proc_file)
+        reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round
     out = {
         "ok": result.ok,
         "exitCode": result.exit_code,

@@ -19,7 +19,9 @@ and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds betwe
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
 exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
 fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
-``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on). It always prints to stdout and stderr, like real agents do.
+``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on),
+``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
+environment: invisible to the process tree and the tags). It always prints to stdout and stderr, like real agents do.
 """
 
 import os
@@ -103,6 +105,10 @@ def main() -> int:
     with open("calc.py", "w") as fh:
         fh.write(RIGHT if "test_add_negative" in prompt else WRONG)
     print("scripted agent: edited calc.py", flush=True)
+    if mode == "leak":
+        subprocess.Popen(["/usr/bin/env", "-i", "sleep", os.environ.get("SCRIPTED_SLEEP", "300")],
+                         start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     if mode == "break-git":
         with open(os.path.join(".git", "index"), "wb") as fh:
             fh.write(b"DIRC\x00\x00\x00\x02garbage" * 4)
