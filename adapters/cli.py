@@ -139,6 +139,29 @@ def prompt_file_path(ctx: AgentRunContext) -> Path:
     return Path(ctx.task_dir) / f"prompt-{ctx.round}.txt"
 
 
+QUESTION_ENV = "TIANSHU_MCP_QUESTION_FILE"
+"""How a CLI agent asks the user (the needs_user contract): the agent's environment names a file;
+an agent that cannot go on without an answer writes its question there (UTF-8 text, markdown is
+fine) and exits. The round then ends ``needs_user``; ``manage_task(action="continue",
+message=…)`` re-runs the round with the question and the answer appended to the brief."""
+MAX_QUESTION_BYTES = 64 * 1024
+
+
+def question_file_path(ctx: AgentRunContext) -> Path:
+    """``<taskDir>/question-<round>.md`` (see :data:`QUESTION_ENV`)."""
+    return Path(ctx.task_dir) / f"question-{ctx.round}.md"
+
+
+def read_question(path: Path) -> str | None:
+    """The question an agent wrote to ``path`` (at most 64 KiB, stripped), None when none."""
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read(MAX_QUESTION_BYTES).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return text or None
+
+
 def log_file_path(ctx: AgentRunContext) -> Path:
     """``<taskDir>/agent-<round>.log``."""
     return Path(ctx.task_dir) / f"agent-{ctx.round}.log"
@@ -168,7 +191,7 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
     prompt in ``arg`` mode, else ""; ``<prompt:file>`` → the prompt file's path; ``<prompt:stdin>``
     → "". ``stdin`` mode → ``stdin_text`` = the prompt. cwd: ``task`` → ``project_path`` (the task
     dir when it is ""), ``home`` → the user's home. env: ``os.environ`` overlaid with
-    ``profile.env``. timeout: ``ctx.timeout_ms`` if > 0 else ``profile.timeoutMs``.
+    ``profile.env``, plus :data:`QUESTION_ENV`. timeout: ``ctx.timeout_ms`` if > 0 else ``profile.timeoutMs``.
 
     Raises:
         ValueError: ``agent`` is not runnable (``ok`` False, no command or no profile).
@@ -199,6 +222,7 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
         cwd = ctx.project_path or str(ctx.task_dir)
     env = dict(os.environ)
     env.update(profile.env)
+    env[QUESTION_ENV] = str(question_file_path(ctx))
     timeout_ms = ctx.timeout_ms if ctx.timeout_ms and ctx.timeout_ms > 0 else profile.timeout_ms
     return Invocation(
         argv=[agent.command, *args],
@@ -282,6 +306,7 @@ def run_cli_agent(
         return _setup_failure(log_file, f"agent '{agent.id}' is not a CLI (spawn) agent")
     try:
         inv = build_invocation(ctx, agent)
+        question_file_path(ctx).unlink(missing_ok=True)  # a question is always this run's
     except (OSError, ValueError) as exc:
         return _setup_failure(log_file, f"cannot prepare the agent invocation: {exc}")
 

@@ -51,8 +51,8 @@ _META_KEYS = (
     "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "changedFiles",
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
-    "latestVerificationVerdict", "agentEndReason", "flowRunId", "flowRunUrl", "prefectApiUrl",
-    "idempotencyKey",
+    "latestVerificationVerdict", "agentEndReason", "needsUserKind", "pendingQuestion", "flowRunId", "flowRunUrl",
+    "prefectApiUrl", "idempotencyKey",
 )
 
 

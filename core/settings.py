@@ -96,6 +96,8 @@ class ServerConfig(BaseModel):
     verify_command_timeout_ms: int = Field(300000, gt=0, alias="verifyCommandTimeoutMs")
     verify_concurrency: int = Field(2, ge=1, le=4, alias="verifyConcurrency")
     verify_tool_wait_ms: int = Field(45000, ge=0, le=55000, alias="verifyToolWaitMs")
+    needs_user_timeout_ms: int = Field(30 * 24 * 3600 * 1000, ge=60000, alias="needsUserTimeoutMs")
+    """How long a task waits for the user's answer (needs_user) before its flow run fails, ms."""
     """How long verify_task waits for its flow run before answering in_progress (under the host's 60 s ceiling)."""
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
 

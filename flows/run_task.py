@@ -26,6 +26,7 @@ from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record,
 from ..tasks.dispatch import dispatch_round
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import preflight_acceptance, verify_round_task
+from .needs_user import ask_user, take_answer
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
 from .watch import guard_run
 
@@ -129,8 +130,11 @@ def run_task_flow(
         msg = f"the git baseline could not be captured, the agent was not started: {exc.render()}"
         _finish(task_id, "needs_attention", msg, "git_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
-    first = rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
+    rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
+    answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
+    if answered is not None:
+        rnd, next_feedback = answered
     while True:
         if _cancel_marker(task_id):
             return _end_killed(task_id)
@@ -141,6 +145,8 @@ def run_task_flow(
         st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
         if result.get("killed") or result.get("cancelRequested"):
             return _end_killed(task_id)
+        if result.get("question"):
+            ask_user(task_id, rnd, result["question"], next_feedback)  # suspends the flow run
         if result.get("hardFailure"):
             etype = result.get("errorType") or "spawn"
             msg = f"agent could not start: {result.get('error')}" + (f" (log {result['logFile']})" if result.get("logFile") else "")
@@ -198,7 +204,7 @@ def run_task_flow(
             msg = f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s)). {verdict['message']}"
             _finish(task_id, "succeeded", msg)
             return Completed(name=SUCCEEDED, message=msg)
-        if rnd - first < auto_fix_rounds:
+        if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
             record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
             st.event(
                 task_id, "rework_triggered", "fixing",

@@ -25,6 +25,7 @@ from ..core.projects import ProjectRegistry
 from ..core.settings import load_config
 from .format import clip, ok_result
 from .phrases import status_phrase
+from .resume import continue_task
 from .taskops import TaskService, TaskView, dirty_count
 from .waiting import wait_task
 
@@ -398,13 +399,10 @@ class Handlers:
             view, settled, text = await self.service.cancel(task_id, args.get("reason"))
             return ok_result(text, view.meta(self.runtime))
         if action == "continue":
-            if not (args.get("message") or "").strip():
-                raise TianshuError(ErrorCode.INVALID_ARGUMENT, "action=continue needs a non-empty message")
-            view = await self.service.view(task_id)
-            if view.status != "needs_user":
-                raise TianshuError(ErrorCode.INVALID_STATE, f"task status is {view.status}; only needs_user can be continued")
-            raise TianshuError(ErrorCode.INVALID_STATE,
-                               f"continue is only supported for desktop-app agents (agentId={view.task.get('agentId')})")
+            view = await continue_task(self.service, task_id, args.get("message") or "")
+            return ok_result(f"task {task_id} continued with your answer; it is queued to re-run its round.\n"
+                             f"current status: {view.status}. Poll with wait_task(taskId=\"{task_id}\").",
+                             view.meta(self.runtime))
         view = await self.service.rework(task_id, args.get("feedback"), args.get("repairHint"))
         hint = args.get("repairHint")
         text = (f"task {task_id} re-queued (manual rework)" + (", with feedback" if args.get("feedback") else "")

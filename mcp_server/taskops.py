@@ -485,6 +485,8 @@ class TaskService:
 
     def _finish_cancel(self, task_id: str, msg: str, interrupted: bool) -> None:
         status = "interrupted" if interrupted else "cancelled"
-        self.store.update(task_id, lastMessage=msg, errorType=status, finishedAt=utc_now(), phase=None)
+        self.store.update(task_id, lastMessage=msg, errorType=status, finishedAt=utc_now(), phase=None,
+                          needsUserKind=None, pendingQuestion=None, needsUserRound=None, needsUserKey=None,
+                          needsUserFeedback=None)
         self.store.event(task_id, status, status, msg)
 

@@ -82,6 +82,12 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         else:
             views = await service.views(_readable(service, ids, damaged))
         stopped = next((v for v in views if is_wait_settled(v.status)), None)
+        if stopped is not None:
+            # its record was read before its state: read it again, now that the flow wrote it
+            # (the flow records a question or a final message, then its run changes state)
+            fresh = await service.view(stopped.task["taskId"])
+            views = [fresh if v is stopped else v for v in views]
+            stopped = fresh
         waited = int((time.monotonic() - start) * 1000)
         if stopped is not None or time.monotonic() >= deadline:
             break

@@ -6,7 +6,7 @@ from typing import Any
 
 from prefect import task
 
-from ..adapters.cli import AgentRunContext, run_cli_agent
+from ..adapters.cli import AgentRunContext, question_file_path, read_question, run_cli_agent
 from ..adapters.fatal import fatal_line, output_tail
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
@@ -27,7 +27,8 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
     Returns:
         ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
         "hardFailure", "errorType", "cancelRequested", "outputTail" (last 2000 chars of the log),
-        "fatalLine" (:func:`tianshu_mcp.adapters.fatal.fatal_line`, or None)}``; a profile that cannot be resolved or a
+        "fatalLine" (:func:`tianshu_mcp.adapters.fatal.fatal_line`, or None), "question" (what the agent
+        asked the user through ``TIANSHU_MCP_QUESTION_FILE``, or None)}``; a profile that cannot be resolved or a
         malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
         ``agent_unresolved`` / ``setup_failed``.
     """
@@ -78,5 +79,6 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
     tail = output_tail(result.log_file)
     out["outputTail"] = tail[-2000:]
     out["fatalLine"] = fatal_line(tail, agent.profile.fatal_patterns if agent.profile is not None else ())
+    out["question"] = read_question(question_file_path(ctx))
     return out
 

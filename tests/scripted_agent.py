@@ -20,7 +20,8 @@ and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds betwe
 exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
 fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
 ``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on),
-``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
+``ask`` (without "The user's answer" in its prompt: writes a question to ``$TIANSHU_MCP_QUESTION_FILE`` and
+exits 0; with it: makes the right fix only when the answer says "yes"), ``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
 environment: invisible to the process tree and the tags). It always prints to stdout and stderr, like real agents do.
 """
 
@@ -98,6 +99,14 @@ def main() -> int:
         with open("NOTES.md", "w") as fh:
             fh.write("# notes\n\nadded by the scripted agent\n")
         return 0
+    if mode == "ask":
+        if "The user's answer" not in prompt:
+            with open(os.environ["TIANSHU_MCP_QUESTION_FILE"], "w") as fh:
+                fh.write("Should add() also accept negative numbers? (yes/no)\n")
+            print("scripted agent: asked the user", flush=True)
+            return 0
+        answer = prompt.split("The user's answer", 1)[1]
+        prompt = "test_add_negative" if "yes" in answer.lower() else ""
     if mode == "lower-the-bar":  # an agent that edits the rules it is judged by
         with open(os.path.join(".tianshu-mcp", "acceptance.json"), "w") as fh:
             fh.write('{"checks": [], "requireChanges": false}\n')

@@ -196,3 +196,18 @@ async def test_baseline_aware_grading_excuses_an_untargeted_legacy_failure(ts_ho
     legacy = [t for t in r1["baselineGrading"]["tests"] if t["id"].endswith("test_legacy_thing")]
     assert legacy and legacy[0]["classification"] == "still_failing"
     assert "still failing before the task (not counted)" in r1["message"].lower()
+
+
+async def test_reworking_an_exhausted_task_gives_exactly_one_more_round(ts_home: Path, calc_repo: Path) -> None:
+    """40-agents-tasks §3.4d: rework rounds are counted on the task's absolute round number, so a
+    task whose automatic rework is used up gets one round per manual rework, not a fresh allowance."""
+    sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add",
+                                             "agentId": "scripted-noop", "autoFixRounds": 1})
+    assert meta["status"] == "needs_attention" and meta["round"] == 2, meta
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework", "feedback": "try again"})
+        assert not r.is_error, text_of(r)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert done["status"] == "needs_attention" and done["round"] == 3, done
+    assert sorted(p.name for p in (ts_home / "tasks" / sub["taskId"]).glob("report-*.json")) == [
+        "report-0.json", "report-1.json", "report-2.json"]

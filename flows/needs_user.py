@@ -1,0 +1,99 @@
+"""needs_user: an agent asks the user, the flow run waits suspended, ``continue`` answers (40-agents-tasks §2.8, §3.4b1; 00-design §4).
+
+A CLI agent asks by writing its question to ``$TIANSHU_MCP_QUESTION_FILE`` and exiting
+(:data:`tianshu_mcp.adapters.cli.QUESTION_ENV`). :func:`ask_user` records the question
+(``needsUserKind``, ``pendingQuestion``, a markdown artifact and a ``needs_user`` event) and
+suspends the flow run with Prefect's ``suspend_flow_run``: the flow-run process exits, the run is
+``Suspended`` (status ``needs_user``) and holds no work-queue slot, so other tasks of the project
+run meanwhile. The timeout is explicit and long (``needsUserTimeoutMs``, default 30 days; Prefect
+fails a run that stays paused past its timeout, 1 h by default).
+
+``manage_task(action="continue", message=…)`` resumes the run with ``{"message": …}`` as its run
+input. Prefect runs a resumed suspended flow again from the top, behind a running task of the same
+project; :func:`take_answer` then finds the answer (the same ``suspend_flow_run`` call returns
+the input instead of suspending again) and the flow re-runs the asking round with the question and
+the answer appended to that round's feedback. The round count does not move: asking is no round.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, NoReturn
+
+from prefect.artifacts import create_markdown_artifact
+from prefect.flow_runs import suspend_flow_run
+from prefect.input import RunInput
+
+from ..core.settings import load_config
+from ..tasks.common import record, store
+from ..tasks.verify import artifact_key
+
+log = logging.getLogger("tianshu_mcp")
+
+AGENT_QUESTION = "agent_question"
+"""``needsUserKind`` of a question a CLI agent asked."""
+
+
+class ContinueInput(RunInput):
+    """The run input of a resumed needs_user flow run: the user's answer."""
+
+    message: str
+
+
+def _timeout_s() -> int:
+    return max(60, load_config().needs_user_timeout_ms // 1000)
+
+
+def ask_user(task_id: str, rnd: int, question: str, feedback: str | None) -> NoReturn:
+    """Record the agent's question and suspend the flow run (never returns: Prefect's ``Pause``
+    ends the flow-run process).
+
+    Args:
+        task_id: the task.
+        rnd: the round that asked (re-run after the answer).
+        question: the agent's question (≤ 64 KiB).
+        feedback: the feedback that round was given (kept for its re-run).
+    """
+    st = store()
+    meta = st.read(task_id) or {}
+    count = int(meta.get("needsUserCount") or 0) + 1
+    key = f"needs-user-{count}"
+    record(task_id, needsUserKind=AGENT_QUESTION, pendingQuestion=question, needsUserRound=rnd, needsUserKey=key,
+           needsUserCount=count, needsUserFeedback=feedback, phase=None,
+           lastMessage=f"round {rnd}: the agent asks the user: {question[:500]}")
+    st.event(task_id, "needs_user", "needs_user", question[:500], {"round": rnd, "kind": AGENT_QUESTION})
+    try:
+        create_markdown_artifact(key=artifact_key(task_id, f"question-{count}"),
+                                 markdown=f"# The agent asks (round {rnd})\n\n{question}\n\n"
+                                          f"Answer with manage_task(action=\"continue\", taskId=\"{task_id}\", message=…).",
+                                 description=f"needs_user: the agent's question, round {rnd}")
+    except Exception:  # noqa: BLE001 - the task record holds the question; the artifact is a view
+        log.warning("could not publish the question artifact of %s", task_id)
+    suspend_flow_run(wait_for_input=ContinueInput, timeout=_timeout_s(), key=key)
+    raise RuntimeError("suspend_flow_run returned without suspending")  # pragma: no cover
+
+
+def take_answer(task_id: str) -> tuple[int, str] | None:
+    """On a flow run's (re)start: the round to re-run and its feedback when the run was resumed
+    with an answer, else None. Clears the question from ``task.json``."""
+    st = store()
+    meta = st.read(task_id) or {}
+    key = meta.get("needsUserKey")
+    if not key:
+        return None
+    try:
+        reply: Any = suspend_flow_run(wait_for_input=ContinueInput, timeout=_timeout_s(), key=key)
+    except RuntimeError as exc:  # not resumed with input (e.g. cancelled, then reworked): no answer
+        log.warning("task %s: no answer to its question (%s)", task_id, exc)
+        reply = None
+    rnd = int(meta.get("needsUserRound") or 0)
+    question = str(meta.get("pendingQuestion") or "")
+    previous = meta.get("needsUserFeedback")
+    record(task_id, needsUserKind=None, pendingQuestion=None, needsUserRound=None, needsUserKey=None,
+           needsUserFeedback=None)
+    if reply is None:
+        return None
+    answer = str(getattr(reply, "message", "") or "")
+    parts = [previous] if previous else []
+    parts.append(f"## You asked the user\n{question}\n\n## The user's answer\n{answer}")
+    return rnd, "\n\n".join(parts)

@@ -1,0 +1,40 @@
+"""``manage_task(action="continue")``: answer a task that waits for the user (40-agents-tasks §2.8).
+
+The task's flow run is ``Suspended`` (:mod:`tianshu_mcp.flows.needs_user`); the answer becomes its
+run input through Prefect's ``resume_flow_run``. The run is then ``Resuming`` (status ``queued``)
+until its project's queue lets it run, and re-runs the asking round with the answer.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import ErrorCode, TianshuError
+from .format import clip
+from .taskops import TaskService, TaskView
+
+
+async def continue_task(service: TaskService, task_id: str, message: str) -> TaskView:
+    """Resume ``task_id`` from needs_user with the user's ``message``.
+
+    Raises:
+        TianshuError: ``INVALID_ARGUMENT`` (empty message), ``TASK_NOT_FOUND``,
+            ``INVALID_STATE`` (the task is not needs_user, or Prefect refused to resume its run).
+    """
+    if not message.strip():
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "action=continue needs a non-empty message")
+    view = await service.view(task_id)
+    if view.status != "needs_user":
+        raise TianshuError(ErrorCode.INVALID_STATE,
+                           f"task status is {view.status}; only a needs_user task can be continued")
+    flow_run_id = view.task.get("flowRunId")
+    client = await service.client()
+    from prefect.client.schemas.responses import SetStateStatus
+
+    response = await client.resume_flow_run(flow_run_id, run_input={"message": message})
+    if response.status != SetStateStatus.ACCEPT:
+        reason = getattr(response.details, "reason", None) or response.status.value
+        raise TianshuError(ErrorCode.INVALID_STATE, f"Prefect refused to resume {task_id}'s flow run: {clip(str(reason))}")
+    kind = view.task.get("needsUserKind") or "unknown"
+    service.store.update(task_id, lastMessage="answered by the user; queued to resume the round",
+                         continueMessage=clip(message, 2000))
+    service.store.event(task_id, "continued", "queued", f"needs_user resumed ({kind})", {"kind": kind})
+    return await service.view(task_id)

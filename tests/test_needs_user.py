@@ -1,0 +1,88 @@
+"""needs_user end to end with a CLI agent (lifecycle issue, must-show 1): the agent asks through
+``$TIANSHU_MCP_QUESTION_FILE``, the flow run is Suspended with a long explicit timeout and frees
+the project's slot, ``manage_task(action="continue")`` resumes it with the answer as run input,
+and a needs_user task can be cancelled."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import auth_headers, meta_of, mcp_client, text_of
+from fixture_project import make_calc_repo, scripted_profile
+
+pytestmark = [pytest.mark.anyio]
+
+
+def _profiles(home: Path) -> None:
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"]["asker"] = scripted_profile(mode="ask")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+
+
+def _flow_run(api: str, home: Path, flow_run_id: str) -> dict[str, Any]:
+    r = httpx.get(f"{api}/flow_runs/{flow_run_id}", headers=auth_headers(home), timeout=30)
+    r.raise_for_status()
+    return r.json()
+
+
+async def test_an_agent_asks_the_task_waits_suspended_and_continue_answers(ts_daemon: dict[str, Any],
+                                                                            tmp_path: Path) -> None:
+    home, api = ts_daemon["home"], ts_daemon["api"]
+    _profiles(home)
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "asker", "autoFixRounds": 0}))
+        tid = sub["taskId"]
+        asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+        assert asked["status"] == "needs_user", asked
+        assert asked["needsUserKind"] == "agent_question" and "negative numbers" in asked["pendingQuestion"]
+        run = _flow_run(api, home, asked["flowRunId"])
+        assert run["state"]["type"] == "PAUSED" and run["state"]["name"] == "Suspended"
+        expires = datetime.fromisoformat(run["state"]["state_details"]["pause_timeout"].replace("Z", "+00:00"))
+        assert (expires - datetime.now(timezone.utc)).days >= 29  # never Prefect's 1 h default
+
+        # the project's slot is free while the task waits: another task on it runs to the end
+        other = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                            "agentId": "scripted-noop"}))
+        done_other = meta_of(await client.call_tool("wait_task", {"taskId": other["taskId"], "timeoutMs": 180000}))
+        assert done_other["status"] in ("failed", "needs_attention"), done_other  # it ran (and changed nothing)
+
+        # bad continues are coded
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "continue", "message": "   "})
+        assert r.is_error and "[INVALID_ARGUMENT]" in text_of(r)
+        r = await client.call_tool("manage_task", {"taskId": other["taskId"], "action": "continue", "message": "yes"})
+        assert r.is_error and "[INVALID_STATE]" in text_of(r) and "only a needs_user task" in text_of(r)
+
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "continue", "message": "Yes, please."})
+        assert not r.is_error, text_of(r)
+        assert meta_of(r)["status"] == "queued"
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert done["status"] == "succeeded", done
+    assert done["round"] == 1 and "pendingQuestion" not in done  # asking is no round
+    prompt = (home / "tasks" / tid / "prompt-0.txt").read_text()
+    assert "## You asked the user" in prompt and "Yes, please." in prompt
+    events = [json.loads(line)["event"] for line in (home / "tasks" / tid / "task.jsonl").read_text().splitlines()]
+    assert events.index("needs_user") < events.index("continued")
+
+
+async def test_a_task_waiting_for_the_user_can_be_cancelled(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    home = ts_daemon["home"]
+    _profiles(home)
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "asker"}))
+        asked = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+        assert asked["status"] == "needs_user", asked
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel", "reason": "not now"})
+        assert not r.is_error and meta_of(r)["status"] == "cancelled", text_of(r)
+        assert "pendingQuestion" not in meta_of(r)
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "continue", "message": "yes"})
+        assert r.is_error and "[INVALID_STATE]" in text_of(r)
