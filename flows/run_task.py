@@ -24,6 +24,7 @@ from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
 from ..tasks.dispatch import dispatch_round
+from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import preflight_acceptance, verify_round_task
 from .needs_user import ask_user, take_answer
@@ -206,7 +207,7 @@ def run_task_flow(
             return Completed(name=SUCCEEDED, message=msg)
         if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
             record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
-            st.event(
+            emit(
                 task_id, "rework_triggered", "fixing",
                 f"round {rnd} failed verification, automatic rework round {rnd + 1}",
                 {"round": rnd + 1, "mode": "auto", "failedChecks": verdict["failedChecks"]},

@@ -13,6 +13,7 @@ from ..core.errors import TianshuError
 from ..core.procs import kill_recorded, reap_orphans, save_record
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, cancel_requested, store
+from .events import ChangeWatch, emit
 
 
 @task(name="dispatch", retries=0)
@@ -54,13 +55,16 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
         feedback=feedback,
         timeout_ms=int(meta.get("taskTimeoutMs") or 0),
     )
+    emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
+         {"round": round, "agentId": agent.id})
     try:
-        result = run_cli_agent(
-            ctx,
-            agent,
-            should_stop=lambda: cancel_requested(tdir),
-            on_start=lambda rec: save_record(proc_file, rec),
-        )
+        with ChangeWatch(task_id, meta["projectPath"], round):
+            result = run_cli_agent(
+                ctx,
+                agent,
+                should_stop=lambda: cancel_requested(tdir),
+                on_start=lambda rec: save_record(proc_file, rec),
+            )
     finally:
         kill_recorded(proc_file)
         reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round

@@ -77,6 +77,19 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
         q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
     rework = [e for e in q["recentEvents"] if e["event"] == "rework_triggered"]
     assert rework and rework[0]["data"]["mode"] == "auto" and "pytest" in rework[0]["data"]["failedChecks"]
+    # the semantic event stream (lifecycle issue must-show 4): dispatch, first file change, rework
+    names = [e["event"] for e in q["recentEvents"]]
+    assert names == ["task_dispatched", "file_modification_started", "rework_triggered",
+                     "task_dispatched", "file_modification_started"], names
+    changed = next(e for e in q["recentEvents"] if e["event"] == "file_modification_started")
+    assert changed["data"] == {"round": 0, "files": ["calc.py"]}
+    # and the same events in Prefect's event feed, on the flow run
+    feed = prefect_api.post("/events/filter", json={
+        "filter": {"event": {"prefix": ["tianshu.task."]},
+                   "resource": {"id": [f"prefect.flow-run.{meta['flowRunId']}"]}},
+        "limit": 50}).json()
+    got = sorted(e["event"] for e in feed["events"])
+    assert got.count("tianshu.task.task_dispatched") == 2 and "tianshu.task.rework_triggered" in got, got
 
 
 async def test_no_rework_means_failed_verify_failed(ts_home: Path, calc_repo: Path) -> None:

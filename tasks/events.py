@@ -1,0 +1,123 @@
+"""The task's event stream: ``task.jsonl`` and Prefect's event feed, through one emitter that never
+raises (seed 003; 10-tools §3.4).
+
+:func:`emit` appends ``{"ts", "event", "state", "detail"?, "data"?}`` to the task's ``task.jsonl``
+(what ``query_task`` shows in ``recentEvents`` for the semantic events of
+:data:`~tianshu_mcp.core.model.AGENT_EVENT_NAMES`) and emits the same event to Prefect as
+``tianshu.task.<event>`` with the flow run as its resource, so Prefect automations can react to
+it. A failure of either is logged, never raised: an event must never end a task.
+
+:class:`ChangeWatch` emits ``file_modification_started`` once, the first time the project's work
+tree differs from what it was when the agent started (``git status`` and the size and mtime of
+every listed path, polled every second; git projects only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import threading
+from typing import Any
+
+from ..core.childenv import scrub
+from .common import store
+
+log = logging.getLogger("tianshu_mcp")
+
+PREFECT_EVENT_PREFIX = "tianshu.task."
+
+
+def emit(task_id: str, event: str, state: str, detail: str | None = None, data: dict[str, Any] | None = None) -> None:
+    """Record ``event`` of ``task_id`` in ``task.jsonl`` and in Prefect's event feed; never raises."""
+    try:
+        store().event(task_id, event, state, detail, data)
+    except Exception as exc:  # noqa: BLE001 - an event must never end a task
+        log.warning("task %s: event %s not recorded: %s", task_id, event, exc)
+    try:
+        from prefect.events import emit_event
+        from prefect.runtime import flow_run
+
+        run_id = flow_run.id
+        if not run_id:
+            return
+        payload: dict[str, Any] = {"state": state}
+        if detail is not None:
+            payload["detail"] = detail[:2000]
+        if data is not None:
+            payload["data"] = data
+        emit_event(
+            event=PREFECT_EVENT_PREFIX + event,
+            resource={"prefect.resource.id": f"prefect.flow-run.{run_id}", "tianshu.task-id": task_id},
+            related=[{"prefect.resource.id": f"tianshu.task.{task_id}", "prefect.resource.role": "tianshu-task"}],
+            payload=payload,
+        )
+    except Exception as exc:  # noqa: BLE001
+        log.warning("task %s: event %s not sent to Prefect: %s", task_id, event, exc)
+
+
+def _tree_state(project: str) -> frozenset[tuple[str, str, int, int]] | None:
+    """What ``git status`` lists, as ``(path, XY, size, mtime ns)``; None outside git or on error."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=project,
+                             capture_output=True, timeout=30, stdin=subprocess.DEVNULL, check=False,
+                             env={**scrub(), "GIT_OPTIONAL_LOCKS": "0"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    rows = set()
+    for entry in out.stdout.decode("utf-8", "replace").split("\0"):
+        if len(entry) < 4:
+            continue
+        path = entry[3:]
+        try:
+            st = os.lstat(os.path.join(project, path))
+            rows.add((path, entry[:2], st.st_size, st.st_mtime_ns))
+        except OSError:
+            rows.add((path, entry[:2], -1, -1))
+    return frozenset(rows)
+
+
+class ChangeWatch:
+    """Emit ``file_modification_started`` once, when the agent first changes the work tree.
+
+    Use as a context manager around the agent's run; ``interval_s`` between two looks.
+    """
+
+    def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0) -> None:
+        self.task_id, self.project, self.round, self.interval_s = task_id, project, rnd, interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> ChangeWatch:
+        self._start = _tree_state(self.project)
+        self._sent = False
+        if self._start is not None:
+            self._thread = threading.Thread(target=self._loop, name="tianshu-change-watch", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._look()  # an agent quicker than one interval: look once more
+
+    def _look(self) -> bool:
+        if self._sent or self._start is None:
+            return True
+        now = _tree_state(self.project)
+        if now is None or now == self._start:
+            return False
+        self._sent = True
+        changed = sorted({row[0] for row in now ^ self._start})
+        emit(self.task_id, "file_modification_started", "running",
+             f"round {self.round}: the agent started changing files ({', '.join(changed[:5])})",
+             {"round": self.round, "files": changed[:20]})
+        return True
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self._look():
+                return
