@@ -29,7 +29,9 @@ directory.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +41,13 @@ from ..core.paths import norm_path, project_key
 from .git import (
     CACHE_PATH_RE,
     DELETED_HASH,
+    MAX_HASH_BYTES,
+    _BASE_ARGS,
     Baseline,
     _checked,
     _empty_tree,
     _fingerprint,
+    _git_env,
     _rev,
     _status_entries,
     _toplevel,
@@ -120,6 +125,30 @@ def _changed_between(project: str | os.PathLike[str], base: str | None, head: st
     return {p for p in out.split("\0") if p}
 
 
+def _committed_fingerprint(project: str | os.PathLike[str], rev: str | None, rel: str) -> str | None:
+    """The fingerprint (as :func:`fingerprint` would give on disk) of ``rel`` in commit ``rev``;
+    None when it cannot be told (a file over 4 MiB, a submodule)."""
+    if rev is None:
+        return DELETED_HASH
+    listing = _checked(["ls-tree", "-z", rev, "--", rel], project).stdout
+    if not listing:
+        return DELETED_HASH
+    mode, kind, _rest = listing.split(" ", 2)
+    if kind != "blob":
+        return None
+    try:
+        raw = subprocess.run([*_BASE_ARGS, "cat-file", "blob", f"{rev}:{rel}"], cwd=os.fspath(project),
+                             capture_output=True, stdin=subprocess.DEVNULL, env=_git_env(), timeout=60,
+                             check=True).stdout  # the bytes, not text: the fingerprint is of the bytes
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if mode == "120000":
+        return "link:" + os.fsdecode(raw)
+    if len(raw) > MAX_HASH_BYTES:
+        return None
+    return hashlib.sha1(raw).hexdigest()  # noqa: S324 - content fingerprint, as file_sha1
+
+
 def attribute(
     ledger_file: str | os.PathLike[str],
     project: str | os.PathLike[str],
@@ -166,8 +195,11 @@ def attribute(
             neutral = state == ledger.get(p) or state == baseline.pre_dirty_hashes.get(p)
         elif p in dirty_at_baseline:
             neutral = False  # clean or absent before the checks, not at the baseline: the task changed it
+        elif p in committed_before:
+            # committed since the baseline: by earlier checks (the ledger holds what they left) or the task
+            neutral = p in ledger and before is not None and ledger[p] == _committed_fingerprint(project, before.head, p)
         else:
-            neutral = p not in committed_before
+            neutral = True
         still_changed = p in after.files or p in committed_by_checks
         if still_changed and neutral:
             ledger[p] = now(p)

@@ -396,12 +396,15 @@ class PinnedRules:
         project_raw: bytes of ``<project>/.tianshu-mcp/acceptance.json``, None when absent.
         project_verify: the projects.json ``verify`` entries, None when there were none.
         derived: the derived default checks (``CheckDef.to_json`` form) at the baseline.
+        tool_dirs: the project's tool directories (``.venv/bin``, ``node_modules/.bin``) that
+            existed at the baseline (None: unknown, use those that exist now).
     """
 
     global_raw: bytes | None
     project_raw: bytes | None
     project_verify: list[dict[str, Any]] | None = None
     derived: list[dict[str, Any]] = field(default_factory=list)
+    tool_dirs: list[str] | None = None
 
 
 def merge_configs(base: AcceptanceConfig, over: AcceptanceConfig) -> AcceptanceConfig:
@@ -760,12 +763,15 @@ def resolve_checks(
             base = derived
             notes.extend(dnotes)
             if pinned is not None:
-                names = {d.name for d in derived}
-                kept = [to_check_def(d) for d in pinned.derived if d.get("name") not in names]
-                if kept:
-                    base = kept + derived
+                # the checks derived at the baseline run as they were then (a pytest the task put in a
+                # new .venv is not the one that judges it); a toolchain the task added is derived now
+                pinned_defs = [to_check_def(d) for d in pinned.derived]
+                names = {d.name for d in pinned_defs}
+                gone = sorted(names - {d.name for d in derived})
+                base = pinned_defs + [d for d in derived if d.name not in names]
+                if gone:
                     warnings.append("derived at the task's baseline but no longer derivable (kept: the task removed "
-                                    "what they run): " + ", ".join(d.name for d in kept))
+                                    "what they run): " + ", ".join(gone))
             notes.append("Using the default acceptance set (derived from the project's tech stack).")
     checks = list(base)
     if has_extra:

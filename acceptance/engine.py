@@ -305,7 +305,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     git_ok = baseline.is_repo and not git_failures
     before = git_guard(lambda: snapshot(project), None) if git_ok and check_defs else None
     checks.extend(
-        run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop)
+        run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop,
+                   tool_dirs=req.pinned_rules.tool_dirs if req.pinned_rules is not None else None)
     )
     if check_defs:
         reap_orphans()  # a check's leftover cannot write after the checks were judged
@@ -359,6 +360,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     except Exception as exc:  # noqa: BLE001 - analysis is informational; never sink the round
         log.exception("change analysis failed for %s", req.task_id)
         analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
+    if git_ok:
+        reap_orphans()  # git runs the repository's own filters; what they leave behind dies here too
     analysis.notes.extend(resolve_notes)
     if resolved is not None:
         analysis.warnings.extend(resolved.warnings)

@@ -188,6 +188,7 @@ def _git_env() -> dict[str, str]:
     env = scrub()
     env["GIT_OPTIONAL_LOCKS"] = "0"
     env["GIT_TERMINAL_PROMPT"] = "0"
+    env["GIT_NO_REPLACE_OBJECTS"] = "1"  # an agent's `git replace` must not rewrite the baseline we compare to
     return env
 
 
@@ -1085,8 +1086,9 @@ def analyze_changes(
             continue
         add, dele, binary = stats.get(e.path, (0, 0, False))
         is_rename = e.status == "R" and e.old_path is not None
-        if not is_rename and add == 0 and dele == 0 and not binary:
-            continue
+        if not is_rename and add == 0 and dele == 0 and not binary and e.status not in ("A", "D") \
+                and e.old_mode == e.new_mode:
+            continue  # stat-only: the content and the mode are what they were
         rows[e.path] = [add, dele, binary]
         if is_rename:
             renames.append(Rename(from_=e.old_path or "", to=e.path, similarity=e.score if e.score is not None else 100))

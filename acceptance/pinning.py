@@ -9,7 +9,7 @@ resolves its checks from that copy (:class:`.config.PinnedRules`) and warns abou
 A change applies to later tasks.
 
 File: ``{"version": 2, "global": LAYER, "project": LAYER, "projectVerify": [...] | null,
-"derived": [CheckDef JSON]}`` with ``LAYER = {"path", "exists", "base64"?}``. A layer that could
+"derived": [CheckDef JSON], "toolDirs": [".venv/bin", …]}`` with ``LAYER = {"path", "exists", "base64"?}``. A layer that could
 not be read at the baseline leaves the task unpinned: its rounds read the files as they are and
 report the error.
 
@@ -34,6 +34,7 @@ from .config import (
     project_layer_path,
     read_layer_bytes,
 )
+from .runner import project_tool_dirs
 
 PIN_FILE = "baseline-acceptance.json"
 PIN_VERSION = 2
@@ -73,6 +74,7 @@ def pin_rules(project: str | os.PathLike[str], task_dir: str | os.PathLike[str],
         "version": PIN_VERSION, "global": glob, "project": proj,
         "projectVerify": list(project_verify) if project_verify else None,
         "derived": [d.to_json() for d in derived],
+        "toolDirs": project_tool_dirs(project),
     })
     return True
 
@@ -95,7 +97,9 @@ def load_pinned(task_dir: str | os.PathLike[str]) -> PinnedRules | None:
         derived = data.get("derived")
         if verify is not None and not isinstance(verify, list) or not isinstance(derived, list):
             return None
+        tool_dirs = data.get("toolDirs")
         return PinnedRules(global_raw=_raw(data.get("global")), project_raw=_raw(data.get("project")),
-                           project_verify=verify, derived=[d for d in derived if isinstance(d, dict)])
+                           project_verify=verify, derived=[d for d in derived if isinstance(d, dict)],
+                           tool_dirs=[str(d) for d in tool_dirs] if isinstance(tool_dirs, list) else None)
     except ValueError:
         return None

@@ -134,13 +134,26 @@ def part_file_name(index: int, name: str) -> str:
     return f"{index:03d}-{safe}.log"
 
 
-def check_env(project: str | os.PathLike[str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+TOOL_DIRS = (".venv/bin", "node_modules/.bin")
+"""The project's own tool directories a check finds its commands in first."""
+
+
+def project_tool_dirs(project: str | os.PathLike[str]) -> list[str]:
+    """Those of :data:`TOOL_DIRS` that are directories in ``project`` now."""
+    return [d for d in TOOL_DIRS if (Path(project) / d).is_dir()]
+
+
+def check_env(project: str | os.PathLike[str], base: Mapping[str, str] | None = None,
+              tool_dirs: Sequence[str] | None = None) -> dict[str, str]:
     """The environment of a check run in ``project``: ``base`` (default: this process's
-    environment) with ``<project>/.venv/bin`` and ``<project>/node_modules/.bin`` (those that are
-    directories, in that order) put in front of ``PATH``."""
+    environment) with the project's tool directories (``tool_dirs``, default
+    :func:`project_tool_dirs`: ``.venv/bin`` then ``node_modules/.bin``) put in front of
+    ``PATH``. An agent's round passes the ones that existed at its baseline: a ``.venv`` the agent
+    created with a fake ``pytest`` in it does not judge it (breaker finding)."""
     env = dict(os.environ if base is None else base)
     root = Path(project)
-    extra = [str(d) for d in (root / ".venv" / "bin", root / "node_modules" / ".bin") if d.is_dir()]
+    dirs = project_tool_dirs(project) if tool_dirs is None else [d for d in tool_dirs if (root / d).is_dir()]
+    extra = [str(root / d) for d in dirs]
     if extra:
         current = env.get("PATH", os.defpath)
         env["PATH"] = os.pathsep.join(extra + ([current] if current else []))
@@ -250,6 +263,7 @@ def run_check(
     *,
     index: int = 0,
     merge: bool = True,
+    tool_dirs: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run one command check and return its CheckResult dict (20-acceptance §1.3, §3.2, §3.3).
 
@@ -286,7 +300,8 @@ def run_check(
     if should_stop is not None and stop_requested(should_stop):
         return skip_result(name, display, SKIP_CANCELLED, check.optional)
     try:
-        return _run(check, argv, display, project, Path(log_path), default_timeout_ms, should_stop, index, merge)
+        return _run(check, argv, display, project, Path(log_path), default_timeout_ms, should_stop, index, merge,
+                    tool_dirs)
     except Exception as exc:  # noqa: BLE001 - a check must never raise
         log.exception("check %s crashed in the runner", name)
         out: dict[str, Any] = {
@@ -315,6 +330,7 @@ def _run(
     should_stop: Callable[[], bool] | None,
     index: int,
     merge: bool,
+    tool_dirs: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     part = parts_dir_for(log_path) / part_file_name(index, check.name)
     log_note = ""
@@ -330,7 +346,7 @@ def _run(
         merge = True
     header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
     start = len(header.encode("utf-8"))
-    env = check_env(project)
+    env = check_env(project, tool_dirs=tool_dirs)
     res = run_process(
         argv,
         cwd=project,
@@ -406,6 +422,7 @@ def run_checks(
     default_timeout_ms: int = 300_000,
     concurrency: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    tool_dirs: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run checks serially (``concurrency`` ≤ 1 or one check) or with a bounded worker pool
     (20-acceptance §3.2 parallel mode). Results are in declaration order.
@@ -421,7 +438,7 @@ def run_checks(
         return []
     workers = max(1, min(int(concurrency or 1), 4, n))
     if workers == 1:
-        return [run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=True) for i, c in enumerate(checks)]
+        return [run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=True, tool_dirs=tool_dirs) for i, c in enumerate(checks)]
     results: list[dict[str, Any] | None] = [None] * n
     lock = threading.Lock()
     next_index = [0]
@@ -437,7 +454,7 @@ def run_checks(
             if should_stop is not None and stop_requested(should_stop):
                 results[i] = skip_result(c.name, c.display_cmd or c.name, SKIP_CANCELLED, c.optional)
                 continue
-            results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False)
+            results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False, tool_dirs=tool_dirs)
 
     threads = [threading.Thread(target=worker, name=f"check-worker-{k}", daemon=True) for k in range(workers)]
     for t in threads:

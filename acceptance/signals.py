@@ -40,6 +40,12 @@ __all__ = [
     "MAX_TAMPERING_ITEMS",
 ]
 
+_STARTUP_HOOK_RE = re.compile(r"(^|/)(sitecustomize\.py|usercustomize\.py|[^/]+\.pth)$")
+"""Files Python runs on its own at start-up (in every check)."""
+_OUTCOME_HOOK_RE = re.compile(
+    r"pytest_runtest_makereport|pytest_runtest_logreport|pytest_report_teststatus|pytest_runtest_call|"
+    r"pytest_collection_modifyitems|pytest_sessionfinish|pytest_terminal_summary|\.outcome\s*=|exitstatus\s*=")
+"""pytest hooks (and assignments) that can turn a failing run into a passing one."""
 TAMPERING_KINDS = ("skippedOrOnlyTests", "deletedTests", "weakenedTests", "acceptanceTampering")
 """Signals whose hits are listed in ``tampering`` (in this order)."""
 MARKER_KINDS = ("todo", "consoleDebug", "commentedBlock", "secretLike", "debugLeftover")
@@ -594,6 +600,11 @@ def scan_changes(
             why = "file named in an acceptance check command was " + ("deleted" if path in deleted_set else "edited")
         elif uses_make and _MAKEFILE_RE.search(path):
             why = "Makefile edited while a check runs make"
+        elif _STARTUP_HOOK_RE.search(path):
+            why = "Python start-up hook (sitecustomize, usercustomize, a .pth file) added or edited: it runs in every check"
+        elif path.rsplit("/", 1)[-1] == "conftest.py" and any(_OUTCOME_HOOK_RE.search(ln) for ln in added.get(path, ())):
+            # breaker: a conftest.py hook turned failing tests into passes with no signal at all
+            why = "pytest hook that can rewrite test outcomes added to conftest.py"
         else:
             why = _config_edit(path, [*added.get(path, ()), *removed.get(path, ())])
         if why:

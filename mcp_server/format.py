@@ -35,12 +35,16 @@ MAX_BODY_CHARS = 60000
 
 
 def bounded(value: Any) -> Any:
-    """``value`` with every string clipped to :data:`MAX_META_STRING` characters and every list to
-    :data:`MAX_META_ITEMS` items (recursively)."""
+    """``value`` with every string clipped to :data:`MAX_META_STRING` characters and every list and
+    object to :data:`MAX_META_ITEMS` items (recursively; a task.json whose ``diffstat`` held
+    100,000 keys made 23 MB replies)."""
     if isinstance(value, str):
         return clip(value, MAX_META_STRING)
     if isinstance(value, Mapping):
-        return {k: bounded(v) for k, v in value.items()}
+        out = {clip(str(k), 200): bounded(v) for k, v in list(value.items())[:MAX_META_ITEMS]}
+        if len(value) > MAX_META_ITEMS:
+            out["…"] = f"{len(value) - MAX_META_ITEMS} more keys"
+        return out
     if isinstance(value, list):
         items = [bounded(v) for v in value[:MAX_META_ITEMS]]
         if len(value) > MAX_META_ITEMS:

@@ -23,7 +23,7 @@ from mcp.server.stdio import stdio_server
 
 from .. import __version__
 from ..core.errors import ErrorCode, TianshuError
-from .format import error_result, validate_arguments
+from .format import clip, error_result, validate_arguments
 from .handlers import Handlers
 from .runtime import Runtime
 from .taskops import TaskService
@@ -75,7 +75,7 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
         name = params.name
         tool = TOOLS_BY_NAME.get(name)
         if tool is None:
-            return error_result(TianshuError(ErrorCode.UNKNOWN_TOOL, f"tool {name} not found"))
+            return error_result(TianshuError(ErrorCode.UNKNOWN_TOOL, f"tool {clip(name, 64)} not found"))
         try:
             args = validate_arguments(name, tool.input_schema, params.arguments)
             return await table[name](args, ctx)

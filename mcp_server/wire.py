@@ -103,6 +103,7 @@ class ScreenedStdin:
             yield line
 
 
+MAX_METHOD_CHARS = 256
 BATCH_REFUSED = ("batch requests are not supported (JSON-RPC batching left MCP in protocol revision "
                  "2025-06-18); send each request as its own message")
 
@@ -115,6 +116,9 @@ def screen(line: str) -> Any:
         return None
     try:
         message = types.jsonrpc_message_adapter.validate_json(stripped, by_name=False)
+        if isinstance(message, types.JSONRPCRequest) and len(message.method) > MAX_METHOD_CHARS:
+            # no method is this long; the SDK's "method not found" would echo all of it
+            return _error(message.id, -32601, f"method not found: {clip(message.method, 64)}")
         if not isinstance(message, types.JSONRPCNotification) or '"id"' not in stripped:
             return None
     except Exception:  # noqa: BLE001 - any validation failure is screened below

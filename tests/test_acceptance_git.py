@@ -678,3 +678,20 @@ def test_a_merge_in_progress_belongs_to_the_baseline(tmp_path: Path) -> None:
     assert "f.txt" in baseline.pre_existing_changed
     analysis = analyze_changes(baseline, repo)
     assert analysis.changed_files == [] and not analysis.has_changes
+
+
+def test_mode_changes_and_empty_files_are_changes(tmp_path: Path) -> None:
+    """Breaker finding: chmod +x, deleting an empty tracked file and committing a new empty file
+    were all "no changes"."""
+    repo = make_repo(tmp_path / "r", {"run.sh": "echo hi\n", "placeholder.txt": ""})
+    b = capture_baseline(repo)
+    (repo / "run.sh").chmod(0o755)
+    assert analyze_changes(b, repo, "").changed_files == ["run.sh"]
+    (repo / "run.sh").chmod(0o644)
+    subprocess.run(["git", "rm", "-q", "placeholder.txt"], cwd=repo, check=True)
+    assert analyze_changes(b, repo, "").changed_files == ["placeholder.txt"]
+    subprocess.run(["git", "reset", "-q", "--hard"], cwd=repo, check=True)
+    (repo / "py.typed").write_text("")
+    subprocess.run(["git", "add", "py.typed"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "typed"], cwd=repo, check=True)
+    assert analyze_changes(b, repo, "").has_changes

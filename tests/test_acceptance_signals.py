@@ -378,6 +378,19 @@ def test_ordinary_config_edits_are_not_tampering(path: str, lines: list[str]) ->
     assert scan(added={path: lines}).signals.acceptance_tampering == 0
 
 
+@pytest.mark.parametrize(("path", "lines"), [
+    ("tests/conftest.py", ["@pytest.hookimpl(hookwrapper=True)", "def pytest_runtest_makereport(item, call):",
+                           "    rep = (yield).get_result()", "    rep.outcome = 'passed'"]),
+    ("conftest.py", ["def pytest_sessionfinish(session, exitstatus):", "    session.exitstatus = 0"]),
+    ("sitecustomize.py", ["import builtins"]),
+    ("lib/evil.pth", ["import os"]),
+])
+def test_hooks_that_can_rewrite_test_outcomes_are_tampering(path: str, lines: list[str]) -> None:
+    """Breaker finding: a conftest.py hook made failing tests pass and no signal said so."""
+    r = scan(added={path: lines})
+    assert r.signals.acceptance_tampering == 1 and r.tampering[0].file == path, r.tampering
+
+
 def test_tampering_list_is_capped_but_counts_are_exact() -> None:
     lines = [f"@pytest.mark.skip(reason='{i}')" for i in range(MAX_TAMPERING_ITEMS + 20)]
     r = scan({"tests/test_a.py": lines})

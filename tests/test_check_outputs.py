@@ -280,8 +280,8 @@ def test_a_check_moving_a_submodule_is_not_task_output(tmp_path: Path) -> None:
     assert _failed(out) == ["no-changes"], out.report["analysis"]
 
 
-COMMIT = ("import subprocess\n"
-          "open('gen.txt', 'w').write('generated\\n')\n"
+COMMIT = ("import subprocess, time\n"
+          "open('gen.txt', 'w').write(str(time.time_ns()))\n"
           "subprocess.run(['git', 'add', '-A'], check=True)\n"
           "subprocess.run(['git', '-c', 'user.name=c', '-c', 'user.email=c@example.invalid', 'commit', '-qm', 'gen'],"
           " check=True)\n")
@@ -313,3 +313,17 @@ def test_a_verification_between_two_rounds_does_not_turn_check_output_into_the_a
                                   agent_work=False))
     assert _failed(health) == ["no-changes"]
     assert _failed(verify_round(req)) == ["no-changes"]  # the rework round of the no-op agent
+
+
+def test_a_pytest_the_agent_puts_in_a_new_venv_does_not_judge_it(tmp_path: Path) -> None:
+    """Breaker finding: a fake .venv/bin/pytest printing "2 passed" replaced the derived check."""
+    repo = make_pytest_repo(tmp_path / "r", gitignore=True)
+    baseline = capture_baseline(repo)
+    task_dir, pinned = _pinned(tmp_path, repo, "ffffff")
+    (repo / "calc.py").write_text(WRONG_FIX + "\n\ndef broken():\n    return 1 +\n")
+    fake = repo / ".venv" / "bin" / "pytest"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\necho '2 passed in 0.01s'\nexit 0\n")
+    fake.chmod(0o755)
+    out = verify_round(request(tmp_path, repo, baseline=baseline, task_dir=task_dir, pinned_rules=pinned))
+    assert not out.passed and "pytest" in _failed(out), out.report["message"]

@@ -270,3 +270,15 @@ def test_a_repository_whose_baseline_commit_is_gone_is_a_git_failure(tmp_path: P
     assert baseline.head is not None and baseline.head[:12] in info.value.message
     out = verify_round(request(tmp_path, repo, baseline=baseline))
     assert not out.passed and [i["code"] for i in out.report["blockingIssues"]] == ["GIT_FAILED"]
+
+
+def test_git_replace_does_not_hide_a_change(tmp_path: Path) -> None:
+    """Breaker finding: an agent replaced the baseline's blob of calc.py with its own (`git
+    replace`), and the change vanished from the analysis and from baseline grading."""
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    baseline = capture_baseline(repo)
+    original = git(repo, "rev-parse", "HEAD:calc.py").strip()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    new = git(repo, "hash-object", "-w", "calc.py").strip()
+    git(repo, "replace", "-f", original, new)
+    assert analyze_changes(baseline, repo).changed_files == ["calc.py"]

@@ -253,3 +253,20 @@ def test_a_task_json_that_is_a_directory_is_a_damaged_record_everywhere(raw: Any
                        ("wait_task", {"taskIds": [tid], "timeoutMs": 1000})):
         code, text, _ = error_of(raw.call(tool, args))
         assert code == "TASK_RECORD_CORRUPT" and tid in text, (tool, text)
+
+
+def test_a_huge_method_or_tool_name_or_a_huge_record_object_is_not_echoed(raw: Any, ts_daemon: dict[str, Any],
+                                                                       tmp_path: Path) -> None:
+    """Breaker findings: a 200 KB method came back whole in -32601; a 200 KB tool name in 16 KB; a
+    task.json whose diffstat was an object of 100,000 keys made 23 MB replies."""
+    [reply] = _replies_to(raw, json.dumps({"jsonrpc": "2.0", "id": 961, "method": "m" * 200_000}), 1)
+    assert reply["id"] == 961 and reply["error"]["code"] == -32601 and len(json.dumps(reply)) < 1000
+    code, text, size = error_of(raw.call("x" * 200_000, {}))
+    assert code == "UNKNOWN_TOOL" and size < 2000
+    tid = "tsk_20200101000000_f5f5f5"
+    tdir = _record(ts_daemon["home"] / "tasks", tid, str(tmp_path))
+    record = json.loads((tdir / "task.json").read_text())
+    record["diffstat"] = {f"k{i}": i for i in range(100_000)}
+    (tdir / "task.json").write_text(json.dumps(record))
+    result = raw.call("query_task", {"taskId": tid}, timeout=120)
+    assert len(json.dumps(result).encode()) < MAX_REPLY
