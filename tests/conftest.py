@@ -152,6 +152,21 @@ def meta_of(result: Any) -> dict[str, Any]:
     return meta
 
 
+def add_scripted_profile(home: Path, agent_id: str, mode: str, extra_env: dict[str, str] | None = None) -> None:
+    """Register ``scripted_agent.py`` in ``mode`` as ``agent_id`` in ``home``'s agent-profiles.json."""
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"][agent_id] = scripted_profile(mode=mode, extra_env=extra_env)
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+
+
+async def run_to_stop(home: Path, args: dict[str, Any], timeout_ms: int = 180000) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``run_task(args)`` then ``wait_task`` until it stops; returns both metas."""
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", args))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": timeout_ms}))
+    return sub, done
+
+
 def text_of(result: Any) -> str:
     """The single text item of a tool result."""
     assert len(result.content) == 1

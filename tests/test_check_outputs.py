@@ -16,8 +16,8 @@ from tianshu_mcp.acceptance.check_outputs import ledger_path, load_ledger
 from tianshu_mcp.acceptance.engine import verify_round
 from tianshu_mcp.acceptance.git import capture_baseline
 
-from conftest import meta_of, mcp_client
-from fixture_project import make_calc_repo, scripted_profile
+from conftest import add_scripted_profile, run_to_stop
+from fixture_project import make_calc_repo
 from test_acceptance_engine import git, make_pytest_repo, request
 
 
@@ -113,15 +113,11 @@ def test_a_check_deleting_a_tracked_file_is_not_task_output(tmp_path: Path) -> N
 async def test_a_noop_agent_never_passes_on_check_output_across_rework_rounds(ts_daemon: dict[str, Any],
                                                                              tmp_path: Path) -> None:
     home = ts_daemon["home"]
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["noop-agent"] = scripted_profile(mode="noop")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "noop-agent", "noop")
     repo = make_calc_repo(tmp_path / "calc", checks=[
         {"name": "build", "cmd": [sys.executable, "-c", "open('build-info.txt', 'w').write('built\\n')"]}])
-    async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": "noop-agent", "autoFixRounds": 1}))
-        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    sub, done = await run_to_stop(home, {"projectPath": str(repo), "task": "Fix add", "agentId": "noop-agent",
+                                         "autoFixRounds": 1})
     assert done["status"] == "needs_attention", done
     for rnd in (0, 1):
         report = json.loads((home / "tasks" / sub["taskId"] / f"report-{rnd}.json").read_text())
@@ -206,14 +202,9 @@ def test_derived_checks_survive_the_agent_deleting_what_they_run(tmp_path: Path)
 @pytest.mark.anyio
 async def test_an_agent_rewriting_acceptance_json_does_not_pass(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
     home = ts_daemon["home"]
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["bar-lowerer"] = scripted_profile(mode="lower-the-bar")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "bar-lowerer", "lower-the-bar")
     repo = make_calc_repo(tmp_path / "calc")
-    async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": "bar-lowerer"}))
-        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    sub, done = await run_to_stop(home, {"projectPath": str(repo), "task": "Fix add", "agentId": "bar-lowerer"})
     assert done["status"] != "succeeded", done
     report = json.loads((home / "tasks" / sub["taskId"] / "report-0.json").read_text())
     assert "pytest" in [c["name"] for c in report["checks"] if not c["passed"]]

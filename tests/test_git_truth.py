@@ -193,17 +193,14 @@ def test_a_broken_or_misaimed_repository_is_not_a_plain_directory(tmp_path: Path
 async def test_git_failing_only_during_verification_ends_git_failed(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
     """Breaker finding: the baseline was fine, the agent broke the index; the task said
     ``verify_failed`` as if the acceptance configuration were at fault."""
-    from fixture_project import make_calc_repo, scripted_profile
+    from conftest import add_scripted_profile, run_to_stop
+    from fixture_project import make_calc_repo
 
     home = ts_daemon["home"]
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["git-breaker"] = scripted_profile(mode="break-git")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "git-breaker", "break-git")
     repo = make_calc_repo(tmp_path / "calc")
-    async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": "git-breaker", "autoFixRounds": 2}))
-        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    sub, done = await run_to_stop(home, {"projectPath": str(repo), "task": "Fix add", "agentId": "git-breaker",
+                                         "autoFixRounds": 2})
     task = json.loads((home / "tasks" / sub["taskId"] / "task.json").read_text())
     assert done["status"] == "needs_attention" and task["errorType"] == "git_failed", task
     assert task["roundsUsed"] == 1 and "[GIT_FAILED]" in task["lastMessage"] and "exit 128" in task["lastMessage"]

@@ -14,8 +14,8 @@ from typing import Any
 import psutil
 import pytest
 
-from conftest import meta_of, mcp_client
-from fixture_project import make_calc_repo, scripted_profile
+from conftest import add_scripted_profile, run_to_stop
+from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio]
 
@@ -33,15 +33,10 @@ def alive_with(argv_tail: list[str]) -> list[psutil.Process]:
 
 async def test_an_agents_escaped_process_dies_with_its_round(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
     home = ts_daemon["home"]
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["leaky"] = scripted_profile(mode="leak", extra_env={"SCRIPTED_SLEEP": "297.25"})
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "leaky", "leak", {"SCRIPTED_SLEEP": "297.25"})
     repo = make_calc_repo(tmp_path / "calc")
     try:
-        async with mcp_client(home) as client:
-            sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                              "agentId": "leaky"}))
-            done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+        _sub, done = await run_to_stop(home, {"projectPath": str(repo), "task": "Fix add", "agentId": "leaky"})
         assert done["status"] in ("failed", "needs_attention", "succeeded"), done
         assert not alive_with(["sleep", "297.25"]), "the agent's escaped sleep outlived its round"
     finally:
@@ -51,18 +46,14 @@ async def test_an_agents_escaped_process_dies_with_its_round(ts_daemon: dict[str
 
 async def test_a_checks_late_writer_neither_survives_nor_counts(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
     home = ts_daemon["home"]
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["noop-agent"] = scripted_profile(mode="noop")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "noop-agent", "noop")
     writer = ["/bin/sh", "-c", "sleep 2.75; echo x > late.txt"]
     spawn = ("import subprocess; subprocess.Popen(['/usr/bin/env', '-i', *%r], start_new_session=True, "
              "stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)" % (writer,))
     repo = make_calc_repo(tmp_path / "calc", checks=[{"name": "bg", "cmd": [sys.executable, "-c", spawn]}])
     try:
-        async with mcp_client(home) as client:
-            sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                              "agentId": "noop-agent", "autoFixRounds": 1}))
-            done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+        sub, done = await run_to_stop(home, {"projectPath": str(repo), "task": "Fix add", "agentId": "noop-agent",
+                                             "autoFixRounds": 1})
         assert done["status"] == "needs_attention", done
         for rnd in (0, 1):
             report = json.loads((home / "tasks" / sub["taskId"] / f"report-{rnd}.json").read_text())

@@ -13,16 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import auth_headers, meta_of, mcp_client, text_of
-from fixture_project import make_calc_repo, scripted_profile
+from conftest import add_scripted_profile, auth_headers, meta_of, mcp_client, text_of
+from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio]
 
 
 def _profiles(home: Path) -> None:
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"]["asker"] = scripted_profile(mode="ask")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    add_scripted_profile(home, "asker", "ask")
 
 
 def _flow_run(api: str, home: Path, flow_run_id: str) -> dict[str, Any]:
