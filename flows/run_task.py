@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..acceptance.git import GitFailed
@@ -26,7 +27,7 @@ from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record,
 from ..tasks.dispatch import dispatch_round
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
-from ..tasks.verify import preflight_acceptance, verify_round_task
+from ..tasks.verify import artifact_key, preflight_acceptance, verify_round_task
 from .needs_user import ask_user, take_answer
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
 from .watch import guard_run
@@ -53,6 +54,18 @@ def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdi
     report = f"; report-{verdict['round']} ({verdict['mdPath']})" if verdict else ""
     return (f"agent failed: exit code {agent_run.get('exitCode')}" + (f", it said: {line}" if line else ", no output")
             + f" (log {log_file}{report}); no rework round was spent — fix the agent's setup and rework the task")
+
+
+def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: dict[str, Any]) -> None:
+    """The brief as a markdown artifact of the flow run (what the agent was asked, in the UI)."""
+    try:
+        context = f"\n\n## Additional context\n\n{meta['context']}" if meta.get("context") else ""
+        create_markdown_artifact(key=artifact_key(task_id, "brief"),
+                                 markdown=f"# Brief\n\n- project: `{project_path}`\n- agent: `{agent_id}`\n\n"
+                                          f"{meta.get('task', '')}{context}",
+                                 description=f"The brief of {task_id}")
+    except Exception:  # noqa: BLE001 - task.json holds the brief; the artifact is a view
+        pass
 
 
 def _finish(task_id: str, status: str, message: str, error_type: str | None = None, **extra: Any) -> None:
@@ -119,6 +132,8 @@ def run_task_flow(
     save_record(tdir / FLOW_PROC_FILE, current_record())
     guard_run(task_id, project_path)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
+    logger = get_run_logger()
+    _publish_brief(task_id, project_path, agent_id, meta)
     if auto_verify:
         problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"), tdir)
         if problem:
@@ -144,6 +159,8 @@ def run_task_flow(
         result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback)
         record(task_id, logFile=result.get("logFile"))
         st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
+        logger.info("round %s: agent %s exited with code %s after %s ms", rnd, agent_id, result.get("exitCode"),
+                    result.get("durationMs"))
         if result.get("killed") or result.get("cancelRequested"):
             return _end_killed(task_id)
         if result.get("question"):
@@ -188,6 +205,8 @@ def run_task_flow(
             diffstat=verdict["diffstat"],
         )
         st.event(task_id, "verify_round", "verify_start", f"round {rnd}: {'passed' if verdict['passed'] else 'failed'}")
+        logger.info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict["passed"] else "failed",
+                    verdict["round"], verdict["message"])
         if _cancel_marker(task_id):
             return _end_killed(task_id)
         # an agent that failed is an agent failure, not a verification failure: no rework round
@@ -207,6 +226,8 @@ def run_task_flow(
             return Completed(name=SUCCEEDED, message=msg)
         if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
             record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
+            logger.info("round %s failed verification (%s); automatic rework round %s", rnd,
+                        ", ".join(verdict["failedChecks"]) or "see the report", rnd + 1)
             emit(
                 task_id, "rework_triggered", "fixing",
                 f"round {rnd} failed verification, automatic rework round {rnd + 1}",

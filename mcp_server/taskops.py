@@ -15,6 +15,7 @@ that have no flow-run state to read.
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import uuid
 from dataclasses import dataclass
@@ -175,7 +176,8 @@ class TaskService:
             "auto_fix_rounds": fields["autoFixRounds"],
             "task_timeout_ms": fields["taskTimeoutMs"],
         }
-        tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag]
+        tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag,
+                f"project-name:{os.path.basename(project.norm) or project.norm}", f"project-path:{clip(project.norm, 180)}"]
         submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, serial_key(project.norm),
                             record["createdAt"])
         return TaskView(await self._submit_now(task_id), "queued", None, None)

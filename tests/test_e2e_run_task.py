@@ -72,6 +72,18 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert {f"{stem}-report-0", f"{stem}-checks-0", f"{stem}-report-1", f"{stem}-checks-1"} <= keys
     table = next(a for a in arts if a["key"] == f"{stem}-checks-0")
     assert table["type"] == "table" and "pytest" in json.dumps(table["data"])
+    # the run tells its story in the UI (lifecycle issue must-show 7, part): the brief, the project
+    # by name and path, and one log line per step
+    brief = next(a for a in arts if a["key"] == f"{stem}-brief")
+    assert "Fix the bug in add() in calc.py" in brief["data"] and str(calc_repo) in brief["data"]
+    assert f"project-name:{calc_repo.name}" in run["tags"] and f"project-path:{calc_repo}" in run["tags"]
+    logs = prefect_api.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [meta["flowRunId"]]}},
+                                                  "limit": 200}).json()
+    lines = [entry["message"] for entry in logs]
+    assert any(m.startswith("round 0: agent scripted exited with code 0 after") for m in lines), lines
+    assert any(m.startswith("round 0 verification failed (report-0)") for m in lines), lines
+    assert any(m.startswith("round 0 failed verification (pytest); automatic rework round 1") for m in lines), lines
+    assert any(m.startswith("round 1 verification passed (report-1)") for m in lines), lines
     # events: the automatic rework is visible to query_task
     async with mcp_client(ts_home) as client:
         q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
