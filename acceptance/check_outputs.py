@@ -71,17 +71,19 @@ def fingerprint(root: Path, rel: str) -> str:
 class Snapshot:
     """``head`` (HEAD's sha, None when unborn) and ``files`` ``{path: fingerprint}`` of every
     path ``git status`` lists (changed, deleted, untracked; caches skipped). A path absent from
-    ``files`` is clean (equal to HEAD) or not there."""
+    ``files`` is clean (equal to HEAD) or not there; ``root`` is the repository's top level."""
 
     head: str | None
     files: dict[str, str]
+    root: Path
 
 
 def snapshot(project: str | os.PathLike[str]) -> Snapshot:
-    """The project's state now (see :class:`Snapshot`). Raises GitFailed."""
+    """The project's state now (see :class:`Snapshot`; ``root`` = the repository's top level).
+    Raises GitFailed."""
     root = _toplevel(project)
     files = {p: fingerprint(root, p) for _code, p in _status_entries(project) if not CACHE_PATH_RE.search(p)}
-    return Snapshot(head=_rev(project, "HEAD"), files=files)
+    return Snapshot(head=_rev(project, "HEAD"), files=files, root=root)
 
 
 @dataclass
@@ -101,10 +103,11 @@ class CheckOutputs:
     earlier: list[str] = field(default_factory=list)
 
 
-def ledger_path(home: str | os.PathLike[str], project: str | os.PathLike[str]) -> Path:
-    """``<home>/check-outputs/<key>.json`` of the repository holding ``project``. Raises GitFailed."""
-    root = norm_path(os.path.realpath(_toplevel(project)))
-    return Path(home) / LEDGER_DIR / f"{project_key(root)}.json"
+def ledger_path(home: str | os.PathLike[str], project: str | os.PathLike[str], root: Path | None = None) -> Path:
+    """``<home>/check-outputs/<key>.json`` of the repository holding ``project`` (top level ``root``
+    when already known). Raises GitFailed."""
+    top = norm_path(os.path.realpath(root if root is not None else _toplevel(project)))
+    return Path(home) / LEDGER_DIR / f"{project_key(top)}.json"
 
 
 def load_ledger(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -172,7 +175,7 @@ def attribute(
         GitFailed: git failed while listing commits.
         OSError: the ledger cannot be written.
     """
-    root = _toplevel(project)
+    root = after.root
     ledger = load_ledger(ledger_file)
     dirty_at_baseline = set(baseline.pre_existing_changed) | set(baseline.pre_existing_untracked)
     result = CheckOutputs()

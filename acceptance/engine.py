@@ -315,7 +315,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         after = git_guard(lambda: snapshot(project), None)
         if after is not None:
             outputs = git_guard(
-                lambda: attribute(ledger_path(req.home, project), project, baseline, before, after), outputs)
+                lambda: attribute(ledger_path(req.home, project, after.root), project, baseline, before, after), outputs)
 
     # 6b. baseline grading (opt-in): the same checks on the pre-work baseline, in a temporary worktree
     grading: Grading | None = None

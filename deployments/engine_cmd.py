@@ -92,8 +92,7 @@ def stand_in(conn: socket.socket) -> int:
     except OSError:
         status_bytes = None
     if status_bytes is None:
-        print("tianshu-mcp: the fork server stopped before reporting the flow run's exit status",
-              file=sys.stderr)
+        sys.stderr.write("tianshu-mcp: the fork server stopped before reporting the flow run's exit status\n")
         return 1
     status = struct.unpack("!i", status_bytes)[0]
     if os.WIFSIGNALED(status):
@@ -113,7 +112,7 @@ def main() -> int:
         try:
             return stand_in(conn)
         except NoEngine as exc:
-            print(f"tianshu-mcp: fork server unusable ({exc}); starting the engine directly", file=sys.stderr)
+            sys.stderr.write(f"tianshu-mcp: fork server unusable ({exc}); starting the engine directly\n")
             for sig in FORWARDED:
                 signal.signal(sig, signal.SIG_DFL)
             conn.close()

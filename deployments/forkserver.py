@@ -99,8 +99,7 @@ def serve(path: Path, parent_pid: int) -> Request | None:
     for module in PRELOAD:
         importlib.import_module(module)
     if threading.active_count() != 1:
-        print(f"tianshu-mcp fork server: preloading started threads {threading.enumerate()}; not serving",
-              file=sys.stderr)
+        sys.stderr.write(f"tianshu-mcp fork server: preloading started threads {threading.enumerate()}; not serving\n")
         return None
     path.unlink(missing_ok=True)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -159,7 +158,7 @@ def _accept(listener: socket.socket, children: dict[int, socket.socket]) -> Requ
         payload, fds = read_request(conn)
         conn.settimeout(None)
     except (OSError, ValueError) as exc:
-        print(f"tianshu-mcp fork server: bad request ({exc})", file=sys.stderr)
+        sys.stderr.write(f"tianshu-mcp fork server: bad request ({exc})\n")
         conn.close()
         return None
     pid = os.fork()
