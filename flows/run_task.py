@@ -27,10 +27,12 @@ from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record,
 from ..tasks.dispatch import dispatch_round
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
-from ..tasks.verify import artifact_key, preflight_acceptance, verify_round_task
+from ..tasks.verify import artifact_key, preflight_acceptance, run_verify_round
 from .needs_user import ask_user, take_answer
-from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
+from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
+
+quiet_orderly_ends()
 
 
 def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
@@ -190,8 +192,7 @@ def run_task_flow(
 
         record(task_id, phase="verify_start", lastMessage=f"round {rnd}: verifying")
         st.event(task_id, "verify_start", "verify_start", f"round {rnd}: verification started")
-        verdict = verify_round_task.with_options(task_run_name=f"verify-round-{rnd}")(
-            task_id, rnd, baseline, agent_run=agent_run)
+        verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=agent_run)
         record(
             task_id,
             roundsUsed=rnd + 1,

@@ -7,6 +7,7 @@ wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` whil
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 # Custom state names the run-task flow ends with.
@@ -53,3 +54,36 @@ def blocked_error_type(blocking: list[dict[str, Any]]) -> str:
     """``errorType`` of a round blocked by ``blocking`` issues: ``git_failed`` when git refused
     (the repository needs a person, not the acceptance config), else ``verify_failed``."""
     return "git_failed" if any(i.get("code") == "GIT_FAILED" for i in blocking) else "verify_failed"
+
+
+class OrderlyEndFilter(logging.Filter):
+    """Drops the ERROR tracebacks Prefect logs for ends we chose (lifecycle issue, must-show 7).
+
+    ``python -m prefect.engine`` asks for the flow's result, so a flow that *returns* a Failed or
+    Cancelled state (an orderly ``failed``/``needs_attention``/``cancelled``/``interrupted`` end)
+    raises ``FailedRun``/``CancelledRun`` and Prefect logs "Engine execution exited with
+    unexpected exception" with a traceback; a task run that *returns* a Failed state (a round
+    that did not pass) logs "Task run failed with state: …" with an empty traceback. Both are
+    dropped; the final state's own "Finished in state …" line stays. A flow or task that raised
+    (a real crash) keeps its traceback: its exception is never ``FailedRun``/``CancelledRun``.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = str(record.msg)
+        exc = record.exc_info[1] if record.exc_info else None
+        if msg.startswith("Engine execution exited with unexpected exception"):
+            from prefect.exceptions import CancelledRun, FailedRun
+
+            return not isinstance(exc, (FailedRun, CancelledRun))
+        if msg.startswith("Task run failed with state:"):
+            return exc is not None
+        return True
+
+
+def quiet_orderly_ends() -> None:
+    """Install :class:`OrderlyEndFilter` on Prefect's flow-run and task-run loggers (idempotent);
+    called when a flow module is imported in the flow-run process."""
+    for name in ("prefect.flow_runs", "prefect.task_runs"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, OrderlyEndFilter) for f in logger.filters):
+            logger.addFilter(OrderlyEndFilter())

@@ -25,9 +25,11 @@ from ..core.files import atomic_write_json, read_json_safe
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
-from ..tasks.verify import verify_round_task
-from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type
+from ..tasks.verify import run_verify_round
+from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
+
+quiet_orderly_ends()
 
 
 def baseline_at(project: str, ref: str, sha: str) -> dict[str, Any]:
@@ -90,8 +92,8 @@ def verify_flow(
                errorType="git_failed" if isinstance(exc, GitFailed) else "verify_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
     report_owner = target_task_id or record_id
-    verdict = verify_round_task.with_options(task_run_name="verify-round-manual")(
-        report_owner, 0, baseline, extra_checks, checks_mode,
+    verdict = run_verify_round(
+        "verify-round-manual", report_owner, 0, baseline, extra_checks, checks_mode,
         acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
         str(st.dir(baseline_ref)) if baseline_ref and baseline_ref.startswith("tsk_") else None,
         target_task_id is not None,

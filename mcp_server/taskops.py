@@ -40,6 +40,9 @@ from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
 
+ORDERLY_CANCEL_GRACE_S = 3.0
+"""How long a cancelled running flow gets to end itself before its final state is written for it, s."""
+
 
 @dataclass
 class TaskView:
@@ -306,7 +309,8 @@ class TaskService:
         """Cancel a task (40-agents-tasks §2.7).
 
         queued/needs_user → Cancelled at once; running → cancel marker + kill of the agent's
-        process tree + Cancelling, then wait ≤ ``wait_s`` for the terminal state. Terminal → no-op.
+        process tree, the flow ends itself ``Cancelled`` (written for it after
+        :data:`ORDERLY_CANCEL_GRACE_S`); wait ≤ ``wait_s`` for the terminal state. Terminal → no-op.
 
         Returns:
             ``(view, settled, text)``.
@@ -322,7 +326,7 @@ class TaskService:
                 return withdrawn, True, f"cancelled {task_id}"
             view = await self.view(task_id)  # its flow run was created meanwhile
         client = await self.client()
-        from prefect.states import Cancelled, Cancelling
+        from prefect.states import Cancelled
 
         tdir = self.store.dir(task_id)
         now = utc_now()
@@ -345,20 +349,20 @@ class TaskService:
                 )
             self._finish_cancel(task_id, msg, interrupted)
             return await self.view(task_id), True, f"cancelled {task_id}" if not interrupted else msg
-        # running: kill the agent tree now (same host), then let Prefect stop the flow run
+        # running: kill the agent tree now (same host); the flow sees the marker and the killed
+        # agent and ends itself Cancelled — an orderly end, no crash in its log. Only a flow
+        # that does not end within the grace gets its final state written for it (its process
+        # is then aborted by Prefect on its next state change, its watcher kills what it
+        # started, and a process that hangs is ended by the service's watchdog).
         await anyio.to_thread.run_sync(kill_recorded, tdir / AGENT_PROC_FILE)
-        if flow_run_id:
-            await client.set_flow_run_state(flow_run_id, Cancelling(message=reason or "cancel requested"), force=True)
         deadline = anyio.current_time() + wait_s
         forced = False
-        grace = anyio.current_time() + 1.5
+        grace = anyio.current_time() + ORDERLY_CANCEL_GRACE_S
         while anyio.current_time() < deadline:
             view = await self.view(task_id)
             if view.status in TERMINAL:
                 break
             if not forced and anyio.current_time() > grace and flow_run_id:
-                # the agent tree is dead; don't wait for the worker's cancellation poll to finish
-                # the run (≈5 s): record the final state now (the flow process exits on its own)
                 forced = True
                 await client.set_flow_run_state(
                     flow_run_id,

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.states import Failed, State
 
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.pinning import load_pinned
@@ -76,7 +77,7 @@ def verify_round_task(
     baseline_dir: str | None = None,
     agent_work: bool = True,
     agent_run: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> dict[str, Any] | State:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
     ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
@@ -88,8 +89,11 @@ def verify_round_task(
     outcome in the report.
 
     Returns:
-        ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks", "blockingIssues",
-        "changedFiles", "diffstat", "message", "summary"}``.
+        The verdict ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks",
+        "blockingIssues", "changedFiles", "diffstat", "message", "summary"}``; a round that did not
+        pass returns it as the data of a ``Failed`` state, so the task run is Failed in the UI
+        while the flow goes on (lifecycle issue, must-show 7). Call it through
+        :func:`run_verify_round`.
     """
     from ..acceptance.report import summarize_report
 
@@ -127,7 +131,8 @@ def verify_round_task(
     analysis = report.get("analysis") or {}
     diff = analysis.get("diffstat") or {}
     publish_report_artifacts(task_id, report, outcome.md_path)
-    return {
+    _log_checks(report)
+    verdict = {
         "round": outcome.round,
         "passed": outcome.passed,
         "mdPath": str(outcome.md_path),
@@ -140,3 +145,36 @@ def verify_round_task(
         "message": report.get("message", ""),
         "summary": summarize_report(report),
     }
+    if outcome.passed:
+        return verdict
+    failed = ", ".join(verdict["failedChecks"]) or ", ".join(str(i.get("code")) for i in verdict["blockingIssues"])
+    return Failed(message=f"round {outcome.round} did not pass" + (f": {failed}" if failed else ""), data=verdict)
+
+
+def _log_checks(report: dict[str, Any]) -> None:
+    """One flow-run log line per check: verdict, exit code, tests counted, duration (ms)."""
+    logger = get_run_logger()
+    for c in report.get("checks", []):
+        verdict = "SKIP" if c.get("skipped") else ("PASS" if c.get("passed") else "FAIL")
+        tests = c.get("tests") or {}
+        counted = (f", tests {tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed / "
+                   f"{tests.get('skipped', 0)} skipped") if tests else ""
+        why = f" — {str(c.get('reason'))[:200]}" if c.get("reason") and verdict != "PASS" else ""
+        code = f"exit code {c.get('exitCode')}" if c.get("exitCode") is not None else "no command"
+        logger.info("check %s: %s (%s%s) in %s ms%s", c.get("name"), verdict, code, counted, c.get("durationMs"), why)
+
+
+def run_verify_round(task_run_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Run :func:`verify_round_task` as task run ``task_run_name`` and return its verdict dict,
+    whether the round passed (Completed) or not (Failed with the verdict as data).
+
+    Raises:
+        Exception: whatever the task run raised (a crash of the verification itself).
+    """
+    state = verify_round_task.with_options(task_run_name=task_run_name)(*args, return_state=True, **kwargs)
+    value = state.result(raise_on_failure=False)
+    if isinstance(value, BaseException):
+        raise value
+    if not isinstance(value, dict):  # pragma: no cover - the task returns a dict or a Failed(dict)
+        raise RuntimeError(f"{task_run_name} ended {state.type.value} without a verdict")
+    return value
