@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal
 
 from ..core.files import atomic_write_text
 from ..core.procs import ProcRecord, run_process
-from .profiles import ResolvedAgent
+from .profiles import DEFAULT_AGENT_TIMEOUT_MS, ResolvedAgent
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -223,7 +223,7 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
     env = dict(os.environ)
     env.update(profile.env)
     env[QUESTION_ENV] = str(question_file_path(ctx))
-    timeout_ms = ctx.timeout_ms if ctx.timeout_ms and ctx.timeout_ms > 0 else profile.timeout_ms
+    timeout_ms = ctx.timeout_ms if ctx.timeout_ms and ctx.timeout_ms > 0 else (profile.timeout_ms or DEFAULT_AGENT_TIMEOUT_MS)
     return Invocation(
         argv=[agent.command, *args],
         cwd=cwd,

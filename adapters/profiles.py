@@ -69,7 +69,8 @@ class AgentProfile(BaseModel):
         ``<prompt:arg>``, ``<prompt:file>``, ``<prompt:stdin>``), prompt_mode
         (``promptMode``, "arg"|"stdin"|"file"), cwd ("task": the project, "home": the user's
         home), env ({}: overlaid on the server's environment), timeout_ms (``timeoutMs``,
-        1800000, > 0), auth_note (``authNote``, ""), fatal_patterns (``fatalPatterns``, []:
+        None, > 0: the agent's wall-clock limit per round, ms; None leaves it to
+        ``config.json``'s ``defaultTaskTimeoutMs``, 40-agents-tasks §2.3), auth_note (``authNote``, ""), fatal_patterns (``fatalPatterns``, []:
         regular expressions of output lines that mean the agent could not work, added to
         :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), note (None).
     """
@@ -86,7 +87,7 @@ class AgentProfile(BaseModel):
     prompt_mode: Literal["arg", "stdin", "file"] = Field("arg", alias="promptMode")
     cwd: Literal["task", "home"] = "task"
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_ms: int = Field(DEFAULT_AGENT_TIMEOUT_MS, gt=0, alias="timeoutMs")
+    timeout_ms: int | None = Field(None, gt=0, alias="timeoutMs")
     auth_note: str = Field("", alias="authNote")
     fatal_patterns: list[str] = Field(default_factory=list, alias="fatalPatterns")
     note: str | None = None
@@ -139,7 +140,6 @@ def _builtin_data() -> dict[str, dict[str, Any]]:
             "promptMode": "arg",
             "cwd": "task",
             "env": {},
-            "timeoutMs": DEFAULT_AGENT_TIMEOUT_MS,
             "authNote": "reuses the ~/.codex login",
             "executableDiscovery": {"dirs": [], "fileNames": ["codex"], "fallbackCommand": "codex"},
         }
@@ -164,7 +164,6 @@ def _builtin_data() -> dict[str, dict[str, Any]]:
             "promptMode": "arg",
             "cwd": "task",
             "env": {},
-            "timeoutMs": DEFAULT_AGENT_TIMEOUT_MS,
             "note": GUI_UNAVAILABLE_NOTE,
         }
     return data

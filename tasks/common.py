@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore
@@ -11,6 +12,9 @@ from ..core.taskstore import TaskStore
 AGENT_PROC_FILE = "agent-proc.json"
 FLOW_PROC_FILE = "flow-proc.json"
 CANCEL_FILE = "cancel.json"
+ALIVE_FILE = "flow-alive"
+ALIVE_EVERY_S = 1.0
+"""The stop probes stamp ``flow-alive`` at most this often, s (read by the service's watchdog)."""
 
 
 def store() -> TaskStore:
@@ -36,3 +40,23 @@ def request_cancel(task_dir: Path, source: str, reason: str | None) -> None:
 def cancel_requested(task_dir: Path) -> bool:
     """True once manage_task(cancel) has written ``cancel.json`` into the task dir."""
     return (task_dir / CANCEL_FILE).exists()
+
+
+def stop_probe(task_dir: Path) -> Callable[[], bool]:
+    """The ``should_stop`` probe of the flow's supervision loops (agent, checks): True once a
+    cancel was requested; each call also proves the flow-run process is alive by touching
+    ``flow-alive`` at most every :data:`ALIVE_EVERY_S` s (the service's watchdog ends a process
+    that stops doing so, :mod:`tianshu_mcp.deployments.watchdog`)."""
+    last = [0.0]
+
+    def probe() -> bool:
+        now = time.monotonic()
+        if now - last[0] >= ALIVE_EVERY_S:
+            last[0] = now
+            try:
+                (task_dir / ALIVE_FILE).touch()
+            except OSError:
+                pass
+        return cancel_requested(task_dir)
+
+    return probe

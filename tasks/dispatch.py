@@ -12,7 +12,7 @@ from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
 from ..core.procs import kill_recorded, reap_orphans, save_record
 from ..core.settings import data_home
-from .common import AGENT_PROC_FILE, cancel_requested, store
+from .common import AGENT_PROC_FILE, cancel_requested, stop_probe, store
 from .events import ChangeWatch, emit
 
 
@@ -62,7 +62,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
             result = run_cli_agent(
                 ctx,
                 agent,
-                should_stop=lambda: cancel_requested(tdir),
+                should_stop=stop_probe(tdir),
                 on_start=lambda rec: save_record(proc_file, rec),
             )
     finally:

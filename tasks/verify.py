@@ -15,7 +15,7 @@ from ..core.errors import TianshuError
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
-from .common import cancel_requested, store
+from .common import stop_probe, store
 
 _UNSET: Any = object()
 
@@ -119,7 +119,7 @@ def verify_round_task(
             task_text=meta.get("task", ""),
             verify_command_timeout_ms=cfg.verify_command_timeout_ms,
             verify_concurrency=cfg.verify_concurrency,
-            should_stop=lambda: cancel_requested(tdir),
+            should_stop=stop_probe(tdir),
             project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
             **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
             agent_work=agent_work,

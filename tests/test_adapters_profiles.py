@@ -38,7 +38,9 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
     profiles = load_profiles(tmp_path)
     assert list(profiles)[:1] == ["codex"]
     codex = profiles["codex"]
-    assert codex.driver == "spawn" and codex.prompt_mode == "arg" and codex.timeout_ms == 1_800_000
+    assert codex.driver == "spawn" and codex.prompt_mode == "arg"
+    # no limit of its own: config.json's defaultTaskTimeoutMs (1800000 unless set) applies
+    assert codex.timeout_ms is None
     assert codex.args_template == ["exec", "<prompt:arg>", "--skip-git-repo-check", "--sandbox", "workspace-write"]
     for gid in GUI_IDS:
         p = profiles[gid]
