@@ -339,6 +339,16 @@ def _status_entries(project: str | os.PathLike[str]) -> list[tuple[str, str]]:
     return out
 
 
+def worktree_status(project: str | os.PathLike[str]) -> tuple[str | None, list[tuple[str, str]]]:
+    """``(HEAD sha or None on an unborn branch, [(XY, path)] uncommitted entries)``, read
+    without writing (``GIT_OPTIONAL_LOCKS=0``: no index refresh).
+
+    Raises:
+        GitFailed: git refused (see :func:`_status_entries`).
+    """
+    return _rev(project, "HEAD"), _status_entries(project)
+
+
 def parse_porcelain(entries: Iterable[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
     """Classify status entries (20-acceptance §4.1 ``parsePorcelain``).
 

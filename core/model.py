@@ -52,7 +52,7 @@ _META_KEYS = (
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
     "latestVerificationVerdict", "agentEndReason", "needsUserKind", "pendingQuestion", "flowRunId", "flowRunUrl",
-    "prefectApiUrl", "idempotencyKey",
+    "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
 )
 
 
@@ -75,6 +75,10 @@ def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
     if task.get("reportMd") or task.get("reportJson"):
         src["reportFiles"] = {k: v for k, v in (("md", task.get("reportMd")), ("json", task.get("reportJson")),
                                                  ("html", task.get("reportHtml"))) if v}
+    if task.get("dryRunReportMd") or task.get("dryRunReportJson"):
+        src["dryRunReportFiles"] = {k: v for k, v in (("md", task.get("dryRunReportMd")),
+                                                      ("json", task.get("dryRunReportJson"))) if v}
+    src["dryRun"] = True if task.get("dryRun") else None  # only when true (10-tools §2.6)
     meta: dict[str, Any] = {"ok": status == "succeeded"}
     for key in _META_KEYS:
         value = src.get(key)

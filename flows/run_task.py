@@ -25,6 +25,7 @@ from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
 from ..tasks.dispatch import dispatch_round
+from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import artifact_key, preflight_acceptance, run_verify_round
@@ -94,6 +95,23 @@ def _end_killed(task_id: str) -> State:
     return Cancelled(message=msg)
 
 
+def _dry_run(task_id: str) -> State:
+    """A dry run (10-tools §3.7): the static report only — no agent, no round, no project change;
+    ``succeeded`` when nothing blocks, else ``needs_attention``/``verify_failed``."""
+    out = dry_run_task.with_options(task_run_name="dry-run")(task_id)
+    n = out["number"]
+    fields = {"dryRun": True, "dryRunReportMd": out["files"]["md"], "dryRunReportJson": out["files"]["json"],
+              "dryRunPlanDoc": out["planDoc"]}
+    if out["ready"]:
+        msg = (f"dry run {n} (dry-run-report-{n}): {out['message']}. No agent ran and the project was not "
+               f"changed; submit the task without dryRun to dispatch it. Report {out['files']['md']}")
+        _finish(task_id, "succeeded", msg, **fields)
+        return Completed(name=SUCCEEDED, message=msg)
+    msg = f"dry run {n} (dry-run-report-{n}) found what would block the task: {out['message']}. Report {out['files']['md']}"
+    _finish(task_id, "needs_attention", msg, "verify_failed", **fields)
+    return Failed(name=NEEDS_ATTENTION, message=msg)
+
+
 @flow(
     name="run-task",
     description="Dispatch a brief to an agent, verify against the git baseline, rework on failure.",
@@ -136,6 +154,8 @@ def run_task_flow(
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     logger = get_run_logger()
     _publish_brief(task_id, project_path, agent_id, meta)
+    if meta.get("dryRun"):
+        return _dry_run(task_id)
     if auto_verify:
         problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"), tdir)
         if problem:

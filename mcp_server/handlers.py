@@ -76,8 +76,6 @@ class Handlers:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, "task: the brief must not be blank")
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
-        if args.get("dryRun") is True:
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "dryRun is not available in this version")
         home = self.runtime.home
         agent_id = args.get("agentId") or "codex"
         raw_path = args.get("projectPath")
@@ -130,6 +128,8 @@ class Handlers:
             f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
             f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
             f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
+            *(["dry run: no agent starts and the project is not changed; the report says what would run and "
+               "what would block it"] if task.get("dryRun") else []),
             (f"Prefect flow run: {self.runtime.flow_run_url(task['flowRunId'])}" if task.get("flowRunId") else
              "Prefect flow run: being created (the tianshu-mcp service is starting); the task is already "
              "accepted and durable, query_task shows the link once it exists"),

@@ -169,6 +169,8 @@ class TaskService:
         for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
             if args.get(key) is not None:
                 fields[key] = args[key]
+        if args.get("dryRun") is True:
+            fields["dryRun"] = True
         record = self.store.create(task_id, fields)
         save_client_env(self.store.dir(task_id))
         parameters = {

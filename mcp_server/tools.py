@@ -112,7 +112,9 @@ RUN_TASK = ToolDef(
             "taskTimeoutMs": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent wall-clock limit per round, ms."},
             "idempotencyKey": IDEMPOTENCY_KEY,
             "acceptanceOverride": ACCEPTANCE_OVERRIDE,
-            "dryRun": {"type": "boolean"},
+            "dryRun": {"type": "boolean", "description": "Static dry run: report which agent invocation and checks "
+                       "would run and what would block the task (dry-run-report-<n>); no agent starts, the project "
+                       "is not changed, no round is used."},
         },
         "required": ["task"],
     },

@@ -1,0 +1,88 @@
+"""Prefect task ``dry-run-{n}``: what the task would do, without doing it (10-tools §3.7).
+
+Composes the agent's side (the profile resolved, the invocation a round would use) with the
+acceptance side (:mod:`tianshu_mcp.acceptance.dry_run`: checks, git, the project's plan file). No
+agent starts, no check runs, the project is not written (git is read without index refresh).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+
+from ..acceptance.dry_run import (acceptance_preflight, check_plan, finding, git_preflight, next_dry_run_number,
+                                  write_report)
+from ..adapters.cli import AgentRunContext, build_invocation
+from ..adapters.profiles import resolve_agent
+from ..core.errors import TianshuError
+from ..core.settings import data_home
+from ..core.taskstore import utc_now
+from .common import store
+
+
+def agent_preview(meta: dict[str, Any], home: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``({"id", "ok", "message", "argv", "cwd", "timeoutMs", "promptMode"}, findings)``: the
+    invocation round 0 would use, its prompt shown as ``<prompt: N chars>`` (built in a scratch
+    directory: the task's own prompt files are not touched)."""
+    agent_id = meta.get("agentId") or ""
+    try:
+        agent = resolve_agent(agent_id, home)
+    except TianshuError as exc:
+        return {"id": agent_id, "ok": False, "message": exc.render()}, [finding("error", "agent_unavailable", exc.render())]
+    if not agent.ok or agent.profile is None:
+        return ({"id": agent_id, "ok": False, "message": agent.message},
+                [finding("error", "agent_unavailable", f"agent '{agent_id}' is not usable: {agent.message}")])
+    with tempfile.TemporaryDirectory(prefix="tianshu-dry-run-") as scratch:
+        ctx = AgentRunContext(task_id=meta["taskId"], project_path=meta["projectPath"], task_dir=Path(scratch),
+                              round=0, task=meta.get("task", ""), context=meta.get("context"),
+                              timeout_ms=int(meta.get("taskTimeoutMs") or 0))
+        try:
+            inv = build_invocation(ctx, agent)
+        except (OSError, ValueError) as exc:
+            return ({"id": agent.id, "ok": False, "message": str(exc)},
+                    [finding("error", "agent_unavailable", f"the invocation cannot be built: {exc}")])
+        argv = [a if a != inv.prompt else f"<prompt: {len(inv.prompt)} chars>" for a in inv.argv]
+        argv = [a.replace(scratch, "<task dir>") for a in argv]
+    return {"id": agent.id, "ok": True, "message": agent.message, "argv": argv, "cwd": inv.cwd,
+            "timeoutMs": inv.timeout_ms, "promptMode": agent.profile.prompt_mode}, []
+
+
+@task(name="dry-run", retries=0)
+def dry_run_task(task_id: str) -> dict[str, Any]:
+    """Write ``dry-run-report-<n>.md/json`` for ``task_id``.
+
+    Returns:
+        ``{"number", "ready" (no error finding), "errors", "warnings", "files": {"md", "json"},
+        "planDoc" (the project-relative plan path, or None), "message"}``.
+    """
+    st = store()
+    meta = st.read(task_id) or {}
+    tdir = st.dir(task_id)
+    home = data_home()
+    project = meta["projectPath"]
+    agent, findings = agent_preview(meta, home)
+    acceptance, found = acceptance_preflight(project, home, meta.get("acceptanceOverride"))
+    findings += found
+    git, found = git_preflight(project)
+    findings += found
+    plan, found = check_plan(project)
+    findings += found
+    errors = [f for f in findings if f["severity"] == "error"]
+    warnings = [f for f in findings if f["severity"] == "warning"]
+    number = next_dry_run_number(tdir)
+    report = {"kind": "dry-run", "taskId": task_id, "number": number, "createdAt": utc_now(),
+              "verdict": "blocked" if errors else "ready", "projectPath": project, "agent": agent,
+              "autoFixRounds": meta.get("autoFixRounds", 0), "acceptance": acceptance, "git": git, "plan": plan,
+              "findings": findings}
+    files = write_report(tdir, report)
+    logger = get_run_logger()
+    for f in findings:
+        logger.info("dry run: [%s] %s: %s", f["severity"], f["code"], f["message"])
+    summary = (f"{len(errors)} error(s): " + "; ".join(f"[{f['code']}] {f['message']}" for f in errors[:5]) if errors
+               else f"ready: {len(acceptance.get('checks') or [])} check(s) would run"
+               + (f", {len(warnings)} warning(s): " + ", ".join(f["code"] for f in warnings) if warnings else ""))
+    return {"number": number, "ready": not errors, "errors": len(errors), "warnings": len(warnings),
+            "files": files, "planDoc": plan["path"] if plan else None, "message": summary}
