@@ -49,13 +49,19 @@ def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
     return {k: result.get(k) for k in ("exitCode", "durationMs", "outputTail", "fatalLine")}
 
 
+def _agent_note(agent_run: dict[str, Any]) -> str:
+    """``agent exit code 0 after 812 ms``: the agent's own outcome, stated in every round's message."""
+    return f"agent exit code {agent_run.get('exitCode')} after {agent_run.get('durationMs')} ms"
+
+
 def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
     """The task's message for a failed agent: exit code, the line that says why, where to look."""
     tail = [ln.strip() for ln in str(agent_run.get("outputTail") or "").splitlines()
             if ln.strip() and not ln.startswith(("[exit] ", "===== spawn:"))]  # our own log framing
     line = agent_run.get("fatalLine") or (tail[-1][:300] if tail else "")
     report = f"; report-{verdict['round']} ({verdict['mdPath']})" if verdict else ""
-    return (f"agent failed: exit code {agent_run.get('exitCode')}" + (f", it said: {line}" if line else ", no output")
+    return (f"agent failed: exit code {agent_run.get('exitCode')} after {agent_run.get('durationMs')} ms"
+            + (f", it said: {line}" if line else ", no output")
             + f" (log {log_file}{report}); no rework round was spent — fix the agent's setup and rework the task")
 
 
@@ -179,7 +185,8 @@ def run_task_flow(
         record(task_id, phase="running", lastMessage=f"round {rnd}: agent running")
         st.event(task_id, "started", "running", f"round {rnd}: agent running")
         result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback)
-        record(task_id, logFile=result.get("logFile"))
+        record(task_id, logFile=result.get("logFile"), agentExitCode=result.get("exitCode"),
+               agentDurationMs=result.get("durationMs"))
         st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
         logger.info("round %s: agent %s exited with code %s after %s ms", rnd, agent_id, result.get("exitCode"),
                     result.get("durationMs"))
@@ -238,11 +245,12 @@ def run_task_flow(
             return Failed(message=msg)
         if verdict["blockingIssues"]:
             issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-            msg = f"verification blocked (report-{verdict['round']}): {issues}"
+            msg = f"verification blocked (report-{verdict['round']}; {_agent_note(agent_run)}): {issues}"
             _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]))
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if verdict["passed"]:
-            msg = f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s)). {verdict['message']}"
+            msg = (f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s); {_agent_note(agent_run)}). "
+                   f"{verdict['message']}")
             _finish(task_id, "succeeded", msg)
             return Completed(name=SUCCEEDED, message=msg)
         if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
@@ -266,11 +274,12 @@ def run_task_flow(
             rnd += 1
             continue
         if auto_fix_rounds == 0:
-            msg = (f"verification failed (report-{verdict['round']}); automatic rework is off. "
+            msg = (f"verification failed (report-{verdict['round']}; {_agent_note(agent_run)}); automatic rework is off. "
                    f"Use manage_task(action=\"rework\") or read the report. {verdict['message']}")
             _finish(task_id, "failed", msg, "verify_failed")
             return Failed(message=msg)
-        msg = (f"verification failed; the {auto_fix_rounds} automatic rework round(s) are used up "
-               f"({rnd + 1} agent rounds in total). Human attention suggested. {verdict['message']}")
+        msg = (f"verification failed (report-{verdict['round']}; {_agent_note(agent_run)}); the {auto_fix_rounds} "
+               f"automatic rework round(s) are used up ({rnd + 1} agent rounds in total). Human attention suggested. "
+               f"{verdict['message']}")
         _finish(task_id, "needs_attention", msg)
         return Failed(name=NEEDS_ATTENTION, message=msg)

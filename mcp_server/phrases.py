@@ -19,6 +19,10 @@ _LABELS = {
 
 
 def status_phrase(view: TaskView) -> str:
-    """``status: <label>`` + `` (N rounds used)`` when rounds were used (10-tools §2.7)."""
+    """``status: <label>`` + `` (N rounds used; last agent run: exit code C after D ms)`` when
+    rounds were used / an agent ran (10-tools §2.7; lifecycle issue, must-show 8)."""
     used = int(view.task.get("roundsUsed") or 0)
-    return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({used} round{'s' if used != 1 else ''} used)" if used else "")
+    parts = [f"{used} round{'s' if used != 1 else ''} used"] if used else []
+    if "agentDurationMs" in view.task and view.status not in ("queued", "running"):
+        parts.append(f"last agent run: exit code {view.task.get('agentExitCode')} after {view.task.get('agentDurationMs')} ms")
+    return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({'; '.join(parts)})" if parts else "")

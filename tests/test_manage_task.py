@@ -1,0 +1,164 @@
+"""manage_task, every action and rule of 10-tools §3.6 (lifecycle issue, must-shows 2 and 8).
+
+Covered elsewhere and named in the issue's closing note: cancel of a queued and of a running
+task and of a final one (test_gates_cancel), of a needs_user task and continue's rules
+(test_needs_user), an exhausted task's single extra round (test_e2e_run_task)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+import pytest
+
+from conftest import add_scripted_profile, mcp_client, meta_of, run_to_stop, text_of
+from fixture_project import make_calc_repo
+
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
+
+BRANCH_VIOLATIONS = [
+    ({"action": "cancel", "message": "x"}, "action=cancel does not accept: message"),
+    ({"action": "cancel", "message": ""}, "action=cancel does not accept: message"),  # present counts, even empty
+    ({"action": "cancel", "feedback": "f", "repairHint": "h"}, "action=cancel does not accept: feedback, repairHint"),
+    ({"action": "continue", "message": "m", "reason": "r"}, "action=continue does not accept: reason"),
+    ({"action": "continue", "message": "m", "feedback": "f"}, "action=continue does not accept: feedback"),
+    ({"action": "continue", "message": "m", "repairHint": "h"}, "action=continue does not accept: repairHint"),
+    ({"action": "continue"}, "action=continue needs a non-empty message"),
+    ({"action": "continue", "message": " \n\t"}, "action=continue needs a non-empty message"),
+    ({"action": "rework", "reason": "r"}, "action=rework does not accept: reason"),
+    ({"action": "rework", "message": "m", "feedback": "f"}, "action=rework does not accept: message"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), BRANCH_VIOLATIONS)
+async def test_every_branch_argument_violation_is_a_coded_error(ts_home: Path, args: dict[str, Any],
+                                                                expected: str) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": "tsk_20260101000000_abcdef", **args})
+    assert r.is_error and text_of(r).startswith("Error: [INVALID_ARGUMENT]") and expected in text_of(r), text_of(r)
+
+
+@pytest.mark.parametrize("action", ["cancel", "continue", "rework"])
+async def test_an_unknown_task_is_task_not_found_for_every_action(ts_home: Path, action: str) -> None:
+    args = {"taskId": "tsk_20260101000000_abcdef", "action": action, **({"message": "yes"} if action == "continue" else {})}
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", args)
+    assert r.is_error and "[TASK_NOT_FOUND]" in text_of(r), text_of(r)
+
+
+async def test_rework_feeds_the_hint_first_then_the_feedback_once_and_rounds_continue(ts_home: Path,
+                                                                                     tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted-noop"})
+    assert meta["status"] == "failed" and meta["round"] == 1, meta
+    tid = sub["taskId"]
+    tdir = ts_home / "tasks" / tid
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework", "feedback": "  FEEDBACK-ONE  ",
+                                                   "repairHint": "HINT-ONE: calc.py:2 use +"})
+        assert not r.is_error, text_of(r)
+        assert "with feedback, with a structured repair hint (25 chars)" in text_of(r) and "rounds used 1" in text_of(r)
+        once = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+        assert once["status"] == "failed" and once["round"] == 2, once
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework"})
+        assert not r.is_error, text_of(r)
+        twice = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert twice["status"] == "failed" and twice["round"] == 3 and twice["reportRound"] == 2, twice
+    prompt1 = (tdir / "prompt-1.txt").read_text()
+    assert prompt1.index("HINT-ONE") < prompt1.index("FEEDBACK-ONE") and "FEEDBACK-ONE  " not in prompt1  # trimmed
+    prompt2 = (tdir / "prompt-2.txt").read_text()
+    assert "HINT-ONE" not in prompt2 and "FEEDBACK-ONE" not in prompt2  # consumed by one round only
+    events = [json.loads(line) for line in (tdir / "task.jsonl").read_text().splitlines()]
+    assert [e["data"]["mode"] for e in events if e["event"] == "rework_triggered"] == ["manual", "manual"]
+
+
+async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix add: test_add_negative fails",
+                                            "agentId": "scripted"})
+    assert meta["status"] == "succeeded" and meta["round"] == 1, meta
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework", "feedback": "polish"})
+        assert not r.is_error and meta_of(r)["status"] == "queued" and "finishedAt" not in meta_of(r), text_of(r)
+        again = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    assert again["status"] == "succeeded" and again["round"] == 2, again
+
+    # a cancelled task: its agent was stuck; the profile is fixed, then the task is reworked
+    other = make_calc_repo(tmp_path / "other")
+    add_scripted_profile(ts_home, "flaky-hang", "hang")
+    async with mcp_client(ts_home) as client:
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(other), "task": "Fix add",
+                                                          "agentId": "flaky-hang"}))["taskId"]
+        await _wait_status(client, tid, "running")
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "cancel", "reason": "stuck"})
+        assert meta_of(r)["status"] == "cancelled", text_of(r)
+        add_scripted_profile(ts_home, "flaky-hang", "normal")
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework",
+                                                   "feedback": "try again: test_add_negative"})
+        assert not r.is_error, text_of(r)
+        assert "cancelReason" not in meta_of(r) and "errorType" not in meta_of(r)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert done["status"] == "succeeded" and done["round"] == 1, done  # the cancelled round never finished
+
+
+async def _wait_status(client: Any, task_id: str, status: str, within_s: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        meta = meta_of(await client.call_tool("query_task", {"taskId": task_id}))
+        if meta["status"] == status:
+            return meta
+        assert time.monotonic() < deadline, f"{task_id} never reached {status}: {meta}"
+        await anyio.sleep(0.2)
+
+
+async def test_cancel_while_verifying_kills_the_check_and_rework_is_refused_while_active(ts_home: Path,
+                                                                                         tmp_path: Path) -> None:
+    marker = tmp_path / "check-started"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    repo = make_calc_repo(tmp_path / "calc", checks=[{"name": "slow", "cmd": ["python3", "-c", code]}])
+    async with mcp_client(ts_home) as client:
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "scripted"}))["taskId"]
+        await _wait_status(client, tid, "verify_start")
+        deadline = time.monotonic() + 60
+        while not marker.exists() or not marker.read_text():
+            assert time.monotonic() < deadline, "the check never started"
+            await anyio.sleep(0.1)
+        check = psutil.Process(int(marker.read_text()))
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework"})
+        assert r.is_error and "[INVALID_STATE]" in text_of(r) and "verify_start" in text_of(r), text_of(r)
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "cancel", "reason": "wrong branch"})
+        meta = meta_of(r)
+    assert meta["status"] == "cancelled" and meta["cancelReason"] == "wrong branch", text_of(r)
+    assert meta["errorType"] == "cancelled" and meta["abortSource"] == "user"
+    deadline = time.monotonic() + 30
+    while check.is_running() and check.status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the check survived the cancel"
+        await anyio.sleep(0.1)
+
+
+async def test_the_agents_outcome_is_in_every_reply_also_without_a_change_or_a_verdict(ts_home: Path,
+                                                                                       tmp_path: Path) -> None:
+    """Must-show 8: exit code and duration in the meta, the status line, the message and the
+    report — for a no-change failure and for NOTHING_VERIFIED."""
+    repo = make_calc_repo(tmp_path / "calc")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    for project, agent, status, code in ((repo, "scripted-noop", "failed", "no-changes"),
+                                         (plain, "scripted", "needs_attention", "NOTHING_VERIFIED")):
+        sub, meta = await run_to_stop(ts_home, {"projectPath": str(project), "task": "Fix add", "agentId": agent})
+        assert meta["status"] == status and code in meta["message"], meta
+        assert meta["agentExitCode"] == 0 and isinstance(meta["agentDurationMs"], int), meta
+        assert f"agent exit code 0 after {meta['agentDurationMs']} ms" in meta["message"]
+        async with mcp_client(ts_home) as client:
+            for tool, args in (("query_task", {"taskId": sub["taskId"]}),
+                               ("wait_task", {"taskId": sub["taskId"], "timeoutMs": 1000})):
+                r = await client.call_tool(tool, args)
+                assert f"last agent run: exit code 0 after {meta['agentDurationMs']} ms" in text_of(r), text_of(r)
+        report = (ts_home / "tasks" / sub["taskId"] / "report-0.md").read_text()
+        assert f"- Exit code: 0 after {meta['agentDurationMs']} ms" in report
