@@ -8,13 +8,23 @@ invalid file keeps the last valid value (defaults if it never was valid) and is 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import threading
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .files import read_json
 
@@ -87,6 +97,67 @@ class PrefectConfig(BaseModel):
     ready_timeout_ms: int = Field(120000, gt=0, alias="readyTimeoutMs")
 
 
+WebhookEvent = Literal["done", "failed", "needs_human", "needs_user", "cancelled"]
+"""A subscribable webhook event (40-agents-tasks §2.12)."""
+DEFAULT_WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("done", "failed", "needs_human")
+"""``notifications.webhook.events`` when not given: needs_user and cancelled are opt-in."""
+
+
+class WebhookConfig(BaseModel):
+    """``notifications.webhook`` (40-agents-tasks §2.12): POST a JSON body when a task ends.
+
+    * ``enabled`` (false) — nothing is sent unless true; then ``url`` is required.
+    * ``url`` — an ``http://`` or ``https://`` URL with a host (anything else is invalid).
+    * ``timeoutMs`` 5000 (1..600000) — per request; ``maxRetries`` 2 (0..5) — attempts are
+      1 + maxRetries; ``backoffMs`` 500 (0..600000) — the wait after attempt n is backoffMs·n.
+    * ``secret`` — HMAC-SHA256 key of ``x-tianshu-signature``; never logged or written elsewhere.
+    * ``sign`` — default: true when a secret is given; true without a secret is invalid.
+    * ``events`` — default ``["done", "failed", "needs_human"]``; ``needs_user`` and
+      ``cancelled`` are opt-in; unknown names are invalid.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    enabled: bool = False
+    url: str | None = Field(None, validate_default=True)
+    timeout_ms: int = Field(5000, ge=1, le=600000, alias="timeoutMs")
+    max_retries: int = Field(2, ge=0, le=5, alias="maxRetries")
+    backoff_ms: int = Field(500, ge=0, le=600000, alias="backoffMs")
+    secret: SecretStr | None = Field(None, min_length=1)
+    sign: bool | None = Field(None, validate_default=True)
+    events: list[WebhookEvent] = Field(default_factory=lambda: list(DEFAULT_WEBHOOK_EVENTS))
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            if info.data.get("enabled"):
+                raise ValueError("is required when enabled is true")
+            return None
+        parts = urlsplit(value)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http(s) URL, got {value[:200]!r}")
+        return value
+
+    @field_validator("sign")
+    @classmethod
+    def _check_sign(cls, value: bool | None, info: ValidationInfo) -> bool | None:
+        if value and "secret" in info.data and info.data["secret"] is None:
+            raise ValueError("is true but no secret is set")
+        return value
+
+    @property
+    def signs(self) -> bool:
+        """True when deliveries carry ``x-tianshu-signature`` (``sign``, default: a secret is set)."""
+        return bool(self.sign if self.sign is not None else self.secret is not None)
+
+
+class NotificationsConfig(BaseModel):
+    """``notifications`` section: ``webhook`` (optional, see :class:`WebhookConfig`)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    webhook: WebhookConfig | None = None
+
+
 class ServerConfig(BaseModel):
     """``<home>/config.json`` (40-agents-tasks §2.13). Unknown keys are ignored."""
 
@@ -96,10 +167,68 @@ class ServerConfig(BaseModel):
     verify_command_timeout_ms: int = Field(300000, gt=0, alias="verifyCommandTimeoutMs")
     verify_concurrency: int = Field(2, ge=1, le=4, alias="verifyConcurrency")
     verify_tool_wait_ms: int = Field(45000, ge=0, le=55000, alias="verifyToolWaitMs")
+    """How long verify_task waits for its flow run before answering in_progress (under the host's 60 s ceiling)."""
     needs_user_timeout_ms: int = Field(30 * 24 * 3600 * 1000, ge=60000, alias="needsUserTimeoutMs")
     """How long a task waits for the user's answer (needs_user) before its flow run fails, ms."""
-    """How long verify_task waits for its flow run before answering in_progress (under the host's 60 s ceiling)."""
+    flow_stall_ms: int = Field(900000, ge=10000, alias="flowStallMs")
+    """A Running flow-run process that shows no progress this long is ended by the service's
+    watchdog (:mod:`tianshu_mcp.deployments.watchdog`), ms."""
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
+    notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+
+
+def describe_config_error(path: Path, exc: ValidationError) -> str:
+    """One line per problem of ``exc``: ``<path>: <field path> <why>`` (field path in the file's
+    own spelling, e.g. ``notifications.webhook.url must be an http(s) URL, got 'ftp://x'``).
+
+    The offending value is quoted for scalars, never for a ``secret`` field.
+    """
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
+        msg = str(err.get("msg", "invalid"))
+        if err.get("type") == "value_error":
+            parts.append(f"{loc} {msg.removeprefix('Value error, ')}")
+            continue
+        value: Any = err.get("input")
+        if isinstance(value, str):
+            value = value[:200]
+        shown = "" if "secret" in loc or not isinstance(value, (str, int, float, bool)) else f", got {value!r}"
+        parts.append(f"{loc}: {msg[:1].lower() + msg[1:]}{shown}")
+    return f"{path}: " + "; ".join(parts)
+
+
+def check_config(home: Path | None = None) -> ServerConfig:
+    """Read ``<home>/config.json`` strictly (no last-valid fallback): what a submission checks
+    before it writes anything (40-agents-tasks §2.13, webhook issue). Absent → the defaults.
+
+    Raises:
+        TianshuError: ``CONFIG_UNREADABLE`` (a directory, no permission) or ``CONFIG_INVALID``
+            (not UTF-8, not JSON, not an object, or a field violating the schema), the message
+            naming the file, the field path and why.
+    """
+    from .errors import ErrorCode, TianshuError
+
+    path = (home or data_home()) / "config.json"
+    try:
+        data = read_json(path)
+    except FileNotFoundError:
+        return ServerConfig()
+    except UnicodeDecodeError as exc:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: not valid UTF-8 ({exc.reason})") from exc
+    except json.JSONDecodeError as exc:
+        raise TianshuError(ErrorCode.CONFIG_INVALID,
+                           f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+    except ValueError as exc:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, f"{path}: cannot read ({exc.strerror or exc})") from exc
+    if not isinstance(data, dict):
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: the top level must be a JSON object")
+    try:
+        return ServerConfig.model_validate(data)
+    except ValidationError as exc:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, describe_config_error(path, exc)) from exc
 
 
 class _ConfigCache:
@@ -123,7 +252,11 @@ class _ConfigCache:
                 return self._value
             try:
                 value = ServerConfig.model_validate(read_json(path))
-            except (ValueError, ValidationError) as exc:
+            except ValidationError as exc:  # described without echoing a secret
+                log.warning("config.json invalid, keeping the last valid config: %s", describe_config_error(path, exc))
+                self._stamp = stamp
+                return self._value
+            except ValueError as exc:
                 log.warning("config.json invalid, keeping the last valid config: %s", exc)
                 self._stamp = stamp
                 return self._value

@@ -14,6 +14,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from . import webhooks
 from .files import append_jsonl, atomic_write_json, read_json_safe, read_jsonl_tail
 from .ids import is_record_id
 from .model import AGENT_EVENT_NAMES
@@ -128,13 +129,20 @@ class TaskStore:
         detail: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> None:
-        """Append ``{"ts","event","state","detail"?,"data"?}`` to ``task.jsonl``."""
+        """Append ``{"ts","event","state","detail"?,"data"?}`` to ``task.jsonl``.
+
+        A status event of a task (``event == state``, a notifiable status such as ``succeeded``,
+        id ``tsk_…``) also queues its webhook (:func:`core.webhooks.enqueue`: no network, never
+        raises; 40-agents-tasks §2.4, §2.12). Callers persist ``task.json`` first.
+        """
         rec: dict[str, Any] = {"ts": utc_now(), "event": event, "state": state}
         if detail is not None:
             rec["detail"] = detail
         if data is not None:
             rec["data"] = data
         append_jsonl(self.dir(task_id) / "task.jsonl", rec)
+        if event == state and state in webhooks.STATUS_EVENTS and task_id.startswith("tsk_"):
+            webhooks.enqueue(self.home, task_id, state)
 
     def recent_agent_events(self, task_id: str, limit: int) -> list[dict[str, Any]]:
         """The last ``limit`` host-visible events (10-tools §3.4), oldest first, from a 64 KiB tail."""

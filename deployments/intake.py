@@ -74,6 +74,7 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
             msg = f"submission entry {submissions.entry_path(home, record_id)} is damaged ({exc}); not submitted"
             store.update(record_id, lastMessage=msg, errorType="submit_failed", finishedAt=utc_now(),
                          finalStatus="failed", phase=None)
+            store.event(record_id, "failed", "failed", msg)
             submissions.remove(home, record_id)
             return None
         except httpx.HTTPError:

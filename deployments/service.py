@@ -218,14 +218,20 @@ class HomeService:
 
     # --- while running -----------------------------------------------------------------------
     async def maintain(self, idle_exit_ms: int = 0) -> str:
-        """Submit pending entries every 0.5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after
-        that long idle (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
+        """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
+        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
+        (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
+        from ..core.webhooks import WebhookDrainer
+        from .watchdog import CHECK_EVERY_S, end_hung_runs
+
         idle_since: float | None = None
-        last_idle_check = 0.0
+        last_idle_check = last_watchdog = 0.0
+        drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         async with self.client() as client:
             from .intake import submit_pending
 
             while not self._stop.is_set():
+                drainer.kick()  # also drains what a previous service left pending
                 if submissions.pending(self.home):
                     try:
                         await submit_pending(client, self.home)
@@ -234,10 +240,16 @@ class HomeService:
                 if self._host is not None:
                     self._host.check_forkserver()
                 now = time.monotonic()
+                if now - last_watchdog >= CHECK_EVERY_S:
+                    last_watchdog = now
+                    try:
+                        await end_hung_runs(client, self.home)
+                    except Exception as exc:  # noqa: BLE001 - looked at again on the next check
+                        log.warning("watchdog check failed: %s", exc)
                 if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
                     last_idle_check = now
                     try:
-                        idle = await self._idle(client)
+                        idle = await self._idle(client) and not drainer.busy()
                     except Exception as exc:  # noqa: BLE001
                         log.warning("idle check failed: %s", exc)
                         idle = False

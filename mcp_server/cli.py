@@ -27,6 +27,7 @@ USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (wha
        tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
        tianshu-mcp config acceptance [projectPath] [--task ID]   show the acceptance layers (JSON)
        tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
+       tianshu-mcp config check                  validate config.json (JSON; exit 1 when invalid)
        tianshu-mcp schedule add PROJECT --cron EXPR [--timezone TZ] | list | remove PROJECT
        tianshu-mcp --version
 

@@ -3,6 +3,8 @@
 * ``tianshu-mcp config acceptance [projectPath] [--task <taskId>]`` — the acceptance layers and
   the effective configuration, as JSON; exit code 0 even when a layer is broken, 2 on a usage error.
 * ``tianshu-mcp config schema`` — the JSON Schema of acceptance.json (generated from the models).
+* ``tianshu-mcp config check`` — ``config.json`` validated strictly (as run_task does), JSON; exit 1
+  when invalid.
 * ``tianshu-mcp schedule add <projectPath> --cron "<expr>" [--timezone TZ]`` /
   ``schedule list`` / ``schedule remove <projectPath>`` — cron re-verification of a project
   (deployment ``reverify``, one schedule per project), on the home's service (started when none
@@ -174,12 +176,35 @@ def config_schema(argv: list[str]) -> int:
     return 0
 
 
+def config_check(argv: list[str]) -> int:
+    """``config check``: validate ``<home>/config.json`` strictly (what run_task checks) and print
+    ``{"ok": true, "file", "present", "config"}`` (effective values, the webhook secret masked) or
+    ``{"ok": false, "file", "error": {"code", "message"}}``; exit 0 when valid, 1 when not."""
+    from ..core.settings import check_config
+
+    if argv:
+        _print({"ok": False, "error": f"extra argument: {argv[0]}"})
+        return 2
+    home = data_home()
+    path = home / "config.json"
+    try:
+        cfg = check_config(home)
+    except TianshuError as exc:
+        _print({"ok": False, "file": str(path), "error": {"code": exc.code.value, "message": exc.message}})
+        return 1
+    _print({"ok": True, "file": str(path), "present": path.exists(), "config": cfg.model_dump(mode="json", by_alias=True)})
+    return 0
+
+
 CONFIG_HELP = """usage: tianshu-mcp config acceptance [projectPath] [--task <taskId>]
        tianshu-mcp config schema
+       tianshu-mcp config check
 
 acceptance  the acceptance layers (global, project, task override) and what is in effect, as JSON
             (exit 0 even when a layer is broken: the JSON says so; 2 on a usage error)
-schema      the JSON Schema of .tianshu-mcp/acceptance.json"""
+schema      the JSON Schema of .tianshu-mcp/acceptance.json
+check       validate config.json (run_task refuses a broken one) and print the effective values;
+            exit 1 when invalid, with the field and why"""
 
 
 def config(argv: list[str]) -> int:
@@ -192,8 +217,11 @@ def config(argv: list[str]) -> int:
         return config_acceptance(argv[1:])
     if scope == "schema":
         return config_schema(argv[1:])
+    if scope == "check":
+        return config_check(argv[1:])
     _print({"ok": False, "error": f"unknown config subcommand: {scope or '(empty)'}",
-            "usage": ["tianshu-mcp config acceptance [projectPath] [--task <taskId>]", "tianshu-mcp config schema"]})
+            "usage": ["tianshu-mcp config acceptance [projectPath] [--task <taskId>]", "tianshu-mcp config schema",
+                      "tianshu-mcp config check"]})
     return 2
 
 

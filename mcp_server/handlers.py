@@ -22,7 +22,7 @@ from ..core.ids import new_task_id, new_verify_id
 from ..core.model import TERMINAL
 from ..core.paths import check_project_path, norm_path
 from ..core.projects import ProjectRegistry
-from ..core.settings import load_config
+from ..core.settings import check_config, load_config
 from .format import clip, ok_result
 from .phrases import status_phrase
 from .resume import continue_task
@@ -77,6 +77,7 @@ class Handlers:
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
         home = self.runtime.home
+        check_config(home)  # a broken config.json refuses (CONFIG_INVALID) before anything is written
         agent_id = args.get("agentId") or "codex"
         raw_path = args.get("projectPath")
         if raw_path is None:

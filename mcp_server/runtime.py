@@ -33,6 +33,7 @@ import httpx
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import ServerConfig, home_tag
+from ..core.webhooks import WebhookDrainer
 from ..deployments.identity import auth_string, clients_dir, register_client
 from ..deployments.topology import export_env, remote_api_url
 
@@ -80,7 +81,8 @@ class Runtime:
 
     # --- connecting --------------------------------------------------------------------------
     def start_background(self) -> None:
-        """Connect in a thread; the thread then submits pending entries whenever kicked."""
+        """Connect in a thread; the thread then submits pending entries whenever kicked (and,
+        without a per-home service — remote or in-process mode — delivers pending webhooks)."""
         register_client(self.home)
         self._thread = threading.Thread(target=self._run, name="tianshu-prefect", daemon=True)
         self._thread.start()
@@ -167,7 +169,12 @@ class Runtime:
 
     def _run(self) -> None:
         self._connect()
+        # no per-home service here (remote API, or in-process hosting without its maintain loop):
+        # this process delivers the home's webhooks itself, in a thread of their own
+        drainer = WebhookDrainer(self.home) if self.mode != "service" else None
         while not self._closing:
+            if drainer is not None:
+                drainer.kick()
             self._kick.wait(1.0)
             self._kick.clear()
             if self._closing:

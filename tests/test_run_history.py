@@ -136,3 +136,35 @@ def _task_run_id(daemon: dict[str, Any], flow_run_id: str, name: str) -> str:
     runs = httpx.post(f"{daemon['api']}/task_runs/filter", headers=auth_headers(daemon["home"]), timeout=30,
                       json={"flow_runs": {"id": {"any_": [flow_run_id]}}}).json()
     return next(tr["id"] for tr in runs if tr["name"] == name)
+
+
+def test_an_interrupted_end_leaves_no_error_traceback(tmp_path: Path) -> None:
+    """``tianshu-mcp service stop`` with a task running: the task ends ``interrupted`` and its
+    flow-run log (read after the next start) has no ERROR traceback either."""
+    import httpx
+
+    from conftest import auth_headers
+    from test_service import cli, kill_services, new_home, service_info
+    from test_stdio_host import RawClient, _init, _wait_pids, meta
+
+    home = new_home(tmp_path, "interrupt", 4520)
+    repo = make_calc_repo(tmp_path / "calc")
+    try:
+        raw = RawClient(home)
+        _init(raw)
+        task = meta(raw.call("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}, timeout=30))
+        _wait_pids(home / "hang-pids.txt", 2, timeout=180)
+        raw.close()
+        assert cli(home, "service", "stop").returncode == 0
+        raw = RawClient(home)  # the next start: the API is back, the run's log can be read
+        _init(raw)
+        done = meta(raw.call("wait_task", {"taskId": task["taskId"], "timeoutMs": 60000}, timeout=90))
+        raw.close()
+        assert done["status"] == "interrupted", done
+        info = service_info(home)
+        assert info is not None
+        api = httpx.Client(base_url=info["apiUrl"], headers=auth_headers(home), timeout=30)
+        _assert_no_traceback(api, done["flowRunId"])
+    finally:
+        cli(home, "service", "stop")
+        kill_services(home)
