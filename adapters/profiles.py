@@ -72,7 +72,10 @@ class AgentProfile(BaseModel):
         None, > 0: the agent's wall-clock limit per round, ms; None leaves it to
         ``config.json``'s ``defaultTaskTimeoutMs``, 40-agents-tasks §2.3), auth_note (``authNote``, ""), fatal_patterns (``fatalPatterns``, []:
         regular expressions of output lines that mean the agent could not work, added to
-        :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), note (None).
+        :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), confirmation_patterns /
+        authorization_patterns (``confirmationPatterns`` / ``authorizationPatterns``, []: output
+        lines that mean the agent waits for a confirmation / for a login, added to those of
+        :mod:`tianshu_mcp.adapters.prompts`), note (None).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
@@ -90,17 +93,21 @@ class AgentProfile(BaseModel):
     timeout_ms: int | None = Field(None, gt=0, alias="timeoutMs")
     auth_note: str = Field("", alias="authNote")
     fatal_patterns: list[str] = Field(default_factory=list, alias="fatalPatterns")
+    confirmation_patterns: list[str] = Field(default_factory=list, alias="confirmationPatterns")
+    authorization_patterns: list[str] = Field(default_factory=list, alias="authorizationPatterns")
     note: str | None = None
 
     @model_validator(mode="after")
     def _fatal_patterns_compile(self) -> "AgentProfile":
         import re
 
-        for pattern in self.fatal_patterns:
-            try:
-                re.compile(pattern)
-            except re.error as exc:
-                raise ValueError(f"fatalPatterns: {pattern!r} is not a regular expression ({exc})") from exc
+        for name, patterns in (("fatalPatterns", self.fatal_patterns), ("confirmationPatterns", self.confirmation_patterns),
+                               ("authorizationPatterns", self.authorization_patterns)):
+            for pattern in patterns:
+                try:
+                    re.compile(pattern)
+                except re.error as exc:
+                    raise ValueError(f"{name}: {pattern!r} is not a regular expression ({exc})") from exc
         return self
 
     @model_validator(mode="after")

@@ -6,14 +6,15 @@ from typing import Any
 
 from prefect import task
 
-from ..adapters.cli import AgentRunContext, question_file_path, read_question, run_cli_agent
+from ..adapters.cli import AgentRunContext, log_file_path, question_file_path, read_question, run_cli_agent
 from ..adapters.fatal import fatal_line, output_tail
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
 from ..core.procs import kill_recorded, reap_orphans, save_record
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, cancel_requested, stop_probe, store
-from .events import ChangeWatch, emit
+from ..adapters.prompts import PromptClassifier
+from .events import ChangeWatch, PromptWatch, emit
 
 
 @task(name="dispatch", retries=0)
@@ -58,7 +59,10 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
     emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
          {"round": round, "agentId": agent.id})
     try:
-        with ChangeWatch(task_id, meta["projectPath"], round):
+        profile = agent.profile
+        prompts = PromptClassifier(profile.confirmation_patterns if profile else (),
+                                   profile.authorization_patterns if profile else ())
+        with ChangeWatch(task_id, meta["projectPath"], round), PromptWatch(task_id, log_file_path(ctx), round, prompts):
             result = run_cli_agent(
                 ctx,
                 agent,

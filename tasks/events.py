@@ -9,17 +9,23 @@ it. A failure of either is logged, never raised: an event must never end a task.
 
 :class:`ChangeWatch` emits ``file_modification_started`` once, the first time the project's work
 tree differs from what it was when the agent started (``git status`` and the size and mtime of
-every listed path, polled every second; git projects only).
+every listed path, polled every second; git projects only). :class:`PromptWatch` reads the
+agent's log as it grows and emits ``confirmation_dialog_detected`` /
+``awaiting_user_authorization`` once per round, the first time a line asks a person to confirm
+or to log in (:mod:`tianshu_mcp.adapters.prompts`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import threading
+from pathlib import Path
 from typing import Any
 
+from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
 from ..core.childenv import scrub
 from .common import store
 
@@ -121,3 +127,69 @@ class ChangeWatch:
         while not self._stop.wait(self.interval_s):
             if self._look():
                 return
+
+
+class PromptWatch:
+    """Emit ``confirmation_dialog_detected`` / ``awaiting_user_authorization`` (once each per
+    round) when the agent's log shows a line asking for a confirmation / a login.
+
+    Use as a context manager around the agent's run; reads only what was appended since the
+    last look (every ``interval_s`` s, at most 1 MiB per look), and once more on exit.
+    """
+
+    def __init__(self, task_id: str, log_file: Path, rnd: int, classifier: PromptClassifier,
+                 interval_s: float = 0.5) -> None:
+        self.task_id, self.log_file, self.round, self.interval_s = task_id, Path(log_file), rnd, interval_s
+        self._classifier = classifier
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sent: set[str] = set()
+        self._offset = 0
+        self._partial = b""
+        self._in_header = False
+
+    def __enter__(self) -> PromptWatch:
+        try:
+            self._offset = self.log_file.stat().st_size  # earlier rounds' lines are not this round's
+        except OSError:
+            self._offset = 0
+        self._thread = threading.Thread(target=self._loop, name="tianshu-prompt-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._look(final=True)
+
+    def _look(self, final: bool = False) -> None:
+        try:
+            with open(self.log_file, "rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read(1 << 20)
+        except OSError:
+            return
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = b"" if final else lines.pop()[-4096:]
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if line.startswith("===== spawn:"):  # our own header quotes the argv, the brief included
+                self._in_header = True
+            if self._in_header:
+                self._in_header = not re.search(r"@ \S+ =====$", line)
+                continue
+            kind = self._classifier.classify(line) if line and not line.startswith("[exit] ") else None
+            if kind is None or kind in self._sent:
+                continue
+            self._sent.add(kind)
+            what = "asks to log in / authorize" if kind == AUTHORIZATION else "shows a confirmation prompt"
+            quoted = line[:QUOTE_CHARS]
+            emit(self.task_id, kind, "running", f"round {self.round}: the agent {what}: {quoted}",
+                 {"round": self.round, "line": quoted})
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._look()

@@ -22,7 +22,8 @@ fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireCh
 ``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on),
 ``ask`` (without "The user's answer" in its prompt: writes a question to ``$TIANSHU_MCP_QUESTION_FILE`` and
 exits 0; with it: makes the right fix only when the answer says "yes"), ``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
-environment: invisible to the process tree and the tags). It always prints to stdout and stderr, like real agents do.
+environment: invisible to the process tree and the tags), ``prompting`` (prints a ``[y/N]``
+confirmation and a device-login request, then behaves like ``normal``). It always prints to stdout and stderr, like real agents do.
 """
 
 import os
@@ -48,6 +49,9 @@ def main() -> int:
     if mode == "crash":  # exits 1 with an unrecognised last line
         print("Traceback (most recent call last):\nRuntimeError: segmentation in the planner", flush=True)
         return 1
+    if mode == "prompting":  # a headless CLI that stops at a confirmation and at a login, then works
+        print("Apply these edits to calc.py? [y/N]", flush=True)
+        print("To sign in, open https://auth.example.invalid/device and enter the code WDJB-MJHT", flush=True)
     if mode == "noisy":
         data = sys.stdin.read()  # stdin must be at EOF: this returns at once
         print(f"scripted agent: stdin gave {len(data)} bytes", flush=True)
