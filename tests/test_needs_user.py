@@ -84,3 +84,48 @@ async def test_a_task_waiting_for_the_user_can_be_cancelled(ts_daemon: dict[str,
         assert "pendingQuestion" not in meta_of(r)
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "continue", "message": "yes"})
         assert r.is_error and "[INVALID_STATE]" in text_of(r)
+
+
+async def test_a_continued_task_waits_behind_a_running_task_of_its_project(ts_daemon: dict[str, Any],
+                                                                           tmp_path: Path) -> None:
+    """continue re-queues the task on its project's queue: while another task of the project
+    runs, the answered one stays queued, and the two agents never overlap."""
+    import time
+
+    import anyio
+
+    home = ts_daemon["home"]
+    _profiles(home)
+    trace = tmp_path / "trace.txt"
+    add_scripted_profile(home, "slow-sleeper", "sleep", {"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "6"})
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "asker"}))["taskId"]
+        asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+        assert asked["status"] == "needs_user", asked
+        other = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                            "agentId": "slow-sleeper", "autoVerify": False}))["taskId"]
+        deadline = time.monotonic() + 120
+        while not trace.exists() or "start" not in trace.read_text():
+            assert time.monotonic() < deadline, "the other task never started its agent"
+            await anyio.sleep(0.1)
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "continue", "message": "Yes, please."})
+        assert not r.is_error and meta_of(r)["status"] == "queued", text_of(r)
+        saw_queued_while_other_runs = False
+        while True:
+            a = meta_of(await client.call_tool("query_task", {"taskId": tid}))["status"]
+            b = meta_of(await client.call_tool("query_task", {"taskId": other}))["status"]
+            if b == "running" and a == "queued":
+                saw_queued_while_other_runs = True
+            if b not in ("queued", "running"):
+                break
+            assert time.monotonic() < deadline + 60, (a, b)
+            await anyio.sleep(0.2)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert saw_queued_while_other_runs and done["status"] == "succeeded", done
+    ended = float(trace.read_text().split("end ", 1)[1].split()[1])  # "end <cwd> <epoch s>"
+    events = [json.loads(line) for line in (home / "tasks" / tid / "task.jsonl").read_text().splitlines()]
+    after = events[[e["event"] for e in events].index("continued"):]
+    resumed = next(e for e in after if e["event"] == "task_dispatched")
+    assert datetime.fromisoformat(resumed["ts"].replace("Z", "+00:00")).timestamp() >= ended  # never overlapped

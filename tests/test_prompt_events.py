@@ -65,3 +65,13 @@ async def test_the_event_stream_shows_a_cli_agent_waiting_for_a_person(ts_home, 
                    "resource": {"id": [f"prefect.flow-run.{meta['flowRunId']}"]}}, "limit": 50}).json()
     got = {e["event"] for e in feed["events"]}
     assert {f"tianshu.task.{CONFIRMATION}", f"tianshu.task.{AUTHORIZATION}"} <= got, got
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("ts_daemon")
+@pytest.mark.parametrize("limit", [0, 51, -3])
+async def test_an_event_limit_outside_1_to_50_is_a_coded_error(ts_home, limit: int) -> None:
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("query_task", {"taskId": "tsk_20260101000000_abcdef", "eventLimit": limit})
+    text = r.content[0].text
+    assert r.is_error and text.startswith("Error: [INVALID_ARGUMENT]") and "eventLimit" in text, text
