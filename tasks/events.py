@@ -23,7 +23,7 @@ import re
 import subprocess
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
 from ..core.childenv import scrub
@@ -85,29 +85,55 @@ def _tree_state(project: str) -> frozenset[tuple[str, str, int, int]] | None:
     return frozenset(rows)
 
 
-class ChangeWatch:
+class _Watch:
+    """A daemon thread calling :meth:`_look` every ``interval_s`` s between :meth:`_begin` and
+    :meth:`_end` (the context manager of a round's agent run)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _begin(self, name: str) -> None:
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+
+    def _end(self) -> bool:
+        """Stop the thread; True when it had been started."""
+        self._stop.set()
+        if self._thread is None:
+            return False
+        self._thread.join(timeout=5)
+        return True
+
+    def _look(self) -> bool:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            if self._look():
+                return
+
+
+class ChangeWatch(_Watch):
     """Emit ``file_modification_started`` once, when the agent first changes the work tree.
 
     Use as a context manager around the agent's run; ``interval_s`` between two looks.
     """
 
     def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0) -> None:
-        self.task_id, self.project, self.round, self.interval_s = task_id, project, rnd, interval_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        super().__init__(interval_s)
+        self.task_id, self.project, self.round = task_id, project, rnd
 
-    def __enter__(self) -> ChangeWatch:
+    def __enter__(self) -> Self:
         self._start = _tree_state(self.project)
         self._sent = False
         if self._start is not None:
-            self._thread = threading.Thread(target=self._loop, name="tianshu-change-watch", daemon=True)
-            self._thread.start()
+            self._begin("tianshu-change-watch")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        if self._end():
             self._look()  # an agent quicker than one interval: look once more
 
     def _look(self) -> bool:
@@ -123,13 +149,8 @@ class ChangeWatch:
              {"round": self.round, "files": changed[:20]})
         return True
 
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            if self._look():
-                return
 
-
-class PromptWatch:
+class PromptWatch(_Watch):
     """Emit ``confirmation_dialog_detected`` / ``awaiting_user_authorization`` (once each per
     round) when the agent's log shows a line asking for a confirmation / a login.
 
@@ -139,37 +160,33 @@ class PromptWatch:
 
     def __init__(self, task_id: str, log_file: Path, rnd: int, classifier: PromptClassifier,
                  interval_s: float = 0.5) -> None:
-        self.task_id, self.log_file, self.round, self.interval_s = task_id, Path(log_file), rnd, interval_s
+        super().__init__(interval_s)
+        self.task_id, self.log_file, self.round = task_id, Path(log_file), rnd
         self._classifier = classifier
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._sent: set[str] = set()
         self._offset = 0
         self._partial = b""
         self._in_header = False
 
-    def __enter__(self) -> PromptWatch:
+    def __enter__(self) -> Self:
         try:
             self._offset = self.log_file.stat().st_size  # earlier rounds' lines are not this round's
         except OSError:
             self._offset = 0
-        self._thread = threading.Thread(target=self._loop, name="tianshu-prompt-watch", daemon=True)
-        self._thread.start()
+        self._begin("tianshu-prompt-watch")
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._end()
         self._look(final=True)
 
-    def _look(self, final: bool = False) -> None:
+    def _look(self, final: bool = False) -> bool:
         try:
             with open(self.log_file, "rb") as fh:
                 fh.seek(self._offset)
                 chunk = fh.read(1 << 20)
         except OSError:
-            return
+            return False
         self._offset += len(chunk)
         data = self._partial + chunk
         lines = data.split(b"\n")
@@ -189,7 +206,4 @@ class PromptWatch:
             quoted = line[:QUOTE_CHARS]
             emit(self.task_id, kind, "running", f"round {self.round}: the agent {what}: {quoted}",
                  {"round": self.round, "line": quoted})
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            self._look()
+        return len(self._sent) == 2  # both said: nothing more to look for

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from conftest import CONSOLE, mcp_client, meta_of, server_env, text_of
+from test_service import until
 from tianshu_mcp.core import webhooks
 from tianshu_mcp.core.errors import TianshuError
 from tianshu_mcp.core.ids import new_task_id, new_verify_id
@@ -102,16 +103,6 @@ def receiver(respond: Callable[[int], tuple[int, dict[str, str]]] | None = None,
         yield r
     finally:
         r.close()
-
-
-def wait_until(cond: Callable[[], Any], timeout_s: float = 60, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def write_config(home: Path, **webhook: Any) -> None:
@@ -333,7 +324,7 @@ def test_task_store_event_queues_without_network_and_the_drainer_never_blocks(tm
         assert drainer.busy() and rx.answered == 0
         assert drainer.kick() is False  # one pass at a time
         rx.release.set()
-        wait_until(lambda: not pending(home) and not drainer.busy(), what="the delivery")
+        until(lambda: not pending(home) and not drainer.busy(), 60, "the delivery", every=0.05)
     assert json.loads(rx.requests[0]["body"])["taskId"] == tid and failed(home) == []
 
 
@@ -432,7 +423,7 @@ def test_concurrent_deliverers_send_each_delivery_once(tmp_path: Path) -> None:
             t.join(120)
         for p in procs:
             assert p.wait(120) == 0
-        wait_until(lambda: not pending(home), what="every delivery")
+        until(lambda: not pending(home), 60, "every delivery", every=0.05)
         sent = sorted(json.loads(r["body"])["taskId"] for r in rx.requests)
     assert sent == sorted(ids)  # each exactly once
     assert failed(home) == []
