@@ -57,8 +57,11 @@ def next_dry_run_number(task_dir: Path) -> int:
     return max(seen) + 1 if seen else 0
 
 
-def acceptance_preflight(project: str, home: Path, override: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def acceptance_preflight(project: str, home: Path, override: Any,
+                         default_timeout_ms: int | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The acceptance a real round would apply, and its findings.
+
+    ``default_timeout_ms`` (config ``verifyCommandTimeoutMs``) is shown for checks without their own.
 
     Returns:
         ``({"checks": [{"name", "cmd", "timeoutMs", "optional", "program"}], "requireChanges",
@@ -85,7 +88,8 @@ def acceptance_preflight(project: str, home: Path, override: Any) -> tuple[dict[
             findings.append(finding("error", "check_command_not_found",
                                     f"check {c.name}: {argv0!r} cannot be found (PATH and the project's tool "
                                     "directories); the round would be blocked"))
-        checks.append({"name": c.name, "cmd": c.display_cmd, "timeoutMs": c.timeout_ms, "optional": c.optional,
+        checks.append({"name": c.name, "cmd": c.display_cmd, "timeoutMs": c.timeout_ms or default_timeout_ms,
+                       "optional": c.optional,
                        "program": program})
     if not checks:
         findings.append(finding("warning", "no_checks", "no command check would run: only git diff --check and "
@@ -159,6 +163,9 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
     """
     root = Path(project)
     plan_path = root / PLAN_FILE
+    if plan_path.is_symlink():  # never read what a link points at (/etc/passwd, another project)
+        return {"path": PLAN_FILE}, [finding("error", "plan_invalid", f"{PLAN_FILE} is a symbolic link; "
+                                             "the plan must be a file of the project", PLAN_FILE)]
     if not plan_path.is_file():
         return None, []
     try:
@@ -175,9 +182,10 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
     for i, entry in enumerate(data["files"]):
         entry = entry if isinstance(entry, dict) else {}
         path, action = entry.get("path"), entry.get("action")
-        if not isinstance(path, str) or action not in _ACTIONS:
-            findings.append(finding("error", "plan_invalid", f"files[{i}]: needs a path and an action "
-                                    f"({'|'.join(_ACTIONS)})"))
+        if (not isinstance(path, str) or not path.strip() or any(ord(ch) < 32 for ch in path)
+                or action not in _ACTIONS):
+            findings.append(finding("error", "plan_invalid", f"files[{i}]: needs a path (non-empty, no control "
+                                    f"characters) and an action ({'|'.join(_ACTIONS)})"))
             continue
         rel = path.replace("\\", "/")
         while rel.startswith("./"):
@@ -188,7 +196,7 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
             findings.append(finding("error", "path_outside_project", f"{path}: outside the project", path))
             continue
         first = Path(os.path.relpath(target, os.path.realpath(root))).parts[:1]
-        if first and first[0] in FORBIDDEN_DIRS:
+        if first and first[0].casefold() in FORBIDDEN_DIRS:  # .GIT is .git on case-insensitive file systems
             findings.append(finding("error", "path_forbidden", f"{path}: {first[0]}/ is not the agent's to change", path))
             continue
         actions.setdefault(str(target), set()).add(action)
@@ -221,7 +229,7 @@ def render_markdown(report: dict[str, Any]) -> str:
              "", "## Checks that would run", ""]
     for c in acc.get("checks") or []:
         where = f"`{c['program']}`" if c.get("program") else "**not found**"
-        lines.append(f"- {c['name']}: `{c['cmd']}` ({where}, timeout {c.get('timeoutMs') or 'default'} ms"
+        lines.append(f"- {c['name']}: `{c['cmd']}` ({where}, timeout {c.get('timeoutMs')} ms"
                      + (", optional" if c.get("optional") else "") + ")")
     if not acc.get("checks"):
         lines.append("- (none)")

@@ -452,7 +452,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         "startedAt": started_at,
         "finishedAt": _now_iso(),
         "passed": passed,
-        "verdict": "passed" if passed else "failed",
+        "verdict": "passed" if passed else "cancelled" if cancelled else "failed",
         "checks": checks,
         "analysis": analysis_json,
         "files": {},

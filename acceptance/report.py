@@ -89,7 +89,8 @@ def fence(text: str) -> str:
 
 
 def _check_line(c: Mapping[str, Any]) -> str:
-    tag = "SKIP" if c.get("skipped") else "PASS" if c.get("passed") else "FAIL"
+    tag = ("SKIP" if c.get("skipped") else "PASS" if c.get("passed") else
+           "ABORTED" if c.get("aborted") else "FAIL")  # aborted: stopped by a cancel, no verdict
     line = f"- [{tag}] {c.get('name')} — `{c.get('cmd')}` ({c.get('durationMs', 0)}ms)"
     if c.get("skipped") and c.get("reason"):
         line += f" — {c['reason']}"
@@ -168,7 +169,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         f"- Project: {report.get('projectPath', '')}",
         f"- Started: {report.get('startedAt', '')}",
         f"- Finished: {report.get('finishedAt', '')}",
-        f"- Verdict: **{'[PASS]' if report.get('passed') else '[FAIL]'}**",
+        f"- Verdict: **{'[PASS]' if report.get('passed') else '[CANCELLED]' if report.get('verdict') == 'cancelled' else '[FAIL]'}**",
         "",
     ]
     for issue in report.get("blockingIssues") or []:
@@ -177,7 +178,8 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         lines.append("")
     agent = report.get("agent")
     if isinstance(agent, Mapping):
-        lines += ["## Agent", "", f"- Exit code: {agent.get('exitCode')}"
+        code = agent.get("exitCode")
+        lines += ["## Agent", "", f"- Exit code: {code if code is not None else 'none (stopped)'}"
                   + (f" after {agent.get('durationMs')} ms" if agent.get("durationMs") is not None else "")]
         if agent.get("fatalLine"):
             lines.append(f"- Recognised failure line: `{agent['fatalLine']}`")
@@ -190,7 +192,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     for c in checks:
         lines.append(_check_line(c))
         lines += _md_tests(c)
-        if not c.get("skipped") and not c.get("passed"):
+        if not c.get("skipped") and not c.get("passed") and not c.get("aborted"):
             if c.get("timeout"):
                 lines.append(f"  - [WARN] timed out ({c.get('durationMs', 0)}ms)")
             code = c.get("exitCode")

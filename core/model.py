@@ -41,6 +41,12 @@ AGENT_EVENT_NAMES = (
 )
 
 
+def exit_phrase(code: Any) -> str:
+    """``exit code 0`` — or ``no exit code (stopped)`` for an agent killed at its time limit or by
+    a cancel (a process that never exited by itself has none)."""
+    return f"exit code {code}" if code is not None else "no exit code (stopped)"
+
+
 def is_wait_settled(status: str) -> bool:
     """A wait stops at a terminal status or at ``needs_user`` (10-tools §3.3)."""
     return status in TERMINAL or status == "needs_user"

@@ -374,8 +374,8 @@ def run_process(
         if on_start is not None:
             on_start(record)
         while True:
-            try:
-                proc.wait(timeout=poll_s)
+            try:  # never wait past the deadline: a 1 ms limit is a 1 ms limit
+                proc.wait(timeout=poll_s if deadline is None else max(0.0, min(poll_s, deadline - time.monotonic())))
                 break
             except subprocess.TimeoutExpired:
                 pass

@@ -113,10 +113,12 @@ class WebhookConfig(BaseModel):
     * ``secret`` — HMAC-SHA256 key of ``x-tianshu-signature``; never logged or written elsewhere.
     * ``sign`` — default: true when a secret is given; true without a secret is invalid.
     * ``events`` — default ``["done", "failed", "needs_human"]``; ``needs_user`` and
-      ``cancelled`` are opt-in; unknown names are invalid.
+      ``cancelled`` are opt-in; unknown names and an empty list are invalid.
+
+    Strict: values of the wrong JSON type (``"enabled": "yes"``) and unknown keys are invalid.
     """
 
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)  # a typo (secert) must not unsign
     enabled: bool = False
     url: str | None = Field(None, validate_default=True)
     timeout_ms: int = Field(5000, ge=1, le=600000, alias="timeoutMs")
@@ -124,7 +126,7 @@ class WebhookConfig(BaseModel):
     backoff_ms: int = Field(500, ge=0, le=600000, alias="backoffMs")
     secret: SecretStr | None = Field(None, min_length=1)
     sign: bool | None = Field(None, validate_default=True)
-    events: list[WebhookEvent] = Field(default_factory=lambda: list(DEFAULT_WEBHOOK_EVENTS))
+    events: list[WebhookEvent] = Field(default_factory=lambda: list(DEFAULT_WEBHOOK_EVENTS), min_length=1)
 
     @field_validator("url")
     @classmethod
@@ -134,7 +136,7 @@ class WebhookConfig(BaseModel):
                 raise ValueError("is required when enabled is true")
             return None
         parts = urlsplit(value)
-        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        if value != value.strip() or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
             raise ValueError(f"must be an http(s) URL, got {value[:200]!r}")
         return value
 

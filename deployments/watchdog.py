@@ -96,8 +96,32 @@ async def end_hung_runs(client: Any, home: Path) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - looked at again on the next check
             log.warning("watchdog: could not end the hung flow run of %s: %s", record_id, exc)
             continue
+        await _close_in_the_ui(client, run.id, msg)
         kill_recorded(tdir / FLOW_PROC_FILE)
         kill_recorded(tdir / AGENT_PROC_FILE)
         log.warning("watchdog: %s: %s", record_id, msg)
         ended.append(str(record_id))
     return ended
+
+
+async def _close_in_the_ui(client: Any, flow_run_id: Any, msg: str) -> None:
+    """The run's history says what happened: its Running task runs end ``Crashed`` (the hung
+    process will never finish them) and the flow-run log gets the watchdog's line. Never raises."""
+    from datetime import datetime, timezone
+
+    from prefect.client.schemas.actions import LogCreate
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterState
+    from prefect.client.schemas.filters import TaskRunFilterStateType
+    from prefect.client.schemas.objects import StateType
+    from prefect.states import Crashed
+
+    try:
+        stuck = await client.read_task_runs(
+            flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+            task_run_filter=TaskRunFilter(state=TaskRunFilterState(type=TaskRunFilterStateType(any_=[StateType.RUNNING]))))
+        for tr in stuck:
+            await client.set_task_run_state(tr.id, Crashed(message=f"ended by the watchdog: {msg}"), force=True)
+        await client.create_logs([LogCreate(name="tianshu.watchdog", level=logging.WARNING, message=msg,
+                                            timestamp=datetime.now(timezone.utc), flow_run_id=flow_run_id)])
+    except Exception as exc:  # noqa: BLE001 - task.json and the flow-run state already tell it
+        log.warning("watchdog: could not update the UI history of flow run %s: %s", flow_run_id, exc)

@@ -58,7 +58,8 @@ def ask_user(task_id: str, rnd: int, question: str, feedback: str | None) -> NoR
     meta = st.read(task_id) or {}
     count = int(meta.get("needsUserCount") or 0) + 1
     key = f"needs-user-{count}"
-    record(task_id, needsUserKind=AGENT_QUESTION, pendingQuestion=question, needsUserRound=rnd, needsUserKey=key,
+    record(task_id, needsUserKind=AGENT_QUESTION, pendingQuestion=question, needsUserQuestion=question,
+           needsUserRound=rnd, needsUserKey=key,
            needsUserCount=count, needsUserFeedback=feedback, phase=None,
            lastMessage=f"round {rnd}: the agent asks the user: {question[:500]}")
     st.event(task_id, "needs_user", "needs_user", question[:500], {"round": rnd, "kind": AGENT_QUESTION})
@@ -83,14 +84,15 @@ def take_answer(task_id: str) -> tuple[int, str] | None:
         return None
     try:
         reply: Any = suspend_flow_run(wait_for_input=ContinueInput, timeout=_timeout_s(), key=key)
-    except RuntimeError as exc:  # not resumed with input (e.g. cancelled, then reworked): no answer
-        log.warning("task %s: no answer to its question (%s)", task_id, exc)
+    except Exception as exc:  # noqa: BLE001 - not resumed with an answer (cancelled or timed out,
+        # then reworked: no input, or one that does not validate): the run goes on without one
+        log.warning("task %s: no answer to its question (%s)", task_id, str(exc).splitlines()[0][:300])
         reply = None
     rnd = int(meta.get("needsUserRound") or 0)
-    question = str(meta.get("pendingQuestion") or "")
+    question = str(meta.get("needsUserQuestion") or meta.get("pendingQuestion") or "")
     previous = meta.get("needsUserFeedback")
     record(task_id, needsUserKind=None, pendingQuestion=None, needsUserRound=None, needsUserKey=None,
-           needsUserFeedback=None)
+           needsUserFeedback=None, needsUserQuestion=None)
     if reply is None:
         return None
     answer = str(getattr(reply, "message", "") or "")

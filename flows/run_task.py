@@ -19,6 +19,7 @@ from prefect.states import Cancelled, Completed, Failed, State
 from ..acceptance.git import GitFailed
 from ..core.childenv import adopt_client_env
 from ..core.files import read_json_safe
+from ..core.model import exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
@@ -51,7 +52,7 @@ def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
 
 def _agent_note(agent_run: dict[str, Any]) -> str:
     """``agent exit code 0 after 812 ms``: the agent's own outcome, stated in every round's message."""
-    return f"agent exit code {agent_run.get('exitCode')} after {agent_run.get('durationMs')} ms"
+    return f"agent {exit_phrase(agent_run.get('exitCode'))} after {agent_run.get('durationMs')} ms"
 
 
 def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
@@ -179,6 +180,15 @@ def run_task_flow(
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
         rnd, next_feedback = answered
+    elif rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
+        # a manual rework of a task whose last round failed verification: the agent hears the
+        # caller's hint and feedback first, then what failed, as an automatic round would
+        try:
+            plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.get('reportRound')}")(
+                task_id, int(meta.get("reportRound") or 0), meta["reportJson"], meta.get("reportMd") or "")
+            next_feedback = "\n\n".join(p for p in (feedback, plan["feedback"]) if p)
+        except Exception as exc:  # noqa: BLE001 - the caller's feedback still goes to the agent
+            logger.warning("the last report could not be turned into a repair plan: %s", exc)
     while True:
         if _cancel_marker(task_id):
             return _end_killed(task_id)
@@ -188,7 +198,7 @@ def run_task_flow(
         record(task_id, logFile=result.get("logFile"), agentExitCode=result.get("exitCode"),
                agentDurationMs=result.get("durationMs"))
         st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
-        logger.info("round %s: agent %s exited with code %s after %s ms", rnd, agent_id, result.get("exitCode"),
+        logger.info("round %s: agent %s ended (%s) after %s ms", rnd, agent_id, exit_phrase(result.get("exitCode")),
                     result.get("durationMs"))
         if result.get("killed") or result.get("cancelRequested"):
             return _end_killed(task_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..core.model import exit_phrase
 from .taskops import TaskView
 
 _LABELS = {
@@ -24,5 +25,5 @@ def status_phrase(view: TaskView) -> str:
     used = int(view.task.get("roundsUsed") or 0)
     parts = [f"{used} round{'s' if used != 1 else ''} used"] if used else []
     if "agentDurationMs" in view.task and view.status not in ("queued", "running"):
-        parts.append(f"last agent run: exit code {view.task.get('agentExitCode')} after {view.task.get('agentDurationMs')} ms")
+        parts.append(f"last agent run: {exit_phrase(view.task.get('agentExitCode'))} after {view.task.get('agentDurationMs')} ms")
     return f"status: {_LABELS.get(view.status, view.status)}" + (f" ({'; '.join(parts)})" if parts else "")

@@ -34,7 +34,9 @@ async def continue_task(service: TaskService, task_id: str, message: str) -> Tas
         reason = getattr(response.details, "reason", None) or response.status.value
         raise TianshuError(ErrorCode.INVALID_STATE, f"Prefect refused to resume {task_id}'s flow run: {clip(str(reason))}")
     kind = view.task.get("needsUserKind") or "unknown"
+    # the question is answered (10-tools §3.6: needsUserKind/pendingQuestion cleared); the flow
+    # reads it back from needsUserQuestion when it re-runs the round
     service.store.update(task_id, lastMessage="answered by the user; queued to resume the round",
-                         continueMessage=clip(message, 2000))
+                         continueMessage=clip(message, 2000), needsUserKind=None, pendingQuestion=None)
     service.store.event(task_id, "continued", "queued", f"needs_user resumed ({kind})", {"kind": kind})
     return await service.view(task_id)

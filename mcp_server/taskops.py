@@ -40,6 +40,10 @@ from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
 
+NO_QUESTION: dict[str, Any] = {"needsUserKind": None, "pendingQuestion": None, "needsUserRound": None,
+                               "needsUserKey": None, "needsUserFeedback": None, "needsUserQuestion": None}
+"""The needs_user fields of ``task.json``, cleared (a question answered, cancelled or timed out)."""
+
 ORDERLY_CANCEL_GRACE_S = 3.0
 """How long a cancelled running flow gets to end itself before its final state is written for it, s."""
 
@@ -66,8 +70,8 @@ def dirty_count(project: str) -> int | None:
     """Number of ``git status --porcelain`` lines, or None when not a git repo (10-tools §3.1 rule 6)."""
     try:
         out = subprocess.run(
-            ["git", "-C", project, "status", "--porcelain"], capture_output=True, text=True,
-            stdin=subprocess.DEVNULL, timeout=20, check=False,
+            ["git", "--no-optional-locks", "-C", project, "status", "--porcelain"], capture_output=True, text=True,
+            stdin=subprocess.DEVNULL, timeout=20, check=False,  # read only: no index refresh
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -256,6 +260,8 @@ class TaskService:
             return self._finish_missing(t, "cancelled", DELETED_MESSAGE)
         st_type, st_name, st_msg, st_ts = states[run_id]
         status = status_from_state(st_type, st_name, t.get("phase"))
+        if status == "failed" and not t.get("finishedAt") and t.get("needsUserKey"):
+            return TaskView(self._finish_unanswered(t, st_ts), status, st_type, st_name)
         if status in TERMINAL and not t.get("finishedAt"):
             # the run ended without the flow writing its details (killed, crashed, swept):
             # complete task.json from the final state so no stale "running" message remains
@@ -267,6 +273,21 @@ class TaskService:
             except (OSError, ValueError):
                 t = {**t, **{k: v for k, v in fields.items() if v is not None}}
         return TaskView(t, status, st_type, st_name)
+
+    def _finish_unanswered(self, t: dict[str, Any], ended_at: str | None) -> dict[str, Any]:
+        """A needs_user task whose wait ran out (Prefect failed its paused run after
+        ``needsUserTimeoutMs``): ``failed``/``timeout`` with a message saying so, the question
+        cleared, the status event (and webhook) written. Returns the updated ``task.json``."""
+        msg = (f"no answer to the agent's question of round {t.get('needsUserRound', 0)} within needsUserTimeoutMs "
+               f"({load_config(self.runtime.home).needs_user_timeout_ms} ms); the task ended. Rework it to run "
+               "the round again (give the answer as feedback).")
+        try:
+            t = self.store.update(t["taskId"], finishedAt=ended_at or utc_now(), lastMessage=msg, errorType="timeout",
+                                  abortSource="timeout", phase=None, **NO_QUESTION)
+            self.store.event(t["taskId"], "failed", "failed", msg)
+        except (OSError, ValueError):
+            t = {**t, "lastMessage": msg, "errorType": "timeout"}
+        return t
 
     def _finish_missing(self, t: dict[str, Any], status: str, msg: str) -> TaskView:
         """A task with no flow run to read (deleted in the UI, or never submitted): kill whatever
@@ -483,7 +504,8 @@ class TaskService:
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
         save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
-                          cancelRequestedAt=None, phase=None, lastMessage="manual rework queued")
+                          cancelRequestedAt=None, phase=None, lastMessage="manual rework queued",
+                          **NO_QUESTION)  # a question left unanswered (timed out) is not re-asked
         detail = ("rework requested, feedback: " + feedback.strip()[:200]) if feedback and feedback.strip() else "rework requested (no extra feedback)"
         if repair_hint:
             detail += f", structured hint {len(repair_hint)} chars"
@@ -493,8 +515,6 @@ class TaskService:
 
     def _finish_cancel(self, task_id: str, msg: str, interrupted: bool) -> None:
         status = "interrupted" if interrupted else "cancelled"
-        self.store.update(task_id, lastMessage=msg, errorType=status, finishedAt=utc_now(), phase=None,
-                          needsUserKind=None, pendingQuestion=None, needsUserRound=None, needsUserKey=None,
-                          needsUserFeedback=None)
+        self.store.update(task_id, lastMessage=msg, errorType=status, finishedAt=utc_now(), phase=None, **NO_QUESTION)
         self.store.event(task_id, status, status, msg)
 

@@ -101,6 +101,8 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         if stopped is not None:
             if view.status == "needs_user":
                 nxt = 'use manage_task(action="continue") then wait again'
+            elif view.task.get("dryRunReportMd"):
+                nxt = f"read the dry-run report {view.task['dryRunReportMd']} (no agent ran)"
             elif view.task.get("reportMd"):
                 nxt = f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")'
             else:

@@ -18,7 +18,7 @@ from ..acceptance.dry_run import (acceptance_preflight, check_plan, finding, git
 from ..adapters.cli import AgentRunContext, build_invocation
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
-from ..core.settings import data_home
+from ..core.settings import data_home, load_config
 from ..core.taskstore import utc_now
 from .common import store
 
@@ -64,7 +64,8 @@ def dry_run_task(task_id: str) -> dict[str, Any]:
     home = data_home()
     project = meta["projectPath"]
     agent, findings = agent_preview(meta, home)
-    acceptance, found = acceptance_preflight(project, home, meta.get("acceptanceOverride"))
+    acceptance, found = acceptance_preflight(project, home, meta.get("acceptanceOverride"),
+                                             load_config(home).verify_command_timeout_ms)
     findings += found
     git, found = git_preflight(project)
     findings += found

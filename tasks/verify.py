@@ -7,7 +7,7 @@ from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
-from prefect.states import Failed, State
+from prefect.states import Cancelled, Failed, State
 
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.pinning import load_pinned
@@ -147,6 +147,8 @@ def verify_round_task(
     }
     if outcome.passed:
         return verdict
+    if report.get("verdict") == "cancelled":  # stopped by a cancel: no verdict on the work
+        return Cancelled(message=f"round {outcome.round} stopped by a cancel", data=verdict)
     failed = ", ".join(verdict["failedChecks"]) or ", ".join(str(i.get("code")) for i in verdict["blockingIssues"])
     return Failed(message=f"round {outcome.round} did not pass" + (f": {failed}" if failed else ""), data=verdict)
 
@@ -155,7 +157,7 @@ def _log_checks(report: dict[str, Any]) -> None:
     """One flow-run log line per check: verdict, exit code, tests counted, duration (ms)."""
     logger = get_run_logger()
     for c in report.get("checks", []):
-        verdict = "SKIP" if c.get("skipped") else ("PASS" if c.get("passed") else "FAIL")
+        verdict = "SKIP" if c.get("skipped") else "PASS" if c.get("passed") else "ABORTED" if c.get("aborted") else "FAIL"
         tests = c.get("tests") or {}
         counted = (f", tests {tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed / "
                    f"{tests.get('skipped', 0)} skipped") if tests else ""

@@ -48,7 +48,7 @@ def test_a_path_outside_the_project_is_an_error(tmp_path: Path, path: str) -> No
     assert _codes(findings) == [("error", "path_outside_project")]
 
 
-@pytest.mark.parametrize("path", [".git/config", ".tianshu-mcp/acceptance.json", "./.git/hooks/pre-commit"])
+@pytest.mark.parametrize("path", [".git/config", ".tianshu-mcp/acceptance.json", "./.git/hooks/pre-commit", ".GIT/x"])
 def test_the_repository_and_the_acceptance_rules_are_forbidden(tmp_path: Path, path: str) -> None:
     repo = make_calc_repo(tmp_path / "calc")
     _plan(repo, [{"path": path, "action": "modify"}])
@@ -77,7 +77,9 @@ def test_conflicting_actions_and_the_warnings(tmp_path: Path) -> None:
     assert conflict["path"] == "calc.py" and "create, delete, modify" in conflict["message"]
 
 
-@pytest.mark.parametrize("body", ["not json", '{"files": "calc.py"}', "[1, 2]"])
+@pytest.mark.parametrize("body", ["not json", '{"files": "calc.py"}', "[1, 2]",
+                                  '{"files": [{"path": "a\\u0000b", "action": "create"}]}',
+                                  '{"files": [{"path": "", "action": "create"}]}'])
 def test_an_unreadable_plan_is_one_error(tmp_path: Path, body: str) -> None:
     repo = make_calc_repo(tmp_path / "calc")
     (repo / PLAN_FILE).write_text(body)
@@ -142,3 +144,11 @@ async def test_a_dry_run_that_finds_blockers_needs_attention(ts_home: Path, tmp_
     assert "[check_command_not_found]" in meta["message"] and "[path_outside_project]" in meta["message"]
     assert meta["round"] == 0 and _tree(repo) == before
     assert not list((ts_home / "tasks" / sub["taskId"]).glob("agent-*.log"))
+
+
+def test_a_plan_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    (tmp_path / "elsewhere.json").write_text(json.dumps({"files": [{"path": "calc.py", "action": "modify"}]}))
+    (repo / PLAN_FILE).symlink_to(tmp_path / "elsewhere.json")
+    plan, findings = check_plan(str(repo))
+    assert _codes(findings) == [("error", "plan_invalid")] and "symbolic link" in findings[0]["message"]

@@ -31,7 +31,9 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     })
     assert sub["status"] == "queued" and sub["ok"] is False
     # the flow run exists in the answer when the service created it within the inline budget, else soon after
-    assert sub.get("flowRunId") in (None, meta["flowRunId"]) and sub["prefectApiUrl"].startswith("http://127.0.0.1:")
+    # (and the API address once the stdio server has connected: under load it may not have yet)
+    assert sub.get("flowRunId") in (None, meta["flowRunId"]) and sub["prefectApiUrl"] in ("", meta["prefectApiUrl"])
+    assert meta["prefectApiUrl"].startswith("http://127.0.0.1:")
     assert meta["flowRunId"] and meta["flowRunUrl"].endswith(meta["flowRunId"])
     assert meta["status"] == "succeeded", meta
     assert meta["ok"] is True and meta["waitSettled"] is True
@@ -80,7 +82,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     logs = prefect_api.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [meta["flowRunId"]]}},
                                                   "limit": 200}).json()
     lines = [entry["message"] for entry in logs]
-    assert any(m.startswith("round 0: agent scripted exited with code 0 after") for m in lines), lines
+    assert any(m.startswith("round 0: agent scripted ended (exit code 0) after") for m in lines), lines
     assert any(m.startswith("round 0 verification failed (report-0)") for m in lines), lines
     assert any(m.startswith("round 0 failed verification (pytest); automatic rework round 1") for m in lines), lines
     assert any(m.startswith("round 1 verification passed (report-1)") for m in lines), lines

@@ -15,7 +15,7 @@ import anyio
 import psutil
 import pytest
 
-from conftest import add_scripted_profile, mcp_client, meta_of, run_to_stop, text_of
+from conftest import add_scripted_profile, mcp_client, meta_of, run_to_stop, task_runs, text_of
 from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
@@ -72,6 +72,8 @@ async def test_rework_feeds_the_hint_first_then_the_feedback_once_and_rounds_con
     assert prompt1.index("HINT-ONE") < prompt1.index("FEEDBACK-ONE") and "FEEDBACK-ONE  " not in prompt1  # trimmed
     prompt2 = (tdir / "prompt-2.txt").read_text()
     assert "HINT-ONE" not in prompt2 and "FEEDBACK-ONE" not in prompt2  # consumed by one round only
+    # and, like an automatic round, each manual one hears what failed last time, after the caller's words
+    assert prompt1.index("FEEDBACK-ONE") < prompt1.index("no-changes") and "no-changes" in prompt2
     events = [json.loads(line) for line in (tdir / "task.jsonl").read_text().splitlines()]
     assert [e["data"]["mode"] for e in events if e["event"] == "rework_triggered"] == ["manual", "manual"]
 
@@ -115,8 +117,8 @@ async def _wait_status(client: Any, task_id: str, status: str, within_s: float =
         await anyio.sleep(0.2)
 
 
-async def test_cancel_while_verifying_kills_the_check_and_rework_is_refused_while_active(ts_home: Path,
-                                                                                         tmp_path: Path) -> None:
+async def test_cancel_while_verifying_kills_the_check_and_rework_is_refused_while_active(
+        ts_home: Path, tmp_path: Path, prefect_api: Any) -> None:
     marker = tmp_path / "check-started"
     code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
     repo = make_calc_repo(tmp_path / "calc", checks=[{"name": "slow", "cmd": ["python3", "-c", code]}])
@@ -139,6 +141,14 @@ async def test_cancel_while_verifying_kills_the_check_and_rework_is_refused_whil
     while check.is_running() and check.status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the check survived the cancel"
         await anyio.sleep(0.1)
+    # a round stopped by a cancel is no verdict on the work: not a FAIL report, not a failed task run
+    tdir = ts_home / "tasks" / tid
+    report = json.loads((tdir / "report-0.json").read_text())
+    assert report["verdict"] == "cancelled" and not report["passed"], report["verdict"]
+    md = (tdir / "report-0.md").read_text()
+    assert "**[CANCELLED]**" in md and "[ABORTED] slow" in md and "[FAIL] slow" not in md
+    runs = {tr["name"]: tr["state"]["type"] for tr in task_runs(prefect_api, meta["flowRunId"])}
+    assert runs["verify-round-0"] == "CANCELLED", runs
 
 
 async def test_the_agents_outcome_is_in_every_reply_also_without_a_change_or_a_verdict(ts_home: Path,

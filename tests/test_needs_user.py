@@ -129,3 +129,33 @@ async def test_a_continued_task_waits_behind_a_running_task_of_its_project(ts_da
     after = events[[e["event"] for e in events].index("continued"):]
     resumed = next(e for e in after if e["event"] == "task_dispatched")
     assert datetime.fromisoformat(resumed["ts"].replace("Z", "+00:00")).timestamp() >= ended  # never overlapped
+
+
+async def test_an_unanswered_question_times_out_failed_and_the_task_can_be_reworked(ts_daemon: dict[str, Any],
+                                                                                      tmp_path: Path) -> None:
+    """Breaker round: when the wait ran out, Prefect fails the paused run ("paused and never
+    resumed", set here through the API as Prefect's pause timeout does); the task must read
+    failed/timeout with the question cleared and its webhook event written, and a rework must
+    run the round again instead of crashing on the missing answer."""
+    home, api = ts_daemon["home"], ts_daemon["api"]
+    _profiles(home)
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": "asker"}))["taskId"]
+        asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+        assert asked["status"] == "needs_user", asked
+        r = httpx.post(f"{api}/flow_runs/{asked['flowRunId']}/set_state", headers=auth_headers(home), timeout=30,
+                       json={"state": {"type": "FAILED", "message": "The flow was paused and never resumed."},
+                             "force": True})
+        r.raise_for_status()
+        ended = meta_of(await client.call_tool("query_task", {"taskId": tid}))
+        assert ended["status"] == "failed" and ended["errorType"] == "timeout", ended
+        assert "no answer to the agent's question" in ended["message"] and "pendingQuestion" not in ended
+        events = [json.loads(line)["event"] for line in (home / "tasks" / tid / "task.jsonl").read_text().splitlines()]
+        assert events[-1] == "failed"
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework",
+                                                   "feedback": "The user's answer: yes, handle negative numbers"})
+        assert not r.is_error, text_of(r)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert done["status"] == "succeeded", done

@@ -98,6 +98,13 @@ async def test_the_watchdog_ends_a_flow_whose_process_hangs(ts_home: Path, tmp_p
             run = httpx.get(f"{ts_home_api(ts_home)}/flow_runs/{done['flowRunId']}", headers=auth_headers(ts_home),
                             timeout=30).json()
             assert run["state"]["type"] == "FAILED", run["state"]
+            api = ts_home_api(ts_home)
+            runs = httpx.post(f"{api}/task_runs/filter", headers=auth_headers(ts_home), timeout=30,
+                              json={"flow_runs": {"id": {"any_": [done["flowRunId"]]}}}).json()
+            assert {tr["name"]: tr["state"]["type"] for tr in runs}["dispatch-round-0"] == "CRASHED", runs
+            logs = httpx.post(f"{api}/logs/filter", headers=auth_headers(ts_home), timeout=30,
+                              json={"logs": {"flow_run_id": {"any_": [done["flowRunId"]]}}, "limit": 200}).json()
+            assert any("made no progress" in e["message"] and e["name"] == "tianshu.watchdog" for e in logs), logs
             events = [json.loads(line)["event"] for line in (tdir / "task.jsonl").read_text().splitlines()]
             assert events[-1] == "failed"
         finally:

@@ -175,6 +175,12 @@ def captured_log() -> Iterator[list[logging.LogRecord]]:
     ({"url": "https://h.example", "events": ["done", "finished"]}, "notifications.webhook.events.1", "'finished'"),
     ({"url": "https://h.example", "maxRetries": 6}, "notifications.webhook.maxRetries", "less than or equal to 5"),
     ({"url": "https://h.example", "timeoutMs": 0}, "notifications.webhook.timeoutMs", "greater than or equal to 1"),
+    # breaker round: wrong JSON types, typos and a webhook that can never fire are refused
+    ({"url": "https://h.example", "enabled": "yes"}, "notifications.webhook.enabled", "valid boolean"),
+    ({"url": "https://h.example", "timeoutMs": "5000"}, "notifications.webhook.timeoutMs", "valid integer"),
+    ({"url": "https://h.example", "secert": "s"}, "notifications.webhook.secert", "xtra inputs are not permitted"),
+    ({"url": "https://h.example", "events": []}, "notifications.webhook.events", "at least 1 item"),
+    ({"url": " https://h.example"}, "notifications.webhook.url", "must be an http(s) URL"),
 ])
 def test_invalid_webhook_config_is_a_coded_error_naming_the_field(tmp_path: Path, webhook: dict[str, Any], field: str,
                                                                   why: str) -> None:
