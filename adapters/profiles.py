@@ -11,10 +11,11 @@ the prompt reaches it (``promptMode``), where it runs (``cwd``) and for how long
 * :func:`list_agents` resolves every known profile (for ``query_info``).
 
 Simplifications against the original (documented, deliberate): the desktop (``gui``) driver is not
-part of this build, so GUI profiles are listed but never ``ok``; the ``executableDiscovery``
-directory scan is not implemented — an empty ``command`` is looked up on ``PATH`` through
-``executableDiscovery.fallbackCommand`` / ``fileNames``; ``research`` profiles are never ``ok``
-(the original allows them only via the directory scan).
+part of this build, so GUI profiles are listed but never ``ok``; an empty ``command`` is looked up
+on ``PATH`` through ``executableDiscovery.fallbackCommand`` / ``fileNames`` first, and only then
+are ``executableDiscovery.dirs`` scanned (the original scans first; empty ``dirs`` scan nothing
+instead of the platform defaults); ``research`` profiles are never ``ok`` (the original allows
+them only via the directory scan).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
+from .builtin_cli import cli_builtin_data
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
@@ -136,21 +138,7 @@ class AgentProfile(BaseModel):
 
 def _builtin_data() -> dict[str, dict[str, Any]]:
     """Raw built-in profiles (40-agents-tasks §1.7), as they would appear in the JSON file."""
-    data: dict[str, dict[str, Any]] = {
-        "codex": {
-            "displayName": "Codex CLI",
-            "type": "cli",
-            "driver": "spawn",
-            "status": "ready",
-            "command": None,
-            "argsTemplate": ["exec", "<prompt:arg>", "--skip-git-repo-check", "--sandbox", "workspace-write"],
-            "promptMode": "arg",
-            "cwd": "task",
-            "env": {},
-            "authNote": "reuses the ~/.codex login",
-            "executableDiscovery": {"dirs": [], "fileNames": ["codex"], "fallbackCommand": "codex"},
-        }
-    }
+    data: dict[str, dict[str, Any]] = cli_builtin_data()
     gui = {
         "zcode": "ZCode (desktop)",
         "traework": "TraeWork (TRAE SOLO CN desktop)",
@@ -179,9 +167,15 @@ def _builtin_data() -> dict[str, dict[str, Any]]:
 def builtin_profiles() -> dict[str, AgentProfile]:
     """Return fresh copies of the built-in profiles, keyed by agent id (40-agents-tasks §1.7).
 
-    ``codex`` is the historic CLI built-in (``codex exec <prompt> --skip-git-repo-check --sandbox
-    workspace-write``, found on PATH); zcode, traework, kimicode, qoder, opendesign and minimax are
-    GUI profiles marked ``unsupported`` (listed, not runnable in this build).
+    CLI agents (issue 9, driver spawn, status ready, found on PATH or in their discovery dirs):
+    ``codex`` (``codex exec --skip-git-repo-check --sandbox workspace-write -- <prompt>``),
+    ``claude`` (``claude -p --permission-mode acceptEdits --output-format text -- <prompt>``),
+    ``gemini`` (``gemini --approval-mode auto_edit --skip-trust --prompt=<prompt>``), ``aider``
+    (``aider --yes-always --no-auto-commits --no-check-update --no-show-release-notes
+    --no-analytics --message-file <prompt file>``), ``opencode`` (``opencode run``, prompt on
+    stdin), ``qwen`` (``qwen --approval-mode auto-edit --prompt=<prompt>``). zcode, traework,
+    kimicode, qoder, opendesign and minimax are GUI profiles marked ``unsupported`` (listed, not
+    runnable in this build).
     """
     return {agent_id: AgentProfile.model_validate(raw) for agent_id, raw in _builtin_data().items()}
 
@@ -260,7 +254,7 @@ class ResolvedAgent:
         ok: True when the agent can be started by this build.
         message: human text: where the command was found, or why the agent cannot run.
         source: "explicit" (the profile's command is an existing path), "path" (found on PATH),
-            or None when not ok.
+            "discovery" (found by the ``executableDiscovery.dirs`` scan), or None when not ok.
     """
 
     id: str
@@ -269,7 +263,7 @@ class ResolvedAgent:
     command: str | None
     ok: bool
     message: str
-    source: Literal["explicit", "path"] | None = None
+    source: Literal["explicit", "path", "discovery"] | None = None
 
     def to_info(self) -> dict[str, Any]:
         """Summary for ``query_info``: ``{id, displayName, driver, status, ok, message, command,
@@ -293,6 +287,76 @@ def _not_ok(agent_id: str, profile: AgentProfile | None, message: str) -> Resolv
 
 def _looks_like_path(command: str) -> bool:
     return os.sep in command or (os.altsep is not None and os.altsep in command) or command.startswith("~")
+
+
+DISCOVERY_MAX_DEPTH = 6
+"""How deep the discovery scan walks below each ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8)."""
+
+
+def expand_discovery_dir(raw: str) -> str:
+    """Expand the placeholders of one ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8).
+
+    ``{HOME}`` / ``{USERPROFILE}`` → the user's home; ``{LOCALAPPDATA}``, ``{APPDATA}``,
+    ``{PROGRAMFILES}``, ``{PROGRAMFILES(X86)}``, ``{SYSTEMDRIVE}`` → the environment variable of
+    that name; ``{XDG_DATA_HOME}`` → ``$XDG_DATA_HOME`` or ``<home>/.local/share``; a leading
+    ``~`` → the home. A placeholder that is unknown or unset stays verbatim (the directory then
+    does not exist and is skipped). Returns the expanded path text; never raises.
+    """
+    home = os.environ.get("HOME") or str(Path.home())
+    values = {
+        "{HOME}": home,
+        "{USERPROFILE}": os.environ.get("USERPROFILE") or home,
+        "{XDG_DATA_HOME}": os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"),
+    }
+    for name in ("LOCALAPPDATA", "APPDATA", "PROGRAMFILES", "PROGRAMFILES(X86)", "SYSTEMDRIVE"):
+        if os.environ.get(name):
+            values["{" + name + "}"] = os.environ[name]
+    out = raw
+    for key, value in values.items():
+        out = out.replace(key, value)
+    if out.startswith("~"):
+        out = os.path.expanduser(out)
+    return out
+
+
+def discover_executable(dirs: list[str], file_names: list[str]) -> str | None:
+    """Scan ``dirs`` for an executable named exactly one of ``file_names`` (40-agents-tasks §1.8).
+
+    Each directory (placeholders expanded by :func:`expand_discovery_dir`; missing ones skipped)
+    is walked to depth :data:`DISCOVERY_MAX_DEPTH`, skipping ``node_modules`` and dot-entries
+    below it and not following directory symlinks. Among all regular files (symlinks to files
+    count) with an exact name match and the execute bit, the **newest mtime wins** (ties: the
+    first found). Returns the absolute path, or None. Never raises (unreadable entries are skipped).
+    """
+    names = {n for n in file_names if isinstance(n, str) and n.strip()}
+    if not names:
+        return None
+    best: tuple[float, str] | None = None
+    for raw in dirs:
+        if not isinstance(raw, str) or not raw.strip():
+            continue
+        root = expand_discovery_dir(raw.strip())
+        if not os.path.isdir(root):
+            continue
+        base_depth = root.rstrip(os.sep).count(os.sep)
+        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _exc: None):
+            if dirpath.rstrip(os.sep).count(os.sep) - base_depth >= DISCOVERY_MAX_DEPTH:
+                dirnames[:] = []
+            else:
+                dirnames[:] = [d for d in dirnames if d != "node_modules" and not d.startswith(".")]
+            for fname in filenames:
+                if fname not in names:
+                    continue
+                path = os.path.join(dirpath, fname)
+                try:
+                    if not os.path.isfile(path) or not os.access(path, os.X_OK):
+                        continue
+                    mtime = os.stat(path).st_mtime
+                except OSError:
+                    continue
+                if best is None or mtime > best[0]:
+                    best = (mtime, os.path.abspath(path))
+    return best[1] if best else None
 
 
 def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgent:
@@ -344,6 +408,11 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
         if found:
             found = os.path.abspath(found)
             return ResolvedAgent(agent_id, name, profile, found, True, f"command {found} (found on PATH)", "path")
+    disc = (profile.model_extra or {}).get("executableDiscovery")
+    if isinstance(disc, dict) and isinstance(disc.get("dirs"), list) and isinstance(disc.get("fileNames"), list):
+        found = discover_executable(disc["dirs"], disc["fileNames"])
+        if found:
+            return ResolvedAgent(agent_id, name, profile, found, True, f"command {found} (found by discovery)", "discovery")
     first = candidates[0]
     if _looks_like_path(first) or os.path.isabs(first):
         return _not_ok(agent_id, profile, f"command '{first}' does not exist")
@@ -358,8 +427,12 @@ def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:
     research → not ok; command ``<…>`` → placeholder, not ok; command an existing file path →
     ``explicit``; otherwise ``shutil.which`` on the server's PATH → ``path``; otherwise not ok
     (``command '<c>' not found on PATH``). An empty command tries
-    ``executableDiscovery.fallbackCommand`` then ``fileNames`` on PATH. Profiles are re-read on
-    every call (no cache).
+    ``executableDiscovery.fallbackCommand`` then ``fileNames`` on PATH. When none is found there
+    and the profile has ``executableDiscovery.dirs`` and ``fileNames``, those directories are
+    scanned (:func:`discover_executable`, newest mtime wins) → ``discovery``. PATH comes first
+    (deliberate, against the spec's discovery-first order): it is what the user's shell runs;
+    the scan finds CLIs a GUI-launched host's short PATH misses. Profiles are re-read on every
+    call (no cache).
 
     Raises:
         TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.

@@ -41,7 +41,8 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
     assert codex.driver == "spawn" and codex.prompt_mode == "arg"
     # no limit of its own: config.json's defaultTaskTimeoutMs (1800000 unless set) applies
     assert codex.timeout_ms is None
-    assert codex.args_template == ["exec", "<prompt:arg>", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+    # issue 9: the prompt after "--" so a brief starting with "-" is not parsed as a flag
+    assert codex.args_template == ["exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "<prompt:arg>"]
     for gid in GUI_IDS:
         p = profiles[gid]
         assert (p.driver, p.status, p.note) == ("gui", "unsupported", GUI_UNAVAILABLE_NOTE)
@@ -50,7 +51,7 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
 
 def test_gui_builtins_are_listed_but_not_runnable(tmp_path: Path) -> None:
     agents = {a.id: a for a in list_agents(tmp_path)}
-    assert set(GUI_IDS) | {"codex"} <= set(agents)
+    assert set(GUI_IDS) | {"codex", "claude", "gemini", "aider", "opencode", "qwen"} <= set(agents)
     for gid in GUI_IDS:
         assert agents[gid].ok is False and agents[gid].command is None
         assert GUI_UNAVAILABLE_NOTE in agents[gid].message
@@ -86,6 +87,8 @@ def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
         "timeoutMs": 5,
         "authNote": "n",
         "fatalPatterns": [],
+        "confirmationPatterns": [],
+        "authorizationPatterns": [],
     }
 
 
