@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import psutil
+import pytest
 
 from conftest import CONSOLE, auth_headers, server_env, write_profiles
 from fixture_project import make_calc_repo
@@ -71,10 +72,16 @@ class RawClient:
         return code
 
 
+# every test hosts Prefect in a stdio server of a fresh home: one such test at a time in a parallel
+# run, as the service tests (conftest)
+pytestmark = pytest.mark.own_services
+
+
 def meta(result: dict[str, Any]) -> dict[str, Any]:
     return result["structuredContent"]
 
 
+@pytest.mark.alone  # latency bound: initialize is answered within 5 s
 def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -166,7 +173,7 @@ def _pids(path: Path) -> list[int]:
     return [int(p) for p in path.read_text().split()] if path.exists() else []
 
 
-def _wait_pids(path: Path, n: int, timeout: float = 60) -> list[int]:
+def _wait_pids(path: Path, n: int, timeout: float = 180) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and len(_pids(path)) < n:
         time.sleep(0.2)
