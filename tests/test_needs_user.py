@@ -23,6 +23,15 @@ def _profiles(home: Path) -> None:
     add_scripted_profile(home, "asker", "ask")
 
 
+async def _ask(client: Any, repo: Path) -> tuple[str, dict[str, Any]]:
+    """Submit a task to the asking agent and wait until it is needs_user; ``(taskId, meta)``."""
+    tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                      "agentId": "asker"}))["taskId"]
+    asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert asked["status"] == "needs_user", asked
+    return tid, asked
+
+
 def _flow_run(api: str, home: Path, flow_run_id: str) -> dict[str, Any]:
     r = httpx.get(f"{api}/flow_runs/{flow_run_id}", headers=auth_headers(home), timeout=30)
     r.raise_for_status()
@@ -100,10 +109,7 @@ async def test_a_continued_task_waits_behind_a_running_task_of_its_project(ts_da
     add_scripted_profile(home, "slow-sleeper", "sleep", {"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "6"})
     repo = make_calc_repo(tmp_path / "calc")
     async with mcp_client(home) as client:
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": "asker"}))["taskId"]
-        asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-        assert asked["status"] == "needs_user", asked
+        tid, asked = await _ask(client, repo)
         other = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
                                                             "agentId": "slow-sleeper", "autoVerify": False}))["taskId"]
         deadline = time.monotonic() + 120
@@ -141,10 +147,7 @@ async def test_an_unanswered_question_times_out_failed_and_the_task_can_be_rewor
     _profiles(home)
     repo = make_calc_repo(tmp_path / "calc")
     async with mcp_client(home) as client:
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": "asker"}))["taskId"]
-        asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-        assert asked["status"] == "needs_user", asked
+        tid, asked = await _ask(client, repo)
         r = httpx.post(f"{api}/flow_runs/{asked['flowRunId']}/set_state", headers=auth_headers(home), timeout=30,
                        json={"state": {"type": "FAILED", "message": "The flow was paused and never resumed."},
                              "force": True})
