@@ -38,6 +38,99 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+# --- parallel runs (pytest-xdist, ``-n`` in pyproject's addopts) -------------------------------
+# Every worker is a session of its own: its own basetemp, hence its own data home and session
+# daemon (the service takes the next free port when 4350 is taken). What keeps workers apart:
+# * each worker gets its own TMPDIR (inherited by its daemon, agents and checks), so a test that
+#   looks for leftovers in the temporary directory (baseline worktrees) sees its own worker's only;
+# * the modules in ONE_WORKER run on one worker (a module fixture spans their tests: the fuzz
+#   storm counts the calls of every tool); every other test is scheduled on its own (xdist's
+#   ``xdist_group``/``loadgroup`` cannot be used: it renames ``item._nodeid``, which pytest 9
+#   no longer reads);
+# * tests marked ``own_services`` (they start whole Prefect services of fresh homes and bound
+#   how long that takes) run one at a time, beside the other workers' ordinary tests; they are
+#   the run's critical path, so they are spread through the front of the collection order;
+# * a test marked ``alone`` (a tight latency bound or a burst of services) runs while no other
+#   test of this run does: every test holds a shared lock, an ``alone`` test the exclusive one,
+#   taken through a gate so that a waiting exclusive test is not starved.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+ONE_WORKER = ("tests/test_fuzz_tools.py",)
+LONG_FIRST = ("test_fuzz_tools.py", "test_verify_task.py", "test_e2e_run_task.py", "test_hostile_input.py",
+              "test_agent_failures.py")
+_RUN_LOCKS: dict[str, Path] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not XDIST_WORKER or not run_id:
+        return
+    import tempfile
+
+    shared_tmp = Path(tempfile.gettempdir())
+    _RUN_LOCKS.update({name: shared_tmp / f"tianshu-tests-{run_id}.{name}" for name in ("services", "gate", "all")})
+    own_tmp = Path(tempfile.mkdtemp(prefix=f"tianshu-tests-{XDIST_WORKER}-", dir=shared_tmp))
+    os.environ["TMPDIR"] = str(own_tmp)
+    tempfile.tempdir = None  # recomputed from TMPDIR
+    config.add_cleanup(lambda: shutil.rmtree(own_tmp, ignore_errors=True))
+    config.add_cleanup(lambda: [p.unlink(missing_ok=True) for p in _RUN_LOCKS.values()])
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's load scheduling, except that each ONE_WORKER module is one unit of work."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in ONE_WORKER else nodeid
+
+    return Scheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a worker: long modules first, and one ``own_services`` test every few ordinary ones
+    (the chain of them starts at once and ends before the ordinary tests do)."""
+    if not XDIST_WORKER:
+        return
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    own = [item for item in items if item.get_closest_marker("own_services")]
+    rest = sorted((item for item in items if not item.get_closest_marker("own_services")),
+                  key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable
+    gap = max(1, len(rest) // max(1, 2 * len(own)))
+    merged: list[pytest.Item] = []
+    for n, item in enumerate(rest):
+        if n % gap == 0 and own:
+            merged.append(own.pop(0))
+        merged.append(item)
+    items[:] = merged + own
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Take the run's locks (outside pytest-timeout's timer: waiting is not the test's time)."""
+    if not _RUN_LOCKS:
+        yield
+        return
+    import fcntl
+
+    alone = item.get_closest_marker("alone") is not None
+    with contextlib.ExitStack() as held:
+        def lock(name: str, how: int) -> Any:
+            f = held.enter_context(open(_RUN_LOCKS[name], "a+b"))
+            fcntl.flock(f, how)  # released when the file is closed
+            return f
+
+        if alone or item.get_closest_marker("own_services") is not None:
+            lock("services", fcntl.LOCK_EX)
+        gate = lock("gate", fcntl.LOCK_EX)
+        lock("all", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
+
+
 def server_env(home: Path) -> dict[str, str]:
     """Environment for a tianshu-mcp child: the data home, and the venv's bin first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

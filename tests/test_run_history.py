@@ -138,6 +138,7 @@ def _task_run_id(daemon: dict[str, Any], flow_run_id: str, name: str) -> str:
     return next(tr["id"] for tr in runs if tr["name"] == name)
 
 
+@pytest.mark.own_services
 def test_an_interrupted_end_leaves_no_error_traceback(tmp_path: Path) -> None:
     """``tianshu-mcp service stop`` with a task running: the task ends ``interrupted`` and its
     flow-run log (read after the next start) has no ERROR traceback either."""

@@ -23,7 +23,8 @@ from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, serve
 from fixture_project import make_calc_repo, scripted_profile
 from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
 
-pytestmark = [pytest.mark.anyio]
+# every test starts services of fresh homes: one such test at a time in a parallel run (conftest)
+pytestmark = [pytest.mark.anyio, pytest.mark.own_services]
 
 
 def until(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
@@ -182,6 +183,7 @@ def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: 
 
 
 # --- 3. one home, one Prefect ----------------------------------------------------------------
+@pytest.mark.alone  # five Prefect services start at once
 def test_five_homes_at_once_get_five_apis_and_a_taken_port_is_skipped(tmp_path: Path) -> None:
     foreign = socket.socket()
     foreign.bind(("127.0.0.1", 0))
@@ -495,6 +497,7 @@ def test_project_gate_waits_for_a_killed_runs_processes(ts_daemon: dict[str, Any
         raw.close()
 
 
+@pytest.mark.alone  # latency bounds: the tree dies within 5 s, the next agent starts within 30 s
 def test_kill_minus_9_of_the_service_mid_task(tmp_path: Path) -> None:
     home = new_home(tmp_path, "kill9", 4490)
     repo = make_calc_repo(tmp_path / "calc")

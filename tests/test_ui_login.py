@@ -23,7 +23,10 @@ def test_ui_refuses_without_login_and_shows_the_deployments_after_it(ts_daemon: 
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.on("response", lambda r: statuses.append(r.status) if "/api/" in r.url else None)
-            page.goto(f"{ui}/deployments", wait_until="networkidle", timeout=120000)
+            # the UI's first API call is answered 401: awaited (network idle alone can come before the
+            # UI's script has run on a loaded machine)
+            with page.expect_response(lambda r: "/api/" in r.url and r.status == 401, timeout=120000):
+                page.goto(f"{ui}/deployments", wait_until="networkidle", timeout=120000)
             assert 401 in statuses  # the API refuses the UI until it logs in
             page.locator("input").first.fill(credentials)
             page.keyboard.press("Enter")
