@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Mapping, Sequence
 
+from .runner import check_tag
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = ["render_html", "tests_summary", "CLASSIFICATIONS"]
@@ -74,9 +75,8 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequ
 
 
 def _check_status(c: Mapping[str, Any]) -> tuple[str, str]:
-    if c.get("skipped"):
-        return "SKIP", "skip"
-    return ("PASS", "pass") if c.get("passed") else ("FAIL", "fail")
+    tag = check_tag(c)
+    return tag, "fail" if tag == "ABORTED" else tag.lower()
 
 
 def tests_summary(t: Mapping[str, Any]) -> str:

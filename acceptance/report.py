@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 from ..core.files import atomic_write_json, atomic_write_text
 from .html_report import CLASSIFICATIONS, render_html, tests_summary
+from .runner import check_tag
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = [
@@ -89,8 +90,7 @@ def fence(text: str) -> str:
 
 
 def _check_line(c: Mapping[str, Any]) -> str:
-    tag = ("SKIP" if c.get("skipped") else "PASS" if c.get("passed") else
-           "ABORTED" if c.get("aborted") else "FAIL")  # aborted: stopped by a cancel, no verdict
+    tag = check_tag(c)
     line = f"- [{tag}] {c.get('name')} — `{c.get('cmd')}` ({c.get('durationMs', 0)}ms)"
     if c.get("skipped") and c.get("reason"):
         line += f" — {c['reason']}"

@@ -134,6 +134,12 @@ def part_file_name(index: int, name: str) -> str:
     return f"{index:03d}-{safe}.log"
 
 
+def check_tag(c: Mapping[str, Any]) -> str:
+    """A check result's outcome as one word: ``SKIP``, ``PASS``, ``ABORTED`` (stopped by a cancel:
+    no verdict on the work) or ``FAIL`` — in the reports, the flow-run log and the checks table."""
+    return "SKIP" if c.get("skipped") else "PASS" if c.get("passed") else "ABORTED" if c.get("aborted") else "FAIL"
+
+
 TOOL_DIRS = (".venv/bin", "node_modules/.bin")
 """The project's own tool directories a check finds its commands in first."""
 

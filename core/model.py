@@ -41,6 +41,11 @@ AGENT_EVENT_NAMES = (
 )
 
 
+NO_QUESTION: dict[str, Any] = {"needsUserKind": None, "pendingQuestion": None, "needsUserRound": None,
+                               "needsUserKey": None, "needsUserFeedback": None, "needsUserQuestion": None}
+"""The needs_user fields of ``task.json``, cleared (a question answered, cancelled or timed out)."""
+
+
 def exit_phrase(code: Any) -> str:
     """``exit code 0`` — or ``no exit code (stopped)`` for an agent killed at its time limit or by
     a cancel (a process that never exited by itself has none)."""

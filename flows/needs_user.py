@@ -24,6 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import suspend_flow_run
 from prefect.input import RunInput
 
+from ..core.model import NO_QUESTION
 from ..core.settings import load_config
 from ..tasks.common import record, store
 from ..tasks.verify import artifact_key
@@ -91,8 +92,7 @@ def take_answer(task_id: str) -> tuple[int, str] | None:
     rnd = int(meta.get("needsUserRound") or 0)
     question = str(meta.get("needsUserQuestion") or meta.get("pendingQuestion") or "")
     previous = meta.get("needsUserFeedback")
-    record(task_id, needsUserKind=None, pendingQuestion=None, needsUserRound=None, needsUserKey=None,
-           needsUserFeedback=None, needsUserQuestion=None)
+    record(task_id, **NO_QUESTION)
     if reply is None:
         return None
     answer = str(getattr(reply, "message", "") or "")

@@ -61,7 +61,7 @@ def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdi
             if ln.strip() and not ln.startswith(("[exit] ", "===== spawn:"))]  # our own log framing
     line = agent_run.get("fatalLine") or (tail[-1][:300] if tail else "")
     report = f"; report-{verdict['round']} ({verdict['mdPath']})" if verdict else ""
-    return (f"agent failed: exit code {agent_run.get('exitCode')} after {agent_run.get('durationMs')} ms"
+    return (f"agent failed: {exit_phrase(agent_run.get('exitCode'))} after {agent_run.get('durationMs')} ms"
             + (f", it said: {line}" if line else ", no output")
             + f" (log {log_file}{report}); no rework round was spent — fix the agent's setup and rework the task")
 

@@ -25,7 +25,7 @@ from ..adapters.profiles import ResolvedAgent
 from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
 from ..core.ids import new_task_id
-from ..core.model import TERMINAL, meta_from_task
+from ..core.model import NO_QUESTION, TERMINAL, meta_from_task
 from ..core.paths import SafeProject, serial_key
 from ..core import submissions
 from ..core.procs import kill_recorded
@@ -39,10 +39,6 @@ from .format import clip
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
-
-NO_QUESTION: dict[str, Any] = {"needsUserKind": None, "pendingQuestion": None, "needsUserRound": None,
-                               "needsUserKey": None, "needsUserFeedback": None, "needsUserQuestion": None}
-"""The needs_user fields of ``task.json``, cleared (a question answered, cancelled or timed out)."""
 
 ORDERLY_CANCEL_GRACE_S = 3.0
 """How long a cancelled running flow gets to end itself before its final state is written for it, s."""

@@ -55,7 +55,7 @@ def dry_run_task(task_id: str) -> dict[str, Any]:
     """Write ``dry-run-report-<n>.md/json`` for ``task_id``.
 
     Returns:
-        ``{"number", "ready" (no error finding), "errors", "warnings", "files": {"md", "json"},
+        ``{"number", "ready" (no error finding), "files": {"md", "json"},
         "planDoc" (the project-relative plan path, or None), "message"}``.
     """
     st = store()
@@ -85,5 +85,4 @@ def dry_run_task(task_id: str) -> dict[str, Any]:
     summary = (f"{len(errors)} error(s): " + "; ".join(f"[{f['code']}] {f['message']}" for f in errors[:5]) if errors
                else f"ready: {len(acceptance.get('checks') or [])} check(s) would run"
                + (f", {len(warnings)} warning(s): " + ", ".join(f["code"] for f in warnings) if warnings else ""))
-    return {"number": number, "ready": not errors, "errors": len(errors), "warnings": len(warnings),
-            "files": files, "planDoc": plan["path"] if plan else None, "message": summary}
+    return {"number": number, "ready": not errors, "files": files, "planDoc": plan["path"] if plan else None, "message": summary}

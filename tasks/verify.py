@@ -11,6 +11,7 @@ from prefect.states import Cancelled, Failed, State
 
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.pinning import load_pinned
+from ..acceptance.runner import check_tag
 from ..core.errors import TianshuError
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
@@ -52,7 +53,7 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
             tests = c.get("tests") or {}
             rows.append({
                 "check": c.get("name"),
-                "status": "SKIP" if c.get("skipped") else ("PASS" if c.get("passed") else "FAIL"),
+                "status": check_tag(c),
                 "optional": bool(c.get("optional")),
                 "durationMs": c.get("durationMs"),
                 "exitCode": c.get("exitCode"),
@@ -157,7 +158,7 @@ def _log_checks(report: dict[str, Any]) -> None:
     """One flow-run log line per check: verdict, exit code, tests counted, duration (ms)."""
     logger = get_run_logger()
     for c in report.get("checks", []):
-        verdict = "SKIP" if c.get("skipped") else "PASS" if c.get("passed") else "ABORTED" if c.get("aborted") else "FAIL"
+        verdict = check_tag(c)
         tests = c.get("tests") or {}
         counted = (f", tests {tests.get('passed', 0)} passed / {tests.get('failed', 0)} failed / "
                    f"{tests.get('skipped', 0)} skipped") if tests else ""
