@@ -13,7 +13,8 @@ Called as ``scripted_agent.py <prompt>`` with the project as its working directo
 and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change nothing),
 ``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin), ``sleep`` (append start
 and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between — after, with
-``$SCRIPTED_RENDEZVOUS=N``, waiting until N starts are in the trace — then fix),
+``$SCRIPTED_RENDEZVOUS=N``, waiting until N starts are in the trace, and with ``$SCRIPTED_GATE``
+until that file exists — then fix),
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
 ``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix),
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
@@ -93,6 +94,9 @@ def main() -> int:
             with open(trace) as fh:
                 if fh.read().count("start ") >= meet:
                     break
+            time.sleep(0.05)
+        gate = os.environ.get("SCRIPTED_GATE")
+        while gate and not os.path.exists(gate) and time.time() < deadline:  # held until the test opens it
             time.sleep(0.05)
         time.sleep(float(os.environ.get("SCRIPTED_SLEEP", "3")))
         with open(trace, "a") as fh:

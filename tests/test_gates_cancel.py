@@ -58,21 +58,27 @@ async def wait_all(client: Any, ids: list[str]) -> list[dict[str, Any]]:
 
 
 async def test_one_project_runs_serially_and_the_second_waits_queued(ts_home: Path, tmp_path: Path) -> None:
+    # the first agent is held until the test has seen the second task queued behind it, so the
+    # observation does not depend on how fast the machine polls
+    gate = tmp_path / "gate"
+    profiles = json.loads((ts_home / "agent-profiles.json").read_text())
+    profiles["profiles"]["scripted-gated"] = scripted_profile(
+        mode="sleep", extra_env={"SCRIPTED_TRACE": str(ts_home / "sleep-trace.txt"), "SCRIPTED_SLEEP": "0.5",
+                                 "SCRIPTED_GATE": str(gate)})
+    (ts_home / "agent-profiles.json").write_text(json.dumps(profiles))
     repo = make_calc_repo(tmp_path / "serial")
     async with mcp_client(ts_home) as client:
-        a = await submit(client, repo, "scripted-sleep")
-        b = await submit(client, repo, "scripted-sleep")
+        a = await submit(client, repo, "scripted-gated")
+        b = await submit(client, repo, "scripted-gated")
         assert b["projectActiveTask"]["taskId"] == a["taskId"]
         saw_b_queued_while_a_running = False
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not saw_b_queued_while_a_running:
             qa = meta_of(await client.call_tool("query_task", {"taskId": a["taskId"]}))
             qb = meta_of(await client.call_tool("query_task", {"taskId": b["taskId"]}))
-            if qa["status"] == "running" and qb["status"] == "queued":
-                saw_b_queued_while_a_running = True
-            if qa["status"] == "succeeded":
-                break
-            await anyio.sleep(0.3)
+            saw_b_queued_while_a_running = qa["status"] == "running" and qb["status"] == "queued"
+            await anyio.sleep(0.2)
+        gate.touch()
         done = await wait_all(client, [a["taskId"], b["taskId"]])
     assert saw_b_queued_while_a_running
     assert [d["status"] for d in done] == ["succeeded", "succeeded"]
