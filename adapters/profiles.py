@@ -31,12 +31,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from .builtin_cli import cli_builtin_data
+from .builtin_gui import GUI_UNAVAILABLE_NOTE, gui_builtin_data
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
-
-GUI_UNAVAILABLE_NOTE = "desktop driver not available in this build"
-"""``note`` of the built-in GUI profiles (40-agents-tasks §1.7): listed, not runnable."""
 
 DEFAULT_AGENT_TIMEOUT_MS = 1_800_000
 """Default ``timeoutMs`` of a profile: 30 min (40-agents-tasks §1.6)."""
@@ -84,7 +82,7 @@ class AgentProfile(BaseModel):
 
     display_name: str = Field("", alias="displayName")
     type: Literal["cli"] = "cli"
-    driver: Literal["spawn", "gui"] = "spawn"
+    driver: Literal["spawn", "acp", "gui"] = "spawn"
     adapter: GuiAdapterName | None = None
     status: Literal["ready", "research", "unsupported"] = "ready"
     command: str | None = None
@@ -138,30 +136,7 @@ class AgentProfile(BaseModel):
 
 def _builtin_data() -> dict[str, dict[str, Any]]:
     """Raw built-in profiles (40-agents-tasks §1.7), as they would appear in the JSON file."""
-    data: dict[str, dict[str, Any]] = cli_builtin_data()
-    gui = {
-        "zcode": "ZCode (desktop)",
-        "traework": "TraeWork (TRAE SOLO CN desktop)",
-        "kimicode": "Kimi Code (desktop)",
-        "qoder": "Qoder (desktop)",
-        "opendesign": "Open Design (desktop)",
-        "minimax": "MiniMax Code (desktop)",
-    }
-    for agent_id, name in gui.items():
-        data[agent_id] = {
-            "displayName": name,
-            "type": "cli",
-            "driver": "gui",
-            "adapter": f"{agent_id}-gui",
-            "status": "unsupported",
-            "command": None,
-            "argsTemplate": [],
-            "promptMode": "arg",
-            "cwd": "task",
-            "env": {},
-            "note": GUI_UNAVAILABLE_NOTE,
-        }
-    return data
+    return {**cli_builtin_data(), **gui_builtin_data()}
 
 
 def builtin_profiles() -> dict[str, AgentProfile]:
@@ -366,8 +341,6 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
     if profile.status == "unsupported":
         detail = profile.note or "marked unsupported"
         return _not_ok(agent_id, profile, f"agent '{agent_id}' is unsupported: {detail}")
-    if profile.driver == "gui":
-        return _not_ok(agent_id, profile, f"agent '{agent_id}' needs the desktop (gui) driver: {GUI_UNAVAILABLE_NOTE}")
     if profile.status == "research":
         return _not_ok(
             agent_id,

@@ -45,7 +45,7 @@ def _timeout_s() -> int:
     return max(60, load_config().needs_user_timeout_ms // 1000)
 
 
-def ask_user(task_id: str, rnd: int, question: str, feedback: str | None) -> NoReturn:
+def ask_user(task_id: str, rnd: int, question: str, feedback: str | None, kind: str | None = None) -> NoReturn:
     """Record the agent's question and suspend the flow run (never returns: Prefect's ``Pause``
     ends the flow-run process).
 
@@ -54,16 +54,20 @@ def ask_user(task_id: str, rnd: int, question: str, feedback: str | None) -> NoR
         rnd: the round that asked (re-run after the answer).
         question: the agent's question (≤ 64 KiB).
         feedback: the feedback that round was given (kept for its re-run).
+        kind: ``needsUserKind``: ``agent_question`` (the default: a CLI agent's question file),
+            ``user_confirmation`` (an ACP permission request the profile's policy leaves to the
+            user), ``login_required`` (a desktop app's login screen).
     """
+    kind = kind or AGENT_QUESTION
     st = store()
     meta = st.read(task_id) or {}
     count = int(meta.get("needsUserCount") or 0) + 1
     key = f"needs-user-{count}"
-    record(task_id, needsUserKind=AGENT_QUESTION, pendingQuestion=question, needsUserQuestion=question,
+    record(task_id, needsUserKind=kind, pendingQuestion=question, needsUserQuestion=question,
            needsUserRound=rnd, needsUserKey=key,
            needsUserCount=count, needsUserFeedback=feedback, phase=None,
            lastMessage=f"round {rnd}: the agent asks the user: {question[:500]}")
-    st.event(task_id, "needs_user", "needs_user", question[:500], {"round": rnd, "kind": AGENT_QUESTION})
+    st.event(task_id, "needs_user", "needs_user", question[:500], {"round": rnd, "kind": kind})
     try:
         create_markdown_artifact(key=artifact_key(task_id, f"question-{count}"),
                                  markdown=f"# The agent asks (round {rnd})\n\n{question}\n\n"

@@ -25,7 +25,7 @@ from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
-from ..tasks.dispatch import dispatch_round
+from ..tasks.dispatch import dispatch_round, end_agent_session
 from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
@@ -150,6 +150,15 @@ def run_task_flow(
     Returns:
         The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
     """
+    try:
+        return _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
+    finally:
+        end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
+
+
+def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
+                task_timeout_ms: int, feedback: str | None) -> State:
+    """The body of :func:`run_task_flow` (same arguments and result)."""
     st = store()
     meta = st.read(task_id)
     if meta is None:
@@ -203,10 +212,12 @@ def run_task_flow(
         if result.get("killed") or result.get("cancelRequested"):
             return _end_killed(task_id)
         if result.get("question"):
-            ask_user(task_id, rnd, result["question"], next_feedback)  # suspends the flow run
+            end_agent_session(task_id)  # the flow-run process exits while it waits
+            ask_user(task_id, rnd, result["question"], next_feedback, result.get("questionKind"))  # suspends the flow run
         if result.get("hardFailure"):
             etype = result.get("errorType") or "spawn"
-            msg = f"agent could not start: {result.get('error')}" + (f" (log {result['logFile']})" if result.get("logFile") else "")
+            what = "the agent's connection was lost" if etype == "cdp_disconnected" else "agent could not start"
+            msg = f"{what}: {result.get('error')}" + (f" (log {result['logFile']})" if result.get("logFile") else "")
             if etype == "setup_failed":
                 _finish(task_id, "needs_attention", f"setup failed: {result.get('error')}", "setup_failed")
                 return Failed(name=NEEDS_ATTENTION, message=f"setup failed: {result.get('error')}")

@@ -6,14 +6,15 @@ from typing import Any
 
 from prefect import task
 
-from ..adapters.cli import AgentRunContext, log_file_path, question_file_path, read_question, run_cli_agent
+from ..adapters.drivers import driver_for, end_all_sessions
 from ..adapters.fatal import fatal_line, output_tail
 from ..adapters.profiles import resolve_agent
+from ..adapters.prompts import PromptClassifier
+from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
 from ..core.errors import TianshuError
 from ..core.procs import kill_recorded, reap_orphans, save_record
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, cancel_requested, stop_probe, store
-from ..adapters.prompts import PromptClassifier
 from .events import ChangeWatch, PromptWatch, emit
 
 
@@ -21,16 +22,18 @@ from .events import ChangeWatch, PromptWatch, emit
 def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, Any]:  # noqa: A002
     """Run the task's agent for round ``round`` with the previous round's ``feedback``.
 
-    The agent's :class:`~tianshu_mcp.core.procs.ProcRecord` is saved to ``agent-proc.json`` so that
-    manage_task(cancel) or a cancellation hook in another process can kill its tree; the tree is
-    also killed in this task's ``finally`` (a flow process terminated by the worker gets there
-    too).
+    The profile's ``driver`` runs the round (:mod:`tianshu_mcp.adapters.drivers`). The agent's
+    :class:`~tianshu_mcp.core.procs.ProcRecord` is saved to ``agent-proc.json`` so that
+    manage_task(cancel) or a cancellation hook in another process can kill its tree; a CLI
+    agent's tree is also killed in this task's ``finally`` (a flow process terminated by the
+    worker gets there too), an ACP or desktop agent's when the task ends
+    (:func:`end_agent_session`), so that its session carries over to the rework round.
 
     Returns:
         ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
         "hardFailure", "errorType", "cancelRequested", "outputTail" (last 2000 chars of the log),
         "fatalLine" (:func:`tianshu_mcp.adapters.fatal.fatal_line`, or None), "question" (what the agent
-        asked the user through ``TIANSHU_MCP_QUESTION_FILE``, or None)}``; a profile that cannot be resolved or a
+        asks the user, or None), "questionKind" (its ``needsUserKind``), "guiStop"}``; a profile that cannot be resolved or a
         malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
         ``agent_unresolved`` / ``setup_failed``.
     """
@@ -58,35 +61,32 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
     )
     emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
          {"round": round, "agentId": agent.id})
+    profile = agent.profile
+    assert profile is not None  # an ok agent has its profile
+    driver = driver_for(profile)
+    hooks = RoundHooks(should_stop=stop_probe(tdir), on_start=lambda rec: save_record(proc_file, rec),
+                       on_event=lambda name, detail, data: emit(task_id, name, "running", detail, data))
     try:
-        profile = agent.profile
-        prompts = PromptClassifier(profile.confirmation_patterns if profile else (),
-                                   profile.authorization_patterns if profile else ())
+        prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
         with ChangeWatch(task_id, meta["projectPath"], round), PromptWatch(task_id, log_file_path(ctx), round, prompts):
-            result = run_cli_agent(
-                ctx,
-                agent,
-                should_stop=stop_probe(tdir),
-                on_start=lambda rec: save_record(proc_file, rec),
-            )
+            result = driver.run_round(ctx, agent, hooks)
     finally:
-        kill_recorded(proc_file)
-        reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round
-    out = {
-        "ok": result.ok,
-        "exitCode": result.exit_code,
-        "timeout": result.timeout,
-        "killed": result.killed,
-        "error": result.error,
-        "durationMs": result.duration_ms,
-        "logFile": str(result.log_file),
-        "hardFailure": bool(result.hard_failure),
-        "errorType": result.error_type,
-    }
+        if not driver.keeps_process:
+            kill_recorded(proc_file)
+            reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round
+    out = result.to_json()
     out["cancelRequested"] = cancel_requested(tdir)
     tail = output_tail(result.log_file)
     out["outputTail"] = tail[-2000:]
-    out["fatalLine"] = fatal_line(tail, agent.profile.fatal_patterns if agent.profile is not None else ())
-    out["question"] = read_question(question_file_path(ctx))
+    out["fatalLine"] = fatal_line(tail, profile.fatal_patterns)
     return out
 
+
+def end_agent_session(task_id: str) -> None:
+    """At the end of a task's flow run: close the agent's session (ACP, desktop) and kill the
+    recorded agent tree, then whatever is left below this process. Never raises."""
+    end_all_sessions(task_id)
+    try:
+        kill_recorded(store().dir(task_id) / AGENT_PROC_FILE)
+    finally:
+        reap_orphans()

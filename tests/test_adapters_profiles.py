@@ -175,7 +175,7 @@ def test_command_missing(tmp_path: Path) -> None:
     assert r.ok is False and "does not exist" in r.message
 
 
-def test_placeholder_unsupported_gui_and_research_are_not_ok(tmp_path: Path) -> None:
+def test_placeholder_unsupported_and_research_are_not_ok_a_ready_gui_profile_is(tmp_path: Path) -> None:
     write_profiles(
         tmp_path,
         {
@@ -190,7 +190,7 @@ def test_placeholder_unsupported_gui_and_research_are_not_ok(tmp_path: Path) -> 
     ph, uns, gui, res = (resolve_agent(i, tmp_path) for i in ("ph", "uns", "gui", "res"))
     assert not ph.ok and "placeholder" in ph.message
     assert not uns.ok and "vendor dropped the CLI" in uns.message
-    assert not gui.ok and "gui" in gui.message
+    assert gui.ok and gui.profile is not None and gui.profile.driver == "gui"  # the desktop app's executable
     assert not res.ok and "research" in res.message
 
 

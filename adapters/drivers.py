@@ -1,0 +1,98 @@
+"""Which code drives an agent: the profile's ``driver`` picks one (40-agents-tasks §1.1, §1.6).
+
+A driver runs one round (:class:`~tianshu_mcp.adapters.round.AgentRunContext` in,
+:class:`~tianshu_mcp.adapters.round.AgentRunResult` out) and may keep a session open between
+the rounds of one task (an ACP agent's session, a desktop app's chat), which
+:meth:`AgentDriver.end_session` closes when the task's flow run ends.
+
+* ``spawn``: a CLI agent, one subprocess per round (:mod:`.cli`).
+* ``acp``: an Agent Client Protocol agent over stdio, one process and session per task (:mod:`.acp`).
+* ``gui``: a desktop chat app driven over the Chrome DevTools Protocol (:mod:`.cdp`).
+
+Adding an agent is a profile (data); adding a kind of agent is one module with a driver here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from .profiles import AgentProfile, ResolvedAgent
+from .round import AgentRunContext, AgentRunResult, RoundHooks
+
+
+class RoundRunner(Protocol):
+    """``run_round(ctx, agent, hooks) -> AgentRunResult``; never raises for a failing agent."""
+
+    def __call__(self, ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks) -> AgentRunResult: ...
+
+
+@dataclass(frozen=True)
+class AgentDriver:
+    """One kind of agent.
+
+    Attributes:
+        name: the profile's ``driver`` value.
+        run_round: runs one round.
+        end_session: closes what the driver keeps open for ``task_id`` between rounds (its
+            process tree included); never raises; a no-op when nothing is open.
+        keeps_process: the agent's process outlives a round (the task kills it at the end of
+            its flow run, not at the end of each round).
+    """
+
+    name: str
+    run_round: RoundRunner
+    end_session: Callable[[str], None]
+    keeps_process: bool
+
+
+def _cli_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks) -> AgentRunResult:
+    from .cli import run_cli_agent
+
+    return run_cli_agent(ctx, agent, hooks=hooks)
+
+
+def _nothing_open(task_id: str) -> None:
+    del task_id
+
+
+def _lazy(module: str, run: str, end: str) -> tuple[RoundRunner, Callable[[str], None]]:
+    """Import ``module`` on first use (Playwright and the ACP package load only when needed)."""
+
+    def run_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks) -> AgentRunResult:
+        return getattr(importlib.import_module(module, __package__), run)(ctx, agent, hooks)
+
+    def end_session(task_id: str) -> None:
+        try:
+            mod = importlib.import_module(module, __package__)
+        except ImportError:
+            return
+        getattr(mod, end)(task_id)
+
+    return run_round, end_session
+
+
+_acp_run, _acp_end = _lazy(".acp", "run_acp_round", "end_acp_session")
+_gui_run, _gui_end = _lazy(".cdp", "run_gui_round", "end_gui_session")
+
+DRIVERS: dict[str, AgentDriver] = {
+    "spawn": AgentDriver("spawn", _cli_round, _nothing_open, keeps_process=False),
+    "acp": AgentDriver("acp", _acp_run, _acp_end, keeps_process=True),
+    "gui": AgentDriver("gui", _gui_run, _gui_end, keeps_process=True),
+}
+"""Every driver, keyed by the profile's ``driver`` value."""
+
+
+def driver_for(profile: AgentProfile) -> AgentDriver:
+    """The driver of ``profile`` (its ``driver`` field is validated against :data:`DRIVERS`)."""
+    return DRIVERS[profile.driver]
+
+
+def end_all_sessions(task_id: str) -> None:
+    """Close whatever any driver keeps open for ``task_id``; never raises."""
+    for driver in DRIVERS.values():
+        try:
+            driver.end_session(task_id)
+        except Exception:  # noqa: BLE001 - the process record kill in the caller still runs
+            pass
