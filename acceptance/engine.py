@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
-from ..core.procs import reap_orphans, stop_requested
+from ..core.procs import stop_requested
+from ..core.reaper import reap_orphans
 from .check_outputs import CheckOutputs, attribute, ledger_path, snapshot
 from .config import (
     AcceptanceCheck,

@@ -30,6 +30,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
+from .acp_policy import AcpSettings
+from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
 from .builtin_gui import GUI_UNAVAILABLE_NOTE, gui_builtin_data
 
@@ -121,6 +123,12 @@ class AgentProfile(BaseModel):
                                  "(otherwise the agent never receives the brief)")
         return self
 
+    @model_validator(mode="after")
+    def _acp_settings_valid(self) -> "AgentProfile":
+        if self.driver == "acp" and (self.model_extra or {}).get("acp") is not None:
+            AcpSettings.model_validate((self.model_extra or {})["acp"])  # ValidationError names the field
+        return self
+
     @property
     def effective_adapter(self) -> str | None:
         """The GUI adapter this profile asks for: ``adapter``, or ``traework-gui`` for a GUI
@@ -136,7 +144,7 @@ class AgentProfile(BaseModel):
 
 def _builtin_data() -> dict[str, dict[str, Any]]:
     """Raw built-in profiles (40-agents-tasks §1.7), as they would appear in the JSON file."""
-    return {**cli_builtin_data(), **gui_builtin_data()}
+    return {**cli_builtin_data(), **acp_builtin_data(), **gui_builtin_data()}
 
 
 def builtin_profiles() -> dict[str, AgentProfile]:

@@ -47,6 +47,8 @@ class AgentRunContext:
         context: extra context / constraints, or None.
         feedback: previous round's verification feedback (rework text), or None.
         timeout_ms: the task's timeout in ms, fixed at submit; ≤0 falls back to the profile's.
+        answer: the user's answer when this round re-runs after it asked (needs_user), else
+            None (the answer is also in ``feedback``, for the agent).
     """
 
     task_id: str
@@ -57,6 +59,7 @@ class AgentRunContext:
     context: str | None = None
     feedback: str | None = None
     timeout_ms: int = 0
+    answer: str | None = None
 
 
 @dataclass

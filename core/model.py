@@ -62,7 +62,8 @@ _META_KEYS = (
     "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "changedFiles",
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
-    "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion", "flowRunId", "flowRunUrl",
+    "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion",
+    "progressSummary", "flowRunId", "flowRunUrl",
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
 )
 

@@ -17,13 +17,11 @@ raises.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import secrets
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -35,9 +33,6 @@ import psutil
 from .childenv import scrub
 
 log = logging.getLogger("tianshu_mcp")
-
-_PR_SET_CHILD_SUBREAPER = 36
-
 
 TAG_ENV = "TIANSHU_MCP_PROC_TAG"
 
@@ -96,49 +91,6 @@ def stop_requested(should_stop: Callable[[], bool] | None) -> bool:
         return False
 
 
-def become_subreaper() -> bool:
-    """Make this process the reaper of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``).
-
-    A grandchild whose parent dies is then re-parented to us instead of init, so
-    :func:`kill_tree` still finds it among our descendants. Returns False where unsupported.
-    """
-    global _subreaper
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except OSError:
-        return False
-    return _subreaper
-
-
-_subreaper = False
-
-
-def reap_orphans() -> int:
-    """In a subreaper (a flow-run process, :func:`become_subreaper`), kill every process still
-    below us — called when the agent or the checks have finished, so nothing of theirs is meant
-    to run any more. A descendant that left its session and cleared its environment
-    (``setsid env -i …``) escapes the tree and the tag, but not its re-parenting to us (input
-    issue: such a process outlived its task, and one written by a check changed files after the
-    checks were judged). Elsewhere (a test, the stdio server) nothing is done.
-
-    Returns:
-        How many processes were found and killed.
-    """
-    if not _subreaper:
-        return 0
-    try:
-        found = len(psutil.Process().children(recursive=True))
-    except psutil.Error:
-        return 0
-    if found:
-        log.warning("killing %d process(es) left behind by the agent or the checks", found)
-        kill_descendants()
-    return found
-
-
 def spawn(
     argv: Sequence[str],
     *,
@@ -168,9 +120,7 @@ def spawn(
     """
     path = Path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tag = secrets.token_hex(8)
-    child_env = scrub(env)
-    child_env[TAG_ENV] = tag
+    child_env, tag = tagged_env(env)
     with open(path, "ab") as out:
         if header:
             out.write(header.encode("utf-8", errors="replace"))
@@ -187,11 +137,26 @@ def spawn(
         )
     if stdin_text is not None and proc.stdin is not None:
         threading.Thread(target=_feed_stdin, args=(proc, stdin_text), daemon=True).start()
+    return proc, record_of(proc.pid, tag)
+
+
+def tagged_env(env: Mapping[str, str] | None = None) -> tuple[dict[str, str], str]:
+    """The environment of a child we start and its tag: ``env`` (default: ours) scrubbed of our
+    Prefect credentials and git location variables (:mod:`.childenv`), plus a fresh
+    :data:`TAG_ENV` value that every descendant inherits. Returns ``(env, tag)``."""
+    tag = secrets.token_hex(8)
+    child_env = scrub(env)
+    child_env[TAG_ENV] = tag
+    return child_env, tag
+
+
+def record_of(pid: int, tag: str = "") -> ProcRecord:
+    """The :class:`ProcRecord` of a child started in its own session (pgid = pid)."""
     try:
-        create_time = psutil.Process(proc.pid).create_time()
+        create_time = psutil.Process(pid).create_time()
     except psutil.Error:
         create_time = 0.0
-    return proc, ProcRecord(proc.pid, proc.pid, create_time, tag)
+    return ProcRecord(pid, pid, create_time, tag)
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
@@ -207,7 +172,7 @@ def _feed_stdin(proc: subprocess.Popen[bytes], text: str) -> None:
             pass
 
 
-def _members(record: ProcRecord) -> list[psutil.Process]:
+def members_of(record: ProcRecord) -> list[psutil.Process]:
     """Every live process belonging to the record: the root, its descendants, its group/session."""
     found: dict[int, psutil.Process] = {}
     try:
@@ -263,7 +228,7 @@ def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0,
     """
     deadline = time.monotonic() + total_s
     try:
-        members = _members(record)
+        members = members_of(record)
         known_pids = {p.pid for p in members}
         members += [p for p in extra if p.pid not in known_pids and is_alive(p)]
         if not members:
@@ -281,7 +246,7 @@ def kill_tree(record: ProcRecord, grace_s: float = 0.8, total_s: float = 3.0,
             # keep what we already found (a setsid'd grandchild is no longer reachable once its
             # parent died) and add descendants forked meanwhile; is_running() checks create time
             known = {p.pid: p for p in members if is_alive(p)}
-            for p in _members(record):
+            for p in members_of(record):
                 if is_alive(p):
                     known.setdefault(p.pid, p)
             members = list(known.values())
@@ -324,7 +289,7 @@ def pid_alive(pid: int, create_time: float) -> bool:
 
 def tree_alive(record: ProcRecord) -> bool:
     """True when any process of the record's tree (root, descendants, group) is still alive."""
-    return any(is_alive(p) for p in _members(record))
+    return any(is_alive(p) for p in members_of(record))
 
 
 def run_process(
@@ -454,57 +419,3 @@ def kill_recorded(path: str | os.PathLike[str]) -> bool:
 def current_record() -> ProcRecord:
     """The :class:`ProcRecord` of this process."""
     return ProcRecord(os.getpid(), os.getpgid(0), psutil.Process().create_time())
-
-
-def kill_descendants() -> None:
-    """Kill every descendant of this process (agents, checks, their orphans when we are a
-    subreaper), SIGTERM then SIGKILL. Never raises."""
-    try:
-        children = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for child in children:
-            try:
-                child.send_signal(sig)
-            except psutil.Error:
-                pass
-        _, children = psutil.wait_procs(children, timeout=0.5)
-        if not children:
-            return
-
-
-def exit_when_host_dies() -> bool:
-    """In a flow-run process of the embedded host: when the host dies, kill everything this
-    process started and exit (the host's API is gone, so no state can be recorded; the next
-    host's start-up sweep archives the run). Returns False when no host is watched."""
-
-    def gone() -> None:
-        kill_descendants()
-        os._exit(3)
-
-    return watch_host(gone)
-
-
-def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
-    """Call ``on_gone`` once when the hosting tianshu-mcp process dies.
-
-    The host exports ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` to the flow-run
-    processes its worker starts; without them (scale-out workers) nothing is watched and False is
-    returned. A daemon thread polls every ``interval_s`` seconds; a reused pid does not count as
-    alive (create time is compared).
-    """
-    try:
-        pid = int(os.environ["TIANSHU_MCP_HOST_PID"])
-        ctime = float(os.environ["TIANSHU_MCP_HOST_CTIME"])
-    except (KeyError, ValueError):
-        return False
-
-    def loop() -> None:
-        while pid_alive(pid, ctime):
-            time.sleep(interval_s)
-        on_gone()
-
-    threading.Thread(target=loop, name="tianshu-host-watchdog", daemon=True).start()
-    return True
-

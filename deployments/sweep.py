@@ -5,7 +5,7 @@ Run by whoever hosts a home's Prefect, never by a client of a remote API:
 * :func:`startup_sweep` — on start, before the worker polls: every run of this home's
   deployments (``run-task``, ``verify``, ``reverify``) that is Pending, Running or Cancelling
   has no process any more (its host is gone; a flow-run process outlives its host by at most a
-  second, see :func:`~tianshu_mcp.core.procs.exit_when_host_dies`): its recorded flow-run
+  second, see :func:`~tianshu_mcp.core.reaper.exit_when_host_dies`): its recorded flow-run
   process and agent tree are killed and it becomes ``Crashed`` (task ``interrupted``), which
   frees its pool and queue slots. Scheduled (queued) runs stay queued: tasks are durable.
 * :func:`trim_missed_schedules` — catch-up policy: of the re-verification runs a schedule should

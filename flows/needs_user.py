@@ -79,9 +79,9 @@ def ask_user(task_id: str, rnd: int, question: str, feedback: str | None, kind: 
     raise RuntimeError("suspend_flow_run returned without suspending")  # pragma: no cover
 
 
-def take_answer(task_id: str) -> tuple[int, str] | None:
-    """On a flow run's (re)start: the round to re-run and its feedback when the run was resumed
-    with an answer, else None. Clears the question from ``task.json``."""
+def take_answer(task_id: str) -> tuple[int, str, str] | None:
+    """On a flow run's (re)start: ``(round to re-run, its feedback, the answer)`` when the run
+    was resumed with an answer, else None. Clears the question from ``task.json``."""
     st = store()
     meta = st.read(task_id) or {}
     key = meta.get("needsUserKey")
@@ -102,4 +102,4 @@ def take_answer(task_id: str) -> tuple[int, str] | None:
     answer = str(getattr(reply, "message", "") or "")
     parts = [previous] if previous else []
     parts.append(f"## You asked the user\n{question}\n\n## The user's answer\n{answer}")
-    return rnd, "\n\n".join(parts)
+    return rnd, "\n\n".join(parts), answer

@@ -186,9 +186,10 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         return Failed(name=NEEDS_ATTENTION, message=msg)
     rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
+    answer: str | None = None
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
-        rnd, next_feedback = answered
+        rnd, next_feedback, answer = answered
     elif rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
         # a manual rework of a task whose last round failed verification: the agent hears the
         # caller's hint and feedback first, then what failed, as an automatic round would
@@ -203,7 +204,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             return _end_killed(task_id)
         record(task_id, phase="running", lastMessage=f"round {rnd}: agent running")
         st.event(task_id, "started", "running", f"round {rnd}: agent running")
-        result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback)
+        result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback, answer)
+        answer = None
         record(task_id, logFile=result.get("logFile"), agentExitCode=result.get("exitCode"),
                agentDurationMs=result.get("durationMs"))
         st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")

@@ -10,7 +10,7 @@ starts a daemon thread that reads the flow run every ``interval_s`` seconds:
   ``cancelled`` (``finalStatus``: there is no flow-run state left to read) and exit.
 
 It reads through Prefect's own client (the flow-run process has the API address and credentials
-from its worker). Transport errors are ignored (the host watchdog, :func:`~tianshu_mcp.core.procs.exit_when_host_dies`,
+from its worker). Transport errors are ignored (the host watchdog, :func:`~tianshu_mcp.core.reaper.exit_when_host_dies`,
 covers a dead host).
 """
 
@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from ..core.procs import kill_descendants
+from ..core.reaper import kill_descendants
 from ..core.taskstore import utc_now
 from ..tasks.common import record, request_cancel, store
 
@@ -86,7 +86,7 @@ def guard_run(record_id: str, project_path: str) -> None:
     this project is alive when this one starts work)."""
     from ..core.paths import serial_key
     from ..core.gate import claim_project
-    from ..core.procs import become_subreaper, exit_when_host_dies
+    from ..core.reaper import become_subreaper, exit_when_host_dies
     from ..core.settings import home_tag
 
     become_subreaper()

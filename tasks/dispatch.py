@@ -12,15 +12,17 @@ from ..adapters.profiles import resolve_agent
 from ..adapters.prompts import PromptClassifier
 from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
 from ..core.errors import TianshuError
-from ..core.procs import kill_recorded, reap_orphans, save_record
+from ..core.procs import kill_recorded, save_record
+from ..core.reaper import reap_orphans
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, cancel_requested, stop_probe, store
-from .events import ChangeWatch, PromptWatch, emit
+from .events import ChangeWatch, PromptWatch, RoundEvents, emit
 
 
 @task(name="dispatch", retries=0)
-def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, Any]:  # noqa: A002
-    """Run the task's agent for round ``round`` with the previous round's ``feedback``.
+def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str | None = None) -> dict[str, Any]:  # noqa: A002
+    """Run the task's agent for round ``round`` with the previous round's ``feedback`` (and the
+    user's ``answer`` when the round re-runs after asking).
 
     The profile's ``driver`` runs the round (:mod:`tianshu_mcp.adapters.drivers`). The agent's
     :class:`~tianshu_mcp.core.procs.ProcRecord` is saved to ``agent-proc.json`` so that
@@ -58,17 +60,20 @@ def dispatch_round(task_id: str, round: int, feedback: str | None) -> dict[str, 
         context=meta.get("context"),
         feedback=feedback,
         timeout_ms=int(meta.get("taskTimeoutMs") or 0),
+        answer=answer,
     )
     emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
          {"round": round, "agentId": agent.id})
     profile = agent.profile
     assert profile is not None  # an ok agent has its profile
     driver = driver_for(profile)
+    events = RoundEvents(task_id)
     hooks = RoundHooks(should_stop=stop_probe(tdir), on_start=lambda rec: save_record(proc_file, rec),
-                       on_event=lambda name, detail, data: emit(task_id, name, "running", detail, data))
+                       on_event=events.send)
     try:
         prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
-        with ChangeWatch(task_id, meta["projectPath"], round), PromptWatch(task_id, log_file_path(ctx), round, prompts):
+        with ChangeWatch(task_id, meta["projectPath"], round, events=events), \
+                PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events):
             result = driver.run_round(ctx, agent, hooks)
     finally:
         if not driver.keeps_process:

@@ -85,6 +85,43 @@ def _tree_state(project: str) -> frozenset[tuple[str, str, int, int]] | None:
     return frozenset(rows)
 
 
+ONCE_PER_ROUND = frozenset({"file_modification_started", "confirmation_dialog_detected", "awaiting_user_authorization"})
+"""Semantic events sent at most once per round, whoever notices first (a watch or the driver)."""
+
+
+class RoundEvents:
+    """The events of one round: the driver's and the watches' go through :meth:`send`, which
+    drops a second :data:`ONCE_PER_ROUND` event of the same name; ``progress`` notes also set
+    the task's ``progressSummary`` (40-agents-tasks §1.2)."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self._sent: set[str] = set()
+        self._lock = threading.Lock()
+
+    def claim(self, name: str) -> bool:
+        """True the first time ``name`` is claimed this round (always for other events)."""
+        if name not in ONCE_PER_ROUND:
+            return True
+        with self._lock:
+            if name in self._sent:
+                return False
+            self._sent.add(name)
+            return True
+
+    def send(self, name: str, detail: str, data: dict[str, Any] | None = None) -> None:
+        """Emit ``name`` unless it was already sent this round; never raises."""
+        if not self.claim(name):
+            return
+        if name == "progress":
+            try:
+                store().update(self.task_id, progressSummary=detail[:500])
+            except Exception as exc:  # noqa: BLE001 - a note must never end a task
+                log.warning("task %s: progress not recorded: %s", self.task_id, exc)
+            name = "note"
+        emit(self.task_id, name, "running", detail, data)
+
+
 class _Watch:
     """A daemon thread calling :meth:`_look` every ``interval_s`` s between :meth:`_begin` and
     :meth:`_end` (the context manager of a round's agent run)."""
@@ -121,9 +158,11 @@ class ChangeWatch(_Watch):
     Use as a context manager around the agent's run; ``interval_s`` between two looks.
     """
 
-    def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0) -> None:
+    def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0,
+                 events: RoundEvents | None = None) -> None:
         super().__init__(interval_s)
         self.task_id, self.project, self.round = task_id, project, rnd
+        self.events = events or RoundEvents(task_id)
 
     def __enter__(self) -> Self:
         self._start = _tree_state(self.project)
@@ -144,9 +183,9 @@ class ChangeWatch(_Watch):
             return False
         self._sent = True
         changed = sorted({row[0] for row in now ^ self._start})
-        emit(self.task_id, "file_modification_started", "running",
-             f"round {self.round}: the agent started changing files ({', '.join(changed[:5])})",
-             {"round": self.round, "files": changed[:20]})
+        self.events.send("file_modification_started",
+                         f"round {self.round}: the agent started changing files ({', '.join(changed[:5])})",
+                         {"round": self.round, "files": changed[:20]})
         return True
 
 
@@ -159,9 +198,10 @@ class PromptWatch(_Watch):
     """
 
     def __init__(self, task_id: str, log_file: Path, rnd: int, classifier: PromptClassifier,
-                 interval_s: float = 0.5) -> None:
+                 interval_s: float = 0.5, events: RoundEvents | None = None) -> None:
         super().__init__(interval_s)
         self.task_id, self.log_file, self.round = task_id, Path(log_file), rnd
+        self.events = events or RoundEvents(task_id)
         self._classifier = classifier
         self._sent: set[str] = set()
         self._offset = 0
@@ -204,6 +244,5 @@ class PromptWatch(_Watch):
             self._sent.add(kind)
             what = "asks to log in / authorize" if kind == AUTHORIZATION else "shows a confirmation prompt"
             quoted = line[:QUOTE_CHARS]
-            emit(self.task_id, kind, "running", f"round {self.round}: the agent {what}: {quoted}",
-                 {"round": self.round, "line": quoted})
+            self.events.send(kind, f"round {self.round}: the agent {what}: {quoted}", {"round": self.round, "line": quoted})
         return len(self._sent) == 2  # both said: nothing more to look for

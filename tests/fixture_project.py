@@ -9,6 +9,10 @@ import sys
 from pathlib import Path
 
 CALC_BUGGY = "def add(a, b):\n    return a - b\n"
+WRONG_FIX = "def add(a, b):\n    return abs(a) + abs(b)\n"
+"""What the fake agents write when their brief does not name the failing test."""
+RIGHT_FIX = "def add(a, b):\n    return a + b\n"
+"""What they write once it does."""
 TESTS = (
     "from calc import add\n\n\n"
     "def test_add():\n    assert add(2, 3) == 5\n\n\n"
