@@ -77,7 +77,9 @@ class AgentProfile(BaseModel):
         :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), confirmation_patterns /
         authorization_patterns (``confirmationPatterns`` / ``authorizationPatterns``, []: output
         lines that mean the agent waits for a confirmation / for a login, added to those of
-        :mod:`tianshu_mcp.adapters.prompts`), note (None).
+        :mod:`tianshu_mcp.adapters.prompts`), note (None), version_args (``versionArgs``, None:
+        how to ask the executable its version for ``query_info``; None → ``["--version"]``,
+        ``[]`` → not asked).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
@@ -98,6 +100,7 @@ class AgentProfile(BaseModel):
     confirmation_patterns: list[str] = Field(default_factory=list, alias="confirmationPatterns")
     authorization_patterns: list[str] = Field(default_factory=list, alias="authorizationPatterns")
     note: str | None = None
+    version_args: list[str] | None = Field(None, alias="versionArgs")
 
     @model_validator(mode="after")
     def _fatal_patterns_compile(self) -> "AgentProfile":
@@ -248,9 +251,10 @@ class ResolvedAgent:
     message: str
     source: Literal["explicit", "path", "discovery"] | None = None
 
-    def to_info(self) -> dict[str, Any]:
+    def to_info(self, version: str | None = None) -> dict[str, Any]:
         """Summary for ``query_info``: ``{id, displayName, driver, status, ok, message, command,
-        source}`` (driver/status None for an unknown id, command/source None when not ok)."""
+        source, version}`` (driver/status None for an unknown id, command/source None when not
+        ok; ``version``: what the executable reports, see :mod:`.versions`)."""
         return {
             "id": self.id,
             "displayName": self.display_name,
@@ -260,6 +264,7 @@ class ResolvedAgent:
             "message": self.message,
             "command": self.command,
             "source": self.source,
+            "version": version,
         }
 
 
@@ -428,3 +433,14 @@ def list_agents(home: Path) -> list[ResolvedAgent]:
         TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.
     """
     return [resolve_profile(agent_id, profile) for agent_id, profile in load_profiles(home).items()]
+
+
+def describe_agent(agent: ResolvedAgent) -> dict[str, Any]:
+    """:meth:`ResolvedAgent.to_info` with the version its executable reports (runnable CLI and
+    ACP agents only; a desktop app is never started for it). Never raises."""
+    from .versions import agent_version
+
+    version = None
+    if agent.ok and agent.command and agent.profile is not None and agent.profile.driver != "gui":
+        version = agent_version(agent.command, agent.profile.version_args)
+    return agent.to_info(version)

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable
 import anyio
 import mcp_types as types
 
-from ..adapters.profiles import list_agents, resolve_agent
+from ..adapters.profiles import describe_agent, list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
@@ -476,13 +476,16 @@ class Handlers:
 
     async def _profiles(self) -> types.CallToolResult:
         agents = await anyio.to_thread.run_sync(list_agents, self.runtime.home)
+        infos = await anyio.to_thread.run_sync(lambda: [describe_agent(a) for a in agents])
         rows = ["agents and executable probe results (columns: status / id / name / driver / profileStatus / message)"]
-        for a in agents:
+        for a, info in zip(agents, infos):
             p = a.profile
             rows.append(f"{'[PASS] available' if a.ok else '[FAIL] unavailable'}\t{a.id}\t{a.display_name}\t"
-                        f"driver={p.driver or 'unknown'}\tprofileStatus={p.status or 'unknown'}\t{a.message}"
-                        + (f" [source: {a.source}]" if a.source else ""))
-        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(agents)} agent(s)", "checks": []})
+                        f"driver={p.driver if p else 'unknown'}\tprofileStatus={p.status if p else 'unknown'}\t{a.message}"
+                        + (f" [source: {a.source}]" if a.source else "")
+                        + (f" [version: {info['version']}]" if info["version"] else ""))
+        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(agents)} agent(s)", "checks": [],
+                                           "profiles": infos})
 
     # --- wait_task ---------------------------------------------------------------------------
     async def wait_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:

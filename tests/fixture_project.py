@@ -67,3 +67,18 @@ def scripted_profile(agent: Path | None = None, mode: str = "normal", python: st
         "env": {"SCRIPTED_MODE": mode, **(extra_env or {})},
         "timeoutMs": timeout_ms,
     }
+
+
+FAKE_ACP = Path(__file__).with_name("fake_acp_agent.py")
+
+
+def acp_profile(tmp: Path, mode: str = "normal", acp: dict | None = None, **env: str) -> dict:
+    """A profile running ``fake_acp_agent.py`` in ``mode`` over ACP, its trace
+    (``<tmp>/trace.jsonl``) and session state (``<tmp>/state.json``) under ``tmp``; ``acp``:
+    the profile's ``acp`` settings; ``env``: more variables for the agent."""
+    raw: dict = {"displayName": "Fake ACP", "driver": "acp", "command": sys.executable, "argsTemplate": [str(FAKE_ACP)],
+                 "env": {"FAKE_ACP_MODE": mode, "FAKE_ACP_TRACE": str(tmp / "trace.jsonl"),
+                         "FAKE_ACP_STATE": str(tmp / "state.json"), **env}}
+    if acp is not None:
+        raw["acp"] = acp
+    return raw

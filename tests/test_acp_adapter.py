@@ -12,25 +12,11 @@ from typing import Any
 import psutil
 import pytest
 
-from fixture_project import RIGHT_FIX, WRONG_FIX, make_calc_repo
+from fixture_project import RIGHT_FIX, WRONG_FIX, acp_profile, make_calc_repo
 from tianshu_mcp.adapters.acp import end_acp_session, run_acp_round
 from tianshu_mcp.adapters.profiles import AgentProfile, ResolvedAgent, resolve_profile
 from tianshu_mcp.adapters.round import AgentRunContext, RoundHooks
 from tianshu_mcp.core.procs import ProcRecord, tree_alive
-
-FAKE_ACP = Path(__file__).with_name("fake_acp_agent.py")
-
-
-def acp_profile(tmp: Path, mode: str = "normal", acp: dict[str, Any] | None = None, **env: str) -> dict[str, Any]:
-    """A profile running the fake ACP agent in ``mode`` (trace and state files under ``tmp``)."""
-    raw: dict[str, Any] = {"displayName": "Fake ACP", "driver": "acp", "command": sys.executable,
-                           "argsTemplate": [str(FAKE_ACP)],
-                           "env": {"FAKE_ACP_MODE": mode, "FAKE_ACP_TRACE": str(tmp / "trace.jsonl"),
-                                   "FAKE_ACP_STATE": str(tmp / "state.json"), **env}}
-    if acp is not None:
-        raw["acp"] = acp
-    return raw
-
 
 def trace(tmp: Path) -> list[dict[str, Any]]:
     path = tmp / "trace.jsonl"

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,42 @@ def test_a_cli_profile_must_deliver_the_brief(tmp_path: Path) -> None:
         resolve_agent("f", tmp_path)
     write_profiles(tmp_path, {"profiles": {"s": {"command": sys.executable, "promptMode": "stdin"}}})
     assert resolve_agent("s", tmp_path).ok
+
+
+def _exe(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_the_version_is_what_the_executable_reports_and_an_upgrade_is_seen(tmp_path: Path) -> None:
+    from tianshu_mcp.adapters.versions import agent_version
+
+    exe = _exe(tmp_path / "agent", 'echo "fake-agent v2.4.1 (build 9f3c)"')
+    assert agent_version(str(exe)) == "2.4.1"
+    _exe(exe, 'echo "fake-agent 2.5.0-beta.1"')
+    os.utime(exe, ns=(time.time_ns(), time.time_ns() + 10_000_000))
+    assert agent_version(str(exe)) == "2.5.0-beta.1"
+    assert agent_version(str(exe), []) is None  # versionArgs [] → not asked
+    assert agent_version(str(_exe(tmp_path / "quiet", "echo no version here"))) is None
+
+
+def test_a_version_probe_that_hangs_is_killed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tianshu_mcp.adapters import versions
+
+    monkeypatch.setattr(versions, "VERSION_TIMEOUT_S", 0.5)
+    assert versions.agent_version(str(_exe(tmp_path / "ui", "exec sleep 60"))) is None
+
+
+def test_profiles_list_driver_source_and_version(tmp_path: Path) -> None:
+    from tianshu_mcp.adapters.profiles import describe_agent, list_agents
+
+    exe = _exe(tmp_path / "myagent", 'echo "myagent 0.9.7"; exit 0')
+    write_profiles(tmp_path, {"profiles": {"mine": {"command": str(exe), "argsTemplate": ["<prompt:arg>"]},
+                                           "acp1": {"driver": "acp", "command": str(exe)}}})
+    rows = {a.id: describe_agent(a) for a in list_agents(tmp_path)}
+    assert rows["mine"] | {"message": None} == {"id": "mine", "displayName": "mine", "driver": "spawn", "status": "ready",
+                                                "ok": True, "message": None, "command": str(exe), "source": "explicit",
+                                                "version": "0.9.7"}
+    assert rows["acp1"]["driver"] == "acp" and rows["acp1"]["version"] == "0.9.7"
+    assert rows["gemini-acp"]["driver"] == "acp" and rows["zcode"]["ok"] is False and rows["zcode"]["version"] is None
