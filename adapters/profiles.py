@@ -33,7 +33,7 @@ from ..core.errors import ErrorCode, TianshuError
 from .acp_policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
-from .builtin_gui import GUI_UNAVAILABLE_NOTE, gui_builtin_data
+from .builtin_gui import gui_builtin_data
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""

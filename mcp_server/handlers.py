@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 import anyio
 import mcp_types as types
 
+from ..adapters.arg_gates import check_agent_args, check_project_less
 from ..adapters.profiles import describe_agent, list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
@@ -84,10 +85,11 @@ class Handlers:
             agent = resolve_agent(agent_id, home)
             if not agent.ok:
                 return self._agent_unavailable(agent_id, "", agent.message)
+            check_project_less(agent.id, agent.profile, args)
             raise TianshuError(
                 ErrorCode.INVALID_ARGUMENT,
-                f"agent '{agent_id}' needs projectPath; project-less dispatch is only supported for ZCode. "
-                "Give projectPath or use agentId=zcode.",
+                f"agent '{agent_id}': dispatch into ZCode's default workspace (no projectPath) is not available in "
+                "this build; give projectPath",
             )
         project = check_project_path(raw_path, home)
         try:
@@ -107,7 +109,7 @@ class Handlers:
             agent = resolve_agent(agent_id, home)
             if not agent.ok:
                 return self._agent_unavailable(agent_id, project.norm, agent.message)
-            self._agent_gates(agent_id, args)
+            check_agent_args(agent.id, agent.profile, args, project.norm)
             dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
             active = self._unfinished(project.norm)
             payload = {**args, "agentId": agent.id}
@@ -193,23 +195,6 @@ class Handlers:
             f"agent '{agent_id}' is not available: {reason}",
             {"ok": False, "projectPath": project, "agentId": agent_id, "message": reason},
         )
-
-    @staticmethod
-    def _agent_gates(agent_id: str, args: dict[str, Any]) -> None:
-        """Agent-specific parameter gates of 10-tools §1.3 (8)."""
-        def bad(msg: str) -> None:
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, msg)
-
-        if args.get("allowCreateProject") is not None and agent_id != "zcode":
-            bad(f"allowCreateProject is ZCode-only; agent '{agent_id}' does not support it. Remove it and retry.")
-        if args.get("modelSource") is not None and agent_id != "qoder":
-            bad("modelSource is a Qoder CN-only parameter")
-        if args.get("reasoningLevel") in ("极高", "xhigh", "最大", "关闭思考") and agent_id != "qoder":
-            bad("this reasoning level alias is only supported by the Qoder CN adapter")
-        if args.get("designDirection") is not None and agent_id != "opendesign":
-            bad("designDirection is an Open Design-only parameter")
-        if args.get("contextWindow") is not None and agent_id != "minimax":
-            bad("contextWindow is a MiniMax Code-only parameter")
 
     # --- verify_task -------------------------------------------------------------------------
     async def verify_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
