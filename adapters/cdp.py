@@ -45,6 +45,7 @@ user-data-dir instead of one per adapter class.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -52,7 +53,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +64,16 @@ from .cdp_instance import AppInstance, InstanceError, ensure_instance
 from .cdp_liveness import JudgeLimits, Observation, judge, start_state, text_hash
 from .cdp_page import AppPage, StepError
 from .profiles import DEFAULT_AGENT_TIMEOUT_MS, ResolvedAgent
-from .round import (FEEDBACK_HEADER, AgentRunContext, AgentRunResult, RoundHooks, append_log, build_prompt,
-                    log_file_path, prompt_file_path)
+from .round import (
+    FEEDBACK_HEADER,
+    AgentRunContext,
+    AgentRunResult,
+    RoundHooks,
+    append_log,
+    build_prompt,
+    log_file_path,
+    prompt_file_path,
+)
 
 ANSWER_HEADER = "## The user's answer"
 """How the flow marks the user's answer in a continued round's feedback
@@ -144,10 +153,8 @@ def end_gui_session(task_id: str) -> None:
             release(sess.instance.record)
             kill_tree(sess.instance.record)
             if sess.instance.popen is not None:
-                try:
+                with contextlib.suppress(Exception):  # reaped by whoever can
                     sess.instance.popen.wait(timeout=1)
-                except Exception:  # noqa: BLE001 - reaped by whoever can
-                    pass
     finally:
         try:
             os.close(sess.lock_fd)
@@ -214,7 +221,7 @@ def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
     profile = agent.profile
     assert profile is not None and agent.command
     settings = gui_settings(profile)
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     append_log(log_file, f"\n===== {profile.adapter or 'gui:' + agent.id} run @ {now} =====\n")
     ch = _Channel(log_file)
     box: list[AgentRunResult] = []
@@ -234,7 +241,12 @@ def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
         if not ch.stop.is_set() and hooks.stopped():
             ch.stop.set()
     _drain(ch, hooks)
-    return box[0]
+    res = box[0]
+    if res.error_type == "cdp_disconnected" and (ch.stop.is_set() or hooks.stopped()):
+        # a cancel from another process kills the app's tree at once: that is the cancel, not a crash
+        ch.log("info", "cancelled; the app was closed before its stop button could be clicked")
+        res = _result(ch, started, killed=True, error="cancelled", gui_stop={"clicked": False, "idle": False})
+    return res
 
 
 def _result(ch: _Channel, started: float, **kw: Any) -> AgentRunResult:
@@ -308,10 +320,8 @@ async def _connect(pw: Any, instance: AppInstance, settings: GuiSettings, ch: _C
         except Exception as exc:  # noqa: BLE001 - retried until the deadline
             last = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         if browser is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await browser.close()
-            except Exception:  # noqa: BLE001
-                pass
         if not instance.alive():
             raise InstanceError("cdp_disconnected", "the app exited while connecting")
         if ch.stopped():
@@ -363,10 +373,8 @@ async def _round(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
             return _fail(ch, started, "setup_failed", f"internal: {type(exc).__name__}: {exc}")
         finally:
             if browser is not None:
-                try:
+                with contextlib.suppress(Exception):
                     await asyncio.wait_for(browser.close(), 5)  # disconnects; the app keeps running
-                except Exception:  # noqa: BLE001
-                    pass
 
 
 async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettings, ch: _Channel, started: float,
@@ -437,7 +445,7 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
         if ch.stopped():
             return await _stop(ch, started, settings, app, since, mark)
         if time.monotonic() >= deadline:
-            return _result(ch, started, timeout=True, error=f"task_timeout: no final reply within the round's limit")
+            return _result(ch, started, timeout=True, error="task_timeout: no final reply within the round's limit")
         s = await app.snapshot(since, mark)
         obs = Observation(login=s.login, confirm=s.confirm, running=s.running, stop_visible=s.stop, text=s.reply)
         first_run = not state.saw_running

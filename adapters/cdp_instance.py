@@ -30,9 +30,10 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import psutil
 
@@ -108,7 +109,7 @@ def same_dir(a: str, b: Path) -> bool:
 def list_targets(port: int, timeout_s: float = 1.5) -> list[dict[str, Any]] | None:
     """``/json/list`` of ``127.0.0.1:port``; None when nothing answers as a DevTools endpoint."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout_s) as resp:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout_s) as resp:
             data = json.loads(resp.read().decode("utf-8", "replace"))
     except (OSError, ValueError):
         return None

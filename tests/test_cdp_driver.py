@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,11 +22,15 @@ from typing import Any
 
 import psutil
 import pytest
-
-from fake_desktop import LAUNCHER
+from fake_desktop import LAUNCHER, free_port, gui_profile
 from fixture_project import make_calc_repo
 from tianshu_mcp.adapters.cdp import attempt_of, end_gui_session, marker, run_gui_round
-from tianshu_mcp.adapters.cdp_liveness import JudgeLimits, Observation, judge, start_state
+from tianshu_mcp.adapters.cdp_liveness import (
+    JudgeLimits,
+    Observation,
+    judge,
+    start_state,
+)
 from tianshu_mcp.adapters.profiles import AgentProfile, resolve_profile
 from tianshu_mcp.adapters.round import AgentRunContext, RoundHooks
 
@@ -36,30 +39,6 @@ RIGHT = "def add(a, b):\n    return a + b\n"
 CHROMIUM = "/usr/bin/chromium"
 
 needs_chromium = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs the system Chromium")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def gui_profile(udd: Path, port: int, mode: str = "normal", auto: bool = False, **gui: Any) -> dict[str, Any]:
-    """An agent-profiles.json entry for the fake desktop app (short timings for tests)."""
-    return {
-        "displayName": "Fake Desktop",
-        "driver": "gui",
-        "command": sys.executable,
-        "env": {"FAKE_DESKTOP_MODE": mode, "FAKE_DESKTOP_RUN_MS": "1200"},
-        "gui": {
-            "exeArgs": [str(LAUNCHER), "--remote-debugging-port=<port>"],
-            "cdpPort": port, "cdpPortAuto": auto, "cdpPortRange": 3,
-            "userDataDir": str(udd), "pageUrlPattern": "/fake-desktop-app$",
-            "launchTimeoutMs": 40000, "pollIntervalMs": 100, "stableRounds": 3, "idleTimeoutMs": 2000,
-            "stallTimeoutMs": 60000, "cancelWaitMs": 8000, "cdpSendTimeoutMs": 10000, "progressIntervalMs": 300,
-            "model": "fake-model-large", **gui,
-        },
-    }
 
 
 class Recorder:

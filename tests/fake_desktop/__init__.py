@@ -12,3 +12,42 @@ from pathlib import Path
 
 LAUNCHER = Path(__file__).resolve().parent / "launcher.py"
 """Path of the fake app's launcher script (run it with the test interpreter)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def gui_profile(udd: Path, port: int, mode: str = "normal", auto: bool = False, run_ms: int = 1200,
+                **gui: object) -> dict:
+    """An ``agent-profiles.json`` entry for the fake desktop app, launched exactly as a real
+    app: ``command`` is the interpreter, ``gui.exeArgs`` the launcher and the debugging port.
+
+    Args:
+        udd: the app's dedicated user-data-dir (``gui.userDataDir``).
+        port: ``gui.cdpPort``; ``auto``: ``gui.cdpPortAuto`` (range 3).
+        mode: ``FAKE_DESKTOP_MODE`` flags (see :mod:`.server`); ``run_ms``: the model's run time.
+        gui: more ``gui`` keys. Timings are short for tests: poll 100 ms, 3 stable rounds,
+            idle 2000 ms, progress notes every 300 ms.
+    """
+    import sys
+
+    return {
+        "displayName": "Fake Desktop",
+        "driver": "gui",
+        "command": sys.executable,
+        "env": {"FAKE_DESKTOP_MODE": mode, "FAKE_DESKTOP_RUN_MS": str(run_ms)},
+        "gui": {
+            "exeArgs": [str(LAUNCHER), "--remote-debugging-port=<port>"],
+            "cdpPort": port, "cdpPortAuto": auto, "cdpPortRange": 3,
+            "userDataDir": str(udd), "pageUrlPattern": "/fake-desktop-app$",
+            "launchTimeoutMs": 40000, "pollIntervalMs": 100, "stableRounds": 3, "idleTimeoutMs": 2000,
+            "stallTimeoutMs": 60000, "cancelWaitMs": 8000, "cdpSendTimeoutMs": 10000, "progressIntervalMs": 300,
+            "model": "fake-model-large", **gui,
+        },
+    }

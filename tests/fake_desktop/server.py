@@ -157,7 +157,7 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return json.loads(self.rfile.read(n) or b"{}")
 
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         url = urlparse(self.path)
         if url.path == "/fake-desktop-app":
             html = (HERE / "page.html").read_text().replace("__FLAGS__", json.dumps(sorted(flags())))
@@ -173,7 +173,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._json(job.view() if job else {"state": "unknown"}, 200 if job else 404)
         self._json({"error": "not found"}, 404)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         url = urlparse(self.path)
         data = self._body()
         if url.path == "/api/send":
