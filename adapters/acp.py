@@ -35,6 +35,7 @@ Plain Python: no Prefect, no acceptance import. Durations are milliseconds.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -42,7 +43,7 @@ import queue
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -74,6 +75,10 @@ POLL_S = 0.1
 
 class SetupFailed(Exception):
     """The agent started but its session could not be set up (``setup_failed``)."""
+
+
+class Stopped(Exception):
+    """The task was cancelled while the session was being set up."""
 
 
 class AuthRequired(Exception):
@@ -173,13 +178,15 @@ class AcpSession:
                 return
             self.client.write_log(line.decode("utf-8", "replace").rstrip("\n"))
 
-    def open(self, previous: str | None) -> bool:
+    def open(self, previous: str | None, stopped: Callable[[], bool]) -> bool:
         """``initialize`` and a session: ``session/load`` of ``previous`` when the agent can load
         sessions, else ``session/new``. Returns True when the earlier session was loaded.
+        ``stopped`` is polled meanwhile (every 100 ms).
 
         Raises:
             SetupFailed: refused, malformed, or not answered within ``initTimeoutMs``.
             AuthRequired: the agent asks the user to log in.
+            Stopped: ``stopped()`` said so first.
         """
         import acp
         from acp.schema import ClientCapabilities, Implementation
@@ -200,14 +207,24 @@ class AcpSession:
             new = await self._conn.new_session(cwd=self.cwd, mcp_servers=[])
             return new.session_id, False
 
+        future = self._submit(go())
+        deadline = time.monotonic() + timeout_s
+        while not future.done():
+            if stopped():
+                future.cancel()
+                raise Stopped()
+            if time.monotonic() >= deadline:
+                future.cancel()
+                break
+            time.sleep(POLL_S)
         try:
-            self.session_id, loaded = self._call(go(), timeout_s)
+            self.session_id, loaded = future.result(timeout=0)
+        except concurrent.futures.CancelledError as exc:
+            raise SetupFailed(f"the agent did not answer initialize/session within {self.settings.init_timeout_ms} ms") from exc
         except acp.RequestError as exc:
             if exc.code == -32000:  # auth_required
                 raise AuthRequired(str(exc)) from exc
             raise SetupFailed(f"the agent refused the session: {exc}") from exc
-        except TimeoutError as exc:
-            raise SetupFailed(f"the agent did not answer initialize/session within {self.settings.init_timeout_ms} ms") from exc
         except Exception as exc:  # noqa: BLE001 - a broken pipe, malformed JSON, an early exit
             code = self.returncode
             gone = f" (it exited with code {code})" if code is not None else ""
@@ -335,7 +352,10 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
         with _LOCK:
             _SESSIONS[ctx.task_id] = session
         try:
-            continued = session.open(_saved_session(ctx.task_dir, agent.id))
+            continued = session.open(_saved_session(ctx.task_dir, agent.id), hooks.stopped)
+        except Stopped:
+            end_acp_session(ctx.task_id)
+            return _result(log_file, started, killed=True, error="stopped while the session was set up")
         except AuthRequired as exc:
             end_acp_session(ctx.task_id)
             return _login_needed(ctx, agent, hooks, log_file, started, str(exc))
