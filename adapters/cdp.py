@@ -46,23 +46,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import hashlib
-import os
 import queue
 import threading
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..core.procs import ProcRecord, kill_tree
-from ..core.reaper import keep_alive, release
-from .cdp_config import GuiSettings, gui_settings, user_data_dir
-from .cdp_instance import AppInstance, InstanceError, ensure_instance
+from ..core.procs import ProcRecord
+from .cdp_config import GuiSettings, gui_settings
+from .cdp_instance import AppInstance, InstanceError
 from .cdp_liveness import JudgeLimits, Observation, judge, start_state, text_hash
 from .cdp_page import AppPage, StepError
+from .cdp_session import end_gui_session, task_app
 from .profiles import DEFAULT_AGENT_TIMEOUT_MS, ResolvedAgent
 from .round import (
     FEEDBACK_HEADER,
@@ -73,7 +70,10 @@ from .round import (
     build_prompt,
     log_file_path,
     prompt_file_path,
+    setup_failure,
 )
+
+__all__ = ["attempt_of", "end_gui_session", "marker", "message_of", "run_gui_round"]
 
 ANSWER_HEADER = "## The user's answer"
 """How the flow marks the user's answer in a continued round's feedback
@@ -104,62 +104,6 @@ def message_of(ctx: AgentRunContext, same_chat: bool) -> str:
     if same_chat and ctx.feedback:
         return FEEDBACK_HEADER.strip() + "\n" + ctx.feedback
     return build_prompt(ctx)
-
-
-# --- the task's app, kept between rounds ---------------------------------------------------
-
-
-@dataclass
-class _Session:
-    """What a task keeps open between rounds: its app and the user-data-dir lock."""
-
-    agent_id: str
-    udd: Path
-    lock_fd: int
-    instance: AppInstance | None = None
-
-
-_SESSIONS: dict[str, _Session] = {}
-_SESSIONS_LOCK = threading.Lock()
-
-
-def _lock_udd(udd: Path, stopped: Any, deadline: float) -> int:
-    """An exclusive ``flock`` on ``<udd>.lock`` (one task per app profile at a time, across
-    processes); waits until ``deadline`` (monotonic s). Raises InstanceError("app_busy"|"aborted")."""
-    udd.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(str(udd) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            if stopped() or time.monotonic() >= deadline:
-                os.close(fd)
-                raise InstanceError("aborted" if stopped() else "app_busy",
-                                    f"the app profile {udd} stayed in use by another task") from None
-            time.sleep(0.25)
-
-
-def end_gui_session(task_id: str) -> None:
-    """Close what the task keeps open (40-agents-tasks §1.11.10): kill the app's process tree,
-    release it from ``keep_alive`` and unlock its user-data-dir. Called when the task's flow
-    run ends and before a needs_user suspension. Never raises; a no-op without a session."""
-    with _SESSIONS_LOCK:
-        sess = _SESSIONS.pop(task_id, None)
-    if sess is None:
-        return
-    try:
-        if sess.instance is not None:
-            release(sess.instance.record)
-            kill_tree(sess.instance.record)
-            if sess.instance.popen is not None:
-                with contextlib.suppress(Exception):  # reaped by whoever can
-                    sess.instance.popen.wait(timeout=1)
-    finally:
-        try:
-            os.close(sess.lock_fd)
-        except OSError:
-            pass
 
 
 # --- the round ------------------------------------------------------------------------------
@@ -219,7 +163,8 @@ def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
     """
     log_file = log_file_path(ctx)
     profile = agent.profile
-    assert profile is not None and agent.command
+    if profile is None or not agent.command:
+        return setup_failure(log_file, f"agent '{agent.id}' has no app executable: {agent.message}", 0, "setup_failed")
     settings = gui_settings(profile)
     now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     append_log(log_file, f"\n===== {profile.adapter or 'gui:' + agent.id} run @ {now} =====\n")
@@ -262,31 +207,7 @@ def _fail(ch: _Channel, started: float, error_type: str, message: str) -> AgentR
 
 def _session(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettings, ch: _Channel,
              deadline: float) -> AppInstance:
-    """The task's app: the one of its session when still alive, else adopted or launched."""
-    from ..core.settings import data_home
-
-    udd = user_data_dir(settings, agent.id, data_home())
-    with _SESSIONS_LOCK:
-        sess = _SESSIONS.get(ctx.task_id)
-    if sess is None:
-        fd = _lock_udd(udd, ch.stopped, deadline)
-        sess = _Session(agent.id, udd, fd)
-        with _SESSIONS_LOCK:
-            _SESSIONS[ctx.task_id] = sess
-    if sess.instance is not None and sess.instance.alive():
-        ch.log("info", f"reusing the task's app: pid {sess.instance.record.pid}, port {sess.instance.port}")
-        return sess.instance
-    if sess.instance is not None:
-        release(sess.instance.record)
-        ch.log("warn", "the task's app is gone since the last round; starting it again (a new chat)")
-        sess.instance = None
-    assert agent.profile is not None and agent.command
-    env = {**os.environ, **agent.profile.env}
-    instance = ensure_instance(agent.command, settings, udd, env, ch.log, ch.stopped)
-    sess.instance = instance
-    keep_alive(instance.record)
-    ch.started(instance.record)
-    return instance
+    return task_app(ctx.task_id, agent, settings, deadline, ch.log, ch.stopped, ch.started)
 
 
 async def _connect(pw: Any, instance: AppInstance, settings: GuiSettings, ch: _Channel) -> tuple[Any, AppPage]:
