@@ -269,7 +269,8 @@ async def _round(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
         if exc.reason == "aborted":
             ch.log("info", str(exc))
             return _result(ch, started, killed=True, error=str(exc))
-        return _fail(ch, started, "setup_failed", f"{exc.reason}: {exc}")
+        # an app that cannot be started at all is the same hard failure as a CLI that cannot
+        return _fail(ch, started, "spawn" if exc.reason == "spawn" else "setup_failed", f"{exc.reason}: {exc}")
     async with async_playwright() as pw:
         browser = None
         try:

@@ -46,7 +46,7 @@ UDD_RE = re.compile(r"^--user-data-dir(?:=(.*))?$")
 
 class InstanceError(Exception):
     """The app could not be provided: ``reason`` is a setup end reason (40-agents-tasks §1.3:
-    ``setup_failed``, ``port_foreign``, ``launch_failed``, ``instance_unproven``), the message
+    ``setup_failed``, ``port_foreign``, ``spawn`` (the executable cannot be started), ``launch_failed``, ``instance_unproven``), the message
     says what and where."""
 
     def __init__(self, reason: str, message: str) -> None:
@@ -237,7 +237,7 @@ def ensure_instance(command: str, settings: GuiSettings, udd: Path, env: Mapping
     try:
         popen, record = spawn(argv, cwd=str(udd.parent), log_path=udd.parent / "app.log", env=dict(env))
     except OSError as exc:
-        raise InstanceError("launch_failed", f"cannot start {command}: {exc}") from exc
+        raise InstanceError("spawn", f"cannot start {command}: {exc}") from exc
     instance = AppInstance(chosen, udd, record, popen, adopted=False)
     try:
         _wait_up(instance, popen, settings, stopped)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Protocol
 
 from .profiles import AgentProfile, ResolvedAgent
@@ -39,12 +40,15 @@ class AgentDriver:
             process tree included); never raises; a no-op when nothing is open.
         keeps_process: the agent's process outlives a round (the task kills it at the end of
             its flow run, not at the end of each round).
+        stop_grace_ms: how long a cancel lets the driver stop the agent its own way (ACP
+            ``session/cancel``, a desktop app's stop button) before the tree is killed, ms.
     """
 
     name: str
     run_round: RoundRunner
     end_session: Callable[[str], None]
     keeps_process: bool
+    stop_grace_ms: Callable[[AgentProfile], int] = lambda profile: 0
 
 
 def _cli_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks) -> AgentRunResult:
@@ -76,10 +80,23 @@ def _lazy(module: str, run: str, end: str) -> tuple[RoundRunner, Callable[[str],
 _acp_run, _acp_end = _lazy(".acp", "run_acp_round", "end_acp_session")
 _gui_run, _gui_end = _lazy(".cdp", "run_gui_round", "end_gui_session")
 
+def _acp_grace(profile: AgentProfile) -> int:
+    from .acp_policy import AcpSettings
+
+    return AcpSettings.model_validate((profile.model_extra or {}).get("acp") or {}).cancel_grace_ms + 2000
+
+
+def _gui_grace(profile: AgentProfile) -> int:
+    from .cdp_config import gui_settings
+
+    settings = gui_settings(profile)
+    return settings.cancel_wait_ms + 5000 if settings.stop_capable else 0
+
+
 DRIVERS: dict[str, AgentDriver] = {
     "spawn": AgentDriver("spawn", _cli_round, _nothing_open, keeps_process=False),
-    "acp": AgentDriver("acp", _acp_run, _acp_end, keeps_process=True),
-    "gui": AgentDriver("gui", _gui_run, _gui_end, keeps_process=True),
+    "acp": AgentDriver("acp", _acp_run, _acp_end, keeps_process=True, stop_grace_ms=_acp_grace),
+    "gui": AgentDriver("gui", _gui_run, _gui_end, keeps_process=True, stop_grace_ms=_gui_grace),
 }
 """Every driver, keyed by the profile's ``driver`` value."""
 
@@ -96,3 +113,15 @@ def end_all_sessions(task_id: str) -> None:
             driver.end_session(task_id)
         except Exception:  # noqa: BLE001 - the process record kill in the caller still runs
             pass
+
+
+def agent_stop_grace_ms(home: Path, agent_id: str | None) -> int:
+    """:attr:`AgentDriver.stop_grace_ms` of ``agent_id``'s profile in ``home``; 0 when the agent
+    is unknown or its profile cannot be read (the tree is then killed at once). Never raises."""
+    from .profiles import load_profiles
+
+    try:
+        profile = load_profiles(home).get(agent_id or "")
+        return driver_for(profile).stop_grace_ms(profile) if profile is not None else 0
+    except Exception:  # noqa: BLE001 - a cancel must never fail on a profile
+        return 0

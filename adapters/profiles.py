@@ -10,8 +10,8 @@ the prompt reaches it (``promptMode``), where it runs (``cwd``) and for how long
   start, or ``ok=False`` with a human message saying why it cannot run.
 * :func:`list_agents` resolves every known profile (for ``query_info``).
 
-Simplifications against the original (documented, deliberate): the desktop (``gui``) driver is not
-part of this build, so GUI profiles are listed but never ``ok``; an empty ``command`` is looked up
+Simplifications against the original (documented, deliberate): a desktop (``gui``) profile's
+``command`` is its app's executable, resolved like a CLI's; an empty ``command`` is looked up
 on ``PATH`` through ``executableDiscovery.fallbackCommand`` / ``fileNames`` first, and only then
 are ``executableDiscovery.dirs`` scanned (the original scans first; empty ``dirs`` scan nothing
 instead of the platform defaults); ``research`` profiles are never ``ok`` (the original allows
@@ -159,9 +159,10 @@ def builtin_profiles() -> dict[str, AgentProfile]:
     ``gemini`` (``gemini --approval-mode auto_edit --skip-trust --prompt=<prompt>``), ``aider``
     (``aider --yes-always --no-auto-commits --no-check-update --no-show-release-notes
     --no-analytics --message-file <prompt file>``), ``opencode`` (``opencode run``, prompt on
-    stdin), ``qwen`` (``qwen --approval-mode auto-edit --prompt=<prompt>``). zcode, traework,
-    kimicode, qoder, opendesign and minimax are GUI profiles marked ``unsupported`` (listed, not
-    runnable in this build).
+    stdin), ``qwen`` (``qwen --approval-mode auto-edit --prompt=<prompt>``); the ACP agents of
+    :mod:`.builtin_acp`; codex-desktop, zcode, traework, kimicode, qoder, opendesign and minimax
+    are desktop (``gui``) profiles marked ``research`` on this OS (:mod:`.builtin_gui`: listed
+    with the reason, not runnable).
     """
     return {agent_id: AgentProfile.model_validate(raw) for agent_id, raw in _builtin_data().items()}
 
@@ -358,7 +359,8 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
         return _not_ok(
             agent_id,
             profile,
-            f"agent '{agent_id}' is marked research and is not runnable in this build; set \"status\": \"ready\"",
+            f"agent '{agent_id}' is marked research and is not runnable in this build"
+            + (f" ({profile.note})" if profile.note else "") + "; set \"status\": \"ready\" to try it",
         )
     command = (profile.command or "").strip()
     candidates: list[str]
@@ -409,8 +411,8 @@ def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:
     """Resolve ``agent_id`` to an executable (40-agents-tasks §1.8, simplified).
 
     Order: unknown id → not ok (``agent '<id>' is not configured; add a profile to
-    agent-profiles.json``); status unsupported → not ok (the note); driver gui → not ok; status
-    research → not ok; command ``<…>`` → placeholder, not ok; command an existing file path →
+    agent-profiles.json``); status unsupported → not ok (the note); status research → not ok
+    (with the note); command ``<…>`` → placeholder, not ok; command an existing file path →
     ``explicit``; otherwise ``shutil.which`` on the server's PATH → ``path``; otherwise not ok
     (``command '<c>' not found on PATH``). An empty command tries
     ``executableDiscovery.fallbackCommand`` then ``fileNames`` on PATH. When none is found there

@@ -63,7 +63,7 @@ _META_KEYS = (
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
     "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion",
-    "progressSummary", "flowRunId", "flowRunUrl",
+    "progressSummary", "guiStop", "flowRunId", "flowRunUrl",
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
 )
 

@@ -212,6 +212,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         logger.info("round %s: agent %s ended (%s) after %s ms", rnd, agent_id, exit_phrase(result.get("exitCode")),
                     result.get("durationMs"))
         if result.get("killed") or result.get("cancelRequested"):
+            if result.get("guiStop") is not None:
+                record(task_id, guiStop=result["guiStop"])  # a desktop app's stop: clicked, went idle
             return _end_killed(task_id)
         if result.get("question"):
             end_agent_session(task_id)  # the flow-run process exits while it waits
@@ -226,8 +228,10 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             _finish(task_id, "failed", msg, etype)
             return Failed(message=msg)
         if result.get("timeout"):
-            msg = f"agent timed out after {task_timeout_ms} ms; its process tree was killed (log {result.get('logFile')})"
-            _finish(task_id, "failed", msg, "timeout", abortSource="timeout", roundsUsed=rnd + 1)
+            msg = (f"agent timed out after {task_timeout_ms} ms; its process tree was killed (log {result.get('logFile')})"
+                   if result.get("errorType") != "idle_timeout" else f"{result.get('error')} (log {result.get('logFile')})")
+            _finish(task_id, "failed", msg, "idle_timeout" if result.get("errorType") == "idle_timeout" else "timeout",
+                    abortSource="timeout", roundsUsed=rnd + 1)
             st.event(task_id, "timeout_killed", "failed", msg)
             return Failed(message=msg)
         agent_run = _agent_run(result)

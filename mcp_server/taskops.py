@@ -34,6 +34,7 @@ from ..core.taskstore import TaskStore, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import INTERRUPTED, status_from_state
 from ..flows.watch import DELETED_MESSAGE
+from ..adapters.drivers import agent_stop_grace_ms
 from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, request_cancel
 from .format import clip
 from .runtime import Runtime
@@ -373,6 +374,12 @@ class TaskService:
         # that does not end within the grace gets its final state written for it (its process
         # is then aborted by Prefect on its next state change, its watcher kills what it
         # started, and a process that hangs is ended by the service's watchdog).
+        # an ACP agent or a desktop app is first asked to stop its own way (session/cancel, the
+        # stop button: guiStop is reported), for at most its driver's grace
+        grace_ms = await anyio.to_thread.run_sync(agent_stop_grace_ms, self.runtime.home, view.task.get("agentId"))
+        stop_deadline = anyio.current_time() + min(grace_ms / 1000, wait_s / 2)
+        while anyio.current_time() < stop_deadline and (await self.view(task_id)).status not in TERMINAL:
+            await anyio.sleep(0.2)
         await anyio.to_thread.run_sync(kill_recorded, tdir / AGENT_PROC_FILE)
         deadline = anyio.current_time() + wait_s
         forced = False

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import pytest
 
 from conftest import mcp_client, meta_of
+from fake_desktop import free_port, gui_profile
 from fixture_project import WRONG_FIX, acp_profile, make_calc_repo, scripted_profile
 from tianshu_mcp.adapters.drivers import driver_for
 from tianshu_mcp.adapters.profiles import AgentProfile, ResolvedAgent, resolve_profile
@@ -42,6 +43,8 @@ HARNESSES = [
     Harness("spawn", lambda tmp: scripted_profile(extra_env={"SCRIPTED_PIDFILE": str(tmp / "pids.txt")}),
             lambda tmp: scripted_profile(mode="hang", extra_env={"SCRIPTED_PIDFILE": str(tmp / "pids.txt")})),
     Harness("acp", lambda tmp: acp_profile(tmp), lambda tmp: acp_profile(tmp, "hang")),
+    Harness("gui", lambda tmp: gui_profile(tmp / "app", free_port()),
+            lambda tmp: gui_profile(tmp / "app", free_port(), "hang")),
 ]
 
 

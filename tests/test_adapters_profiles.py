@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tianshu_mcp.adapters.builtin_gui import GUI_UNAVAILABLE_NOTE
 from tianshu_mcp.adapters.profiles import (
-    GUI_UNAVAILABLE_NOTE,
     AgentProfile,
     list_agents,
     load_profiles,
@@ -20,7 +20,7 @@ from tianshu_mcp.adapters.profiles import (
 )
 from tianshu_mcp.core.errors import ErrorCode, TianshuError
 
-GUI_IDS = ["zcode", "traework", "kimicode", "qoder", "opendesign", "minimax"]
+GUI_IDS = ["codex-desktop", "zcode", "traework", "kimicode", "qoder", "opendesign", "minimax"]
 
 
 def write_profiles(home: Path, payload: object) -> Path:
@@ -46,8 +46,8 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
     assert codex.args_template == ["exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "<prompt:arg>"]
     for gid in GUI_IDS:
         p = profiles[gid]
-        assert (p.driver, p.status, p.note) == ("gui", "unsupported", GUI_UNAVAILABLE_NOTE)
-        assert p.effective_adapter == f"{gid}-gui"
+        assert (p.driver, p.status) == ("gui", "research") and (p.note or "").startswith(GUI_UNAVAILABLE_NOTE)
+        assert p.effective_adapter == f"{gid.removesuffix('-desktop')}-gui"
 
 
 def test_gui_builtins_are_listed_but_not_runnable(tmp_path: Path) -> None:
