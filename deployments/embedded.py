@@ -59,10 +59,16 @@ def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
 
 
 def _creates_flow_run(scope: dict[str, Any]) -> bool:
-    """``POST /api/deployments/<id>/create_flow_run``: the request that schedules a flow run."""
+    """A request after which a flow run may be ready for the worker: a deployment's
+    ``create_flow_run``, a flow run's ``set_state`` (a rework's Scheduled; a final state, which
+    frees its work-queue slot for the next run of the project) or ``resume`` (a needs_user
+    answer)."""
+    if scope.get("method") != "POST":
+        return False
     path = str(scope.get("path") or "")
-    return scope.get("method") == "POST" and path.startswith("/api/deployments/") \
-        and path.endswith("/create_flow_run")
+    if path.startswith("/api/deployments/"):
+        return path.endswith("/create_flow_run")
+    return path.startswith("/api/flow_runs/") and path.endswith(("/set_state", "/resume"))
 
 
 def identity_app(app: Any, identity: dict[str, Any], auth: str,
@@ -70,8 +76,9 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
     """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
     as JSON, 401 without it; every other request goes to ``app``.
 
-    ``on_flow_run_created`` is called (in the API's thread) after the API answered 201 to a
-    deployment's ``create_flow_run``: the worker polls at once instead of at its next interval.
+    ``on_flow_run_created`` is called (in the API's thread) after the API answered 2xx to a
+    request that may have made a flow run ready (:func:`_creates_flow_run`): the worker polls at
+    once instead of at its next interval.
     """
     body = json.dumps(identity).encode()
     expected = auth_header(auth)["Authorization"]
@@ -94,7 +101,7 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
             async def watch(message: dict[str, Any]) -> None:
                 nonlocal created
                 if message.get("type") == "http.response.start":
-                    created = message.get("status") == 201
+                    created = 200 <= int(message.get("status") or 0) < 300
                 await send(message)
 
             await app(scope, receive, watch)
@@ -220,8 +227,10 @@ class PrefectHost:
     def poke_worker(self) -> None:
         """Have the worker look for scheduled flow runs now (thread-safe; no-op before it runs).
 
-        Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (1 s); a poke after each
-        created flow run saves that wait (≈0.5 s on average) on run_task → agent start. Pokes
+        Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (5 s, a safety net for
+        runs the scheduler makes due); a poke after each request that may make a run ready
+        (created, rescheduled, resumed, or a run ended and freed its project's slot) starts it
+        at once. Pokes
         coalesce: while a poke's poll runs, further pokes ask for one more poll after it, so a
         burst of created runs costs two polls, not one per run. A poll that races the worker's own
         is harmless: the worker skips runs it is already submitting.

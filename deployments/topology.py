@@ -21,8 +21,10 @@ FORCED_ENV = {
     # the in-memory default leaks concurrency slots forever across an API restart (P1)
     "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect.server.concurrency.lease_storage.filesystem",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    # default 10 s makes run_task → agent start ≈10 s (P10)
-    "PREFECT_WORKER_QUERY_SECONDS": "1",
+    # default 10 s made run_task → agent start ≈10 s (P10); the API pokes the worker after every
+    # request that may make a run ready (embedded.identity_app), so the poll is only a safety
+    # net for runs the scheduler makes due: 5 s, not 1 s (an idle service polled 86 400×/day)
+    "PREFECT_WORKER_QUERY_SECONDS": "5",
     "PREFECT_WORKER_PREFETCH_SECONDS": "2",
     "PREFECT_RUNNER_POLL_FREQUENCY": "1",
     "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
