@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
-from fixture_project import RIGHT_FIX, WRONG_FIX, acp_profile, make_calc_repo
+from fixture_project import FAKE_ACP, RIGHT_FIX, WRONG_FIX, acp_profile, make_calc_repo
 from tianshu_mcp.adapters.acp import end_acp_session, run_acp_round
 from tianshu_mcp.adapters.profiles import AgentProfile, ResolvedAgent, resolve_profile
 from tianshu_mcp.adapters.round import AgentRunContext, RoundHooks
@@ -197,3 +198,40 @@ def test_no_process_is_left_when_the_session_ends(rounds: Any) -> None:
     pid = r.records[0].pid
     end_acp_session(r.task_id)
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+BUILTIN_ACP = {"gemini-acp": ("gemini", ["--acp"]), "claude-acp": ("claude-agent-acp", []),
+               "codex-acp": ("codex-acp", []), "opencode-acp": ("opencode", ["acp"]), "qoder-acp": ("qodercli", ["--acp"])}
+
+
+@pytest.mark.parametrize("agent_id", list(BUILTIN_ACP))
+def test_builtin_acp_profiles_start_their_agent_with_its_acp_arguments(agent_id: str, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tianshu_mcp.adapters.profiles import resolve_agent
+
+    name, args = BUILTIN_ACP[agent_id]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    argv_file = tmp_path / "argv.json"
+    fake = bindir / name  # records its argv, then is the fake ACP agent (gemini-acp) or exits (the rest)
+    fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    f"json.dump(sys.argv[1:], open({str(argv_file)!r}, 'w'))\n"
+                    f"if {agent_id == 'gemini-acp'}:\n"
+                    f"    os.execv(sys.executable, [sys.executable, {str(FAKE_ACP)!r}])\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_ACP_TRACE", str(tmp_path / "trace.jsonl"))
+    agent = resolve_agent(agent_id, tmp_path)
+    assert agent.ok and agent.command == str(fake) and agent.profile is not None and agent.profile.driver == "acp"
+    repo = make_calc_repo(tmp_path / "repo")
+    (tmp_path / "task").mkdir()
+    ctx = AgentRunContext(f"tsk_{agent_id}", str(repo), tmp_path / "task", 0, "Fix add() in calc.py")
+    try:
+        res = run_acp_round(ctx, agent, RoundHooks())
+    finally:
+        end_acp_session(ctx.task_id)
+    assert json.loads(argv_file.read_text()) == args
+    if agent_id == "gemini-acp":
+        assert res.ok and (repo / "calc.py").read_text() == WRONG_FIX
+    else:  # a program that is not an ACP agent: a coded setup failure, no round
+        assert (res.hard_failure, res.error_type) == (True, "setup_failed") and "handshake" in (res.error or "")

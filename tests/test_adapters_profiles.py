@@ -103,8 +103,12 @@ def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
         ({"profiles": {"bad": {"timeoutMs": 0}}}, ["'bad'", "timeoutMs"]),
         ({"profiles": {"bad": {"env": {"A": 1}}}}, ["'bad'", "env.A"]),
         ({"profiles": {"bad": "codex"}}, ["'bad'"]),
+        ({"profiles": {"rpa": {"command": "x", "driver": "rpa"}}}, ["'rpa'", "field 'driver'", "'spawn', 'acp' or 'gui'"]),
+        ({"profiles": {"a": {"command": "x", "driver": "acp", "acp": {"permissions": {"noLocation": "sometimes"}}}}},
+         ["'a'", "noLocation"]),
     ],
-    ids=["invalid-json", "profiles-list", "top-level-list", "bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object"],
+    ids=["invalid-json", "profiles-list", "top-level-list", "bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object",
+         "unknown-driver", "bad-acp-policy"],
 )
 def test_malformed_profiles_file_is_config_invalid(tmp_path: Path, payload: object, needles: list[str]) -> None:
     path = write_profiles(tmp_path, payload)

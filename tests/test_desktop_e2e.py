@@ -202,3 +202,23 @@ def _click_login(port: int) -> None:
             page.wait_for_function("() => localStorage.getItem('fake.loggedIn') === 'true'")
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("mode, error_type, status", [("drift", "idle_timeout", "failed"),
+                                                      ("close", "cdp_disconnected", "failed")])
+async def test_drift_and_a_closing_app_fail_coded_and_spend_no_verification(ts_home: Path, tmp_path: Path, mode: str,
+                                                                             error_type: str, status: str) -> None:
+    # a changed selector must never pass as a success; the app closing mid-run is a hard failure:
+    # neither burns a verification round (autoFixRounds would otherwise rework)
+    udd = tmp_path / "app" / "user-data"
+    agent, _port = add_profile(ts_home, udd, mode)
+    repo = make_calc_repo(tmp_path / "calc")
+    try:
+        async with mcp_client(ts_home) as client:
+            sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                              "agentId": agent, "autoFixRounds": 2}))
+            done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}))
+        assert (done["status"], done["errorType"]) == (status, error_type), done
+        assert not list((ts_home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
+    finally:
+        kill_app(udd)
