@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .gui_keys import BOOL_KEYS as _BOOLS, INT_KEYS as _INTS, STR_KEYS as _STRS
 from .profiles import AgentProfile, expand_discovery_dir
 
 DEFAULT_SELECTORS: dict[str, str] = {
@@ -108,22 +109,13 @@ class GuiSettings:
     stop_capable: bool = True
 
 
-_INTS = {"cdpPort": "cdp_port", "cdpPortRange": "cdp_port_range", "launchTimeoutMs": "launch_timeout_ms",
-         "pollIntervalMs": "poll_interval_ms", "stableRounds": "stable_rounds", "idleTimeoutMs": "idle_timeout_ms",
-         "stallTimeoutMs": "stall_timeout_ms", "cancelWaitMs": "cancel_wait_ms",
-         "cdpSendTimeoutMs": "cdp_send_timeout_ms", "progressIntervalMs": "progress_interval_ms"}
-_BOOLS = {"cdpPortAuto": "cdp_port_auto", "freshSession": "fresh_session", "modelSwitch": "model_switch",
-          "modelRequired": "model_required", "stopCapable": "stop_capable"}
-_STRS = {"userDataDir": "user_data_dir", "pageUrlPattern": "page_url_pattern", "pageTitlePattern": "page_title_pattern",
-         "model": "model", "projectPathAttribute": "project_path_attribute"}
-
-
 def gui_settings(profile: AgentProfile) -> GuiSettings:
     """Read ``profile``'s ``gui`` object (kept in ``model_extra``) over the defaults.
 
-    Values of the wrong JSON type are ignored (the default stands); integers are clamped to be
-    ≥ 1 (``cdpPortRange`` ≤ 200). Unknown keys (``activation``, ``appxPackageName``, …) are
-    facts for people and other builds, not used here.
+    The object's JSON types were checked when the profile loaded
+    (:func:`tianshu_mcp.adapters.gui_keys.gui_problems`); integers are clamped to be ≥ 1
+    (``cdpPortRange`` ≤ 200). Unknown keys (``activation``, ``appxPackageName``, …) are facts for
+    people and other builds, not used here.
     """
     raw = (profile.model_extra or {}).get("gui")
     raw = raw if isinstance(raw, dict) else {}

@@ -34,6 +34,7 @@ from .acp_policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
 from .builtin_gui import gui_builtin_data
+from .gui_keys import gui_problems
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
@@ -127,9 +128,14 @@ class AgentProfile(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _acp_settings_valid(self) -> "AgentProfile":
-        if self.driver == "acp" and (self.model_extra or {}).get("acp") is not None:
-            AcpSettings.model_validate((self.model_extra or {})["acp"])  # ValidationError names the field
+    def _driver_settings_valid(self) -> "AgentProfile":
+        extra = self.model_extra or {}
+        if self.driver == "acp" and extra.get("acp") is not None:
+            AcpSettings.model_validate(extra["acp"])  # ValidationError names the field
+        if self.driver == "gui" and "gui" in extra:
+            problems = gui_problems(extra["gui"])
+            if problems:
+                raise ValueError("; ".join(problems))
         return self
 
     @property

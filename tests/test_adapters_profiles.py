@@ -106,9 +106,11 @@ def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
         ({"profiles": {"rpa": {"command": "x", "driver": "rpa"}}}, ["'rpa'", "field 'driver'", "'spawn', 'acp' or 'gui'"]),
         ({"profiles": {"a": {"command": "x", "driver": "acp", "acp": {"permissions": {"noLocation": "sometimes"}}}}},
          ["'a'", "noLocation"]),
+        ({"profiles": {"g": {"command": "x", "driver": "gui", "gui": {"cdpPort": "9222", "selectors": {"send": 1}}}}},
+         ["'g'", "gui.cdpPort: expected a non-negative integer", "gui.selectors"]),
     ],
     ids=["invalid-json", "profiles-list", "top-level-list", "bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object",
-         "unknown-driver", "bad-acp-policy"],
+         "unknown-driver", "bad-acp-policy", "bad-gui-types"],
 )
 def test_malformed_profiles_file_is_config_invalid(tmp_path: Path, payload: object, needles: list[str]) -> None:
     path = write_profiles(tmp_path, payload)
