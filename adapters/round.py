@@ -84,7 +84,8 @@ class AgentRunResult:
         question: what the agent asks the user (the round then ends ``needs_user``), or None.
         question_kind: the ``needsUserKind`` of ``question``: "agent_question" (a CLI agent's
             question file), "user_confirmation" (a permission the profile's policy leaves to
-            the user), "login_required" (a desktop app's login screen); None without a question.
+            the user), "login_required" (a desktop app's login screen, an ACP agent's
+            ``auth_required``); None without a question.
         gui_stop: desktop agents on cancel: ``{"clicked": bool, "idle": bool}`` (the stop
             button was clicked / the app went idle after it), else None.
     """
@@ -230,6 +231,7 @@ def spawn_header(argv: list[str], cwd: str) -> str:
 
 
 def append_log(path: Path, text: str) -> None:
+    """Append ``text`` to the round's log at ``path`` (directories created); never raises."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:

@@ -7,7 +7,11 @@ Prints medians (and max) of:
   ``verifyToolWaitMs: 0`` (its answer is the acceptance, the verdict is polled);
 * the time from that cold ``run_task`` until its flow run exists (the service's first start,
   migrations included);
-* service start time on a fresh database and warm (stop, start again);
+* service start time on a fresh database and warm (stop, start again); a new home's start
+  with the machine's migrated database template (``deployments/dbseed.py``) against one
+  without (an empty cache: the template is made first, which is what a start without seeding
+  costs), and the ratio;
+* idle CPU of the service process tree (percent of one core over 30 s);
 * attach time: a new stdio server's ``initialize`` + first ``query_task`` on a running service;
 * RSS of the service process tree idle and with 2 tasks running.
 
@@ -57,8 +61,36 @@ def new_home(base: Path, name: str, port: int) -> Path:
     return home
 
 
-def cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([CONSOLE, *args], env=env_for(home), capture_output=True, text=True, timeout=300)
+def cli(home: Path, *args: str, cache: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = env_for(home)
+    if cache is not None:
+        env["XDG_CACHE_HOME"] = str(cache)
+    return subprocess.run([CONSOLE, *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def new_home_starts(base: Path, n: int, port0: int, template: bool) -> list[float]:
+    """Start (then stop) the service of ``n`` new homes; ``template``: with the machine's
+    migrated database template, else each with an empty cache (no template yet)."""
+    times = []
+    for i in range(n):
+        home = new_home(base, f"start-{'t' if template else 'n'}{i}", port0 + 3 * i)
+        cache = None if template else Path(tempfile.mkdtemp(prefix="cache-", dir=base))
+        t0 = time.monotonic()
+        assert cli(home, "service", "start", cache=cache).returncode == 0
+        times.append(time.monotonic() - t0)
+        cli(home, "service", "stop", cache=cache)
+    return times
+
+
+def idle_cpu_percent(pid: int, seconds: float = 30.0) -> float:
+    """CPU of the process tree of ``pid`` over ``seconds``, in percent of one core."""
+    def total() -> float:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+        return sum(sum(p.cpu_times()[:2]) for p in procs)
+
+    before = total()
+    time.sleep(seconds)
+    return (total() - before) / seconds * 100
 
 
 def service_pid(home: Path) -> int | None:
@@ -152,10 +184,13 @@ def main() -> int:
                 cli(home, "service", "stop")
         results["service start, warm database"] = starts
         results["service start, fresh database (first cold call)"] = results["cold flow_run_created_after_s (quiet)"]
+        results["service start, new home, no database template"] = new_home_starts(base, 3, 4800, template=False)
+        results["service start, new home, database template"] = new_home_starts(base, 3, 4830, template=True)
         results["attach: new stdio server + first query_info"] = asyncio.run(attach_times(home, args.attach))
         pid = service_pid(home)
         time.sleep(3)
         idle = rss_tree(pid)
+        idle_cpu = idle_cpu_percent(pid)
         repo_a, repo_b = make_calc_repo(home.parent / f"{home.name}-a"), make_calc_repo(home.parent / f"{home.name}-b")
 
         async def two() -> None:
@@ -170,6 +205,10 @@ def main() -> int:
         busy_rss = rss_tree(pid)
         for key, values in results.items():
             summary(key, values)
+        ratio = (statistics.median(results["service start, new home, database template"])
+                 / statistics.median(results["service start, new home, no database template"]))
+        print(f"{'new home start: template / no template':<46} ratio {ratio:5.2f}")
+        print(f"{'service idle CPU (process tree, 30 s)':<46} {idle_cpu:7.1f} % of one core")
         print(f"{'service RSS (process tree) idle':<46} {idle:7.0f} MiB")
         print(f"{'service RSS (process tree), 2 tasks running':<46} {busy_rss:7.0f} MiB (agents included)")
         print(f"{'service RSS (service process alone), 2 running':<46} {psutil.Process(pid).memory_info().rss / 2**20:7.0f} MiB")
