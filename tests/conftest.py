@@ -55,8 +55,8 @@ def anyio_backend() -> str:
 #   taken through a gate so that a waiting exclusive test is not starved.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 ONE_WORKER = ("tests/test_fuzz_tools.py",)
-LONG_FIRST = ("test_fuzz_tools.py", "test_verify_task.py", "test_e2e_run_task.py", "test_hostile_input.py",
-              "test_agent_failures.py")
+LONG_FIRST = ("test_fuzz_tools.py", "test_verify_task.py", "test_e2e_run_task.py", "test_desktop_e2e.py",
+              "test_adapter_contract.py", "test_acp_e2e.py", "test_hostile_input.py", "test_agent_failures.py")
 _RUN_LOCKS: dict[str, Path] = {}
 
 
