@@ -227,8 +227,8 @@ class PrefectHost:
     def poke_worker(self) -> None:
         """Have the worker look for scheduled flow runs now (thread-safe; no-op before it runs).
 
-        Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (5 s, a safety net for
-        runs the scheduler makes due); a poke after each request that may make a run ready
+        Prefect's worker polls every ``PREFECT_WORKER_QUERY_SECONDS`` (2 s, a safety net for
+        runs made ready inside the server); a poke after each request that may make a run ready
         (created, rescheduled, resumed, or a run ended and freed its project's slot) starts it
         at once. Pokes
         coalesce: while a poke's poll runs, further pokes ask for one more poll after it, so a

@@ -23,8 +23,10 @@ FORCED_ENV = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     # default 10 s made run_task → agent start ≈10 s (P10); the API pokes the worker after every
     # request that may make a run ready (embedded.identity_app), so the poll is only a safety
-    # net for runs the scheduler makes due: 5 s, not 1 s (an idle service polled 86 400×/day)
-    "PREFECT_WORKER_QUERY_SECONDS": "5",
+    # net for runs made ready inside the server (the scheduler, a repossessed concurrency slot):
+    # 2 s, not 1 s (an idle service polled 86 400×/day); 5 s let a run freed by the start-up
+    # sweep after a kill -9 wait past the 30 s the hosting tests allow on a loaded machine
+    "PREFECT_WORKER_QUERY_SECONDS": "2",
     "PREFECT_WORKER_PREFETCH_SECONDS": "2",
     "PREFECT_RUNNER_POLL_FREQUENCY": "1",
     "PREFECT_FLOWS_HEARTBEAT_FREQUENCY": "30",
