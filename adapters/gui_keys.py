@@ -26,16 +26,28 @@ def gui_problems(raw: Any) -> list[str]:
         return ["gui: expected an object"]
     out = []
     for key in INT_KEYS:
-        if key in raw and (not isinstance(raw[key], int) or isinstance(raw[key], bool) or raw[key] < 0):
-            out.append(f"gui.{key}: expected a non-negative integer, got {raw[key]!r}")
+        value = raw.get(key)
+        if key not in raw:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            out.append(f"gui.{key}: expected {'a port number' if key == 'cdpPort' else 'an integer'}, got {value!r}")
+        elif key == "cdpPort" and not 1024 <= value <= 65535:
+            out.append(f"gui.cdpPort: expected a port number from 1024 to 65535, got {value}")
+        elif value < 1:
+            out.append(f"gui.{key}: expected a positive integer, got {value}")
     for key in BOOL_KEYS:
         if key in raw and not isinstance(raw[key], bool):
             out.append(f"gui.{key}: expected true or false, got {raw[key]!r}")
     for key in STR_KEYS:
         if key in raw and raw[key] is not None and not isinstance(raw[key], str):
             out.append(f"gui.{key}: expected a string, got {raw[key]!r}")
-    if "exeArgs" in raw and not (isinstance(raw["exeArgs"], list) and all(isinstance(a, str) for a in raw["exeArgs"])):
-        out.append("gui.exeArgs: expected a list of strings")
+    if "exeArgs" in raw:
+        args = raw["exeArgs"]
+        if not (isinstance(args, list) and all(isinstance(a, str) for a in args)):
+            out.append("gui.exeArgs: expected a list of strings")
+        elif not any("<port>" in a for a in args):
+            out.append("gui.exeArgs: no item holds <port> (e.g. \"--remote-debugging-port=<port>\"): the app would "
+                       "start without a debugging port")
     sel = raw.get("selectors")
     if sel is not None and not (isinstance(sel, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in sel.items())):
         out.append("gui.selectors: expected an object of strings (semantic name → CSS selector)")

@@ -130,6 +130,10 @@ class AgentProfile(BaseModel):
     @model_validator(mode="after")
     def _driver_settings_valid(self) -> "AgentProfile":
         extra = self.model_extra or {}
+        for key in ("acp", "gui"):
+            if key in extra and self.driver != key:
+                raise ValueError(f"'{key}' settings apply to \"driver\": \"{key}\" only (this profile's driver is "
+                                 f"'{self.driver}'); add \"driver\": \"{key}\" or remove them")
         if self.driver == "acp" and extra.get("acp") is not None:
             AcpSettings.model_validate(extra["acp"])  # ValidationError names the field
         if self.driver == "gui" and "gui" in extra:
@@ -174,39 +178,48 @@ def builtin_profiles() -> dict[str, AgentProfile]:
 
 
 def _describe_validation(path: Path, agent_id: str, exc: ValidationError) -> str:
+    import re
+
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()))
         where = f"field '{loc}'" if loc else "entry"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's wording, not ours
+        msg = re.sub(r" or instance of \w+", "", msg)
+        parts.append(f"{where}: {msg}")
     return f"{path}: profile '{agent_id}' is invalid: " + "; ".join(parts)
 
 
-def load_profiles(home: Path) -> dict[str, AgentProfile]:
-    """Return every profile: the built-ins, then ``<home>/agent-profiles.json`` on top.
+def load_registry(home: Path) -> tuple[dict[str, AgentProfile], dict[str, str]]:
+    """Every profile: the built-ins, then ``<home>/agent-profiles.json`` on top, and the user
+    entries that do not validate.
 
     Each user entry replaces the whole built-in entry of the same id (no deep merge,
-    40-agents-tasks §1.6). The file is optional; it is re-read on every call.
+    40-agents-tasks §1.6). The file is optional; it is re-read on every call. One broken entry
+    does not take the others down: it is returned in the second dict (and its id is removed
+    from the first, so a broken override never falls back to the built-in silently).
 
     Args:
         home: the data home (``TIANSHU_MCP_HOME``).
 
     Returns:
-        ``{agentId: AgentProfile}``, built-in ids first, then user-only ids in file order.
+        ``({agentId: AgentProfile}, {agentId: message})``: valid profiles (built-in ids first,
+        then user-only ids in file order) and, per broken entry, a message naming the file, the
+        agent id and each offending field.
 
     Raises:
         TianshuError(CONFIG_UNREADABLE): the file exists but cannot be read (a directory, no
             permission).
         TianshuError(CONFIG_INVALID): invalid UTF-8/JSON, the top level or ``profiles`` is not an
-            object, an empty agent id, or a profile failing validation. The message names the file
-            and the offending agent id and field.
+            object, or an empty agent id (the file as a whole cannot be read).
     """
     profiles = builtin_profiles()
+    broken: dict[str, str] = {}
     path = Path(home) / PROFILES_FILE
     try:
         raw_bytes = path.read_bytes()
     except FileNotFoundError:
-        return profiles
+        return profiles, broken
     except OSError as exc:  # IsADirectoryError, PermissionError, …
         raise TianshuError(ErrorCode.CONFIG_UNREADABLE, f"{path}: cannot read agent profiles ({exc.strerror or exc})") from exc
     try:
@@ -231,8 +244,18 @@ def load_profiles(home: Path) -> dict[str, AgentProfile]:
         try:
             profiles[agent_id] = AgentProfile.model_validate(raw)
         except ValidationError as exc:
-            raise TianshuError(ErrorCode.CONFIG_INVALID, _describe_validation(path, agent_id, exc)) from exc
-    return profiles
+            profiles.pop(agent_id, None)
+            broken[agent_id] = _describe_validation(path, agent_id, exc)
+    return profiles, broken
+
+
+def load_profiles(home: Path) -> dict[str, AgentProfile]:
+    """The valid profiles of :func:`load_registry` (broken user entries left out).
+
+    Raises:
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): the file as a whole cannot be read.
+    """
+    return load_registry(home)[0]
 
 
 @dataclass
@@ -429,18 +452,26 @@ def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:
     call (no cache).
 
     Raises:
-        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): the file cannot be read, or
+            ``agent_id``'s own entry is invalid (the message names the field); another agent's
+            broken entry does not matter.
     """
-    return resolve_profile(agent_id, load_profiles(home).get(agent_id))
+    profiles, broken = load_registry(home)
+    if agent_id in broken:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, broken[agent_id])
+    return resolve_profile(agent_id, profiles.get(agent_id))
 
 
 def list_agents(home: Path) -> list[ResolvedAgent]:
-    """Resolve every profile (built-ins first, then user-only ids) for ``query_info``.
+    """Resolve every profile (built-ins first, then user-only ids) for ``query_info``; a broken
+    user entry is a row that is not ok, its message naming the field.
 
     Raises:
-        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): from :func:`load_profiles`.
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): the file as a whole cannot be read.
     """
-    return [resolve_profile(agent_id, profile) for agent_id, profile in load_profiles(home).items()]
+    profiles, broken = load_registry(home)
+    rows = [resolve_profile(agent_id, profile) for agent_id, profile in profiles.items()]
+    return rows + [_not_ok(agent_id, None, message) for agent_id, message in broken.items()]
 
 
 def describe_agent(agent: ResolvedAgent) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import INTERRUPTED, status_from_state
 from ..flows.watch import DELETED_MESSAGE
 from ..adapters.drivers import agent_stop_grace_ms
-from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, request_cancel
+from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, request_cancel
 from .format import clip
 from .runtime import Runtime
 
@@ -505,6 +505,7 @@ class TaskService:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, "feedback/repairHint: the Prefect API refused them as the "
                                f"flow run's parameters ({clip(exc.response.text)}); send less") from exc
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
+        (self.store.dir(task_id) / AGENT_PROFILE_FILE).unlink(missing_ok=True)  # a rework runs the current profile
         save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
                           cancelRequestedAt=None, phase=None, lastMessage="manual rework queued",

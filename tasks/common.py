@@ -10,6 +10,10 @@ from ..core.settings import data_home
 from ..core.taskstore import TaskStore
 
 AGENT_PROC_FILE = "agent-proc.json"
+AGENT_PROFILE_FILE = "agent-profile.json"
+"""``<taskDir>/agent-profile.json``: the profile the task's first round ran with; later rounds
+of the task use it, so an edit of ``agent-profiles.json`` (even a half-saved one) never changes
+or breaks a task in flight. A manual rework removes it (the current profile applies again)."""
 FLOW_PROC_FILE = "flow-proc.json"
 CANCEL_FILE = "cancel.json"
 ALIVE_FILE = "flow-alive"

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import task
 
 from ..adapters.drivers import driver_for, end_all_sessions
 from ..adapters.fatal import fatal_line, output_tail
-from ..adapters.profiles import resolve_agent
+from ..adapters.profiles import AgentProfile, ResolvedAgent, resolve_agent, resolve_profile
 from ..adapters.prompts import PromptClassifier
 from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
 from ..core.errors import TianshuError
+from ..core.files import atomic_write_json, read_json_safe
 from ..core.procs import kill_recorded, save_record
 from ..core.reaper import reap_orphans
 from ..core.settings import data_home
-from .common import AGENT_PROC_FILE, cancel_requested, stop_probe, store
+from .common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, cancel_requested, stop_probe, store
 from .events import ChangeWatch, PromptWatch, RoundEvents, emit
 
 
@@ -44,7 +46,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     tdir = st.dir(task_id)
     proc_file = tdir / AGENT_PROC_FILE
     try:
-        agent = resolve_agent(meta["agentId"], data_home())
+        agent = _task_agent(meta["agentId"], tdir)
     except TianshuError as exc:
         return {"ok": False, "hardFailure": True, "errorType": "setup_failed", "error": exc.render(),
                 "killed": False, "timeout": False, "exitCode": None}
@@ -85,6 +87,25 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     out["outputTail"] = tail[-2000:]
     out["fatalLine"] = fatal_line(tail, profile.fatal_patterns)
     return out
+
+
+def _task_agent(agent_id: str, tdir: Path) -> ResolvedAgent:
+    """The task's agent: its snapshot when one exists, else resolved now (and snapshotted).
+
+    Raises:
+        TianshuError(CONFIG_INVALID | CONFIG_UNREADABLE): no snapshot and the profiles cannot be read.
+    """
+    snap = tdir / AGENT_PROFILE_FILE
+    raw = read_json_safe(snap)
+    if isinstance(raw, dict):
+        try:
+            return resolve_profile(agent_id, AgentProfile.model_validate(raw))
+        except ValueError:  # a snapshot of an older build: resolve anew
+            pass
+    agent = resolve_agent(agent_id, data_home())
+    if agent.ok and agent.profile is not None:
+        atomic_write_json(snap, agent.profile.to_json())
+    return agent
 
 
 def end_agent_session(task_id: str) -> None:

@@ -62,15 +62,15 @@ def test_gui_builtins_are_listed_but_not_runnable(tmp_path: Path) -> None:
 def test_user_entry_replaces_the_whole_builtin(tmp_path: Path) -> None:
     write_profiles(
         tmp_path,
-        {"profiles": {"codex": {"command": sys.executable, "promptMode": "stdin"}, "mine": {"command": "x", "argsTemplate": ["<prompt:arg>"], "gui": {"cdpPort": 1}}}},
+        {"profiles": {"codex": {"command": sys.executable, "promptMode": "stdin"}, "mine": {"command": "x", "argsTemplate": ["<prompt:arg>"], "killTree": "group"}}},
     )
     profiles = load_profiles(tmp_path)
     codex = profiles["codex"]
     # no deep merge: the built-in argsTemplate, displayName and discovery are gone
     assert codex.args_template == [] and codex.display_name == "" and codex.prompt_mode == "stdin"
     assert "executableDiscovery" not in (codex.model_extra or {})
-    # unknown keys survive (GUI fields)
-    assert profiles["mine"].to_json()["gui"] == {"cdpPort": 1}
+    # unknown keys survive (legacy and other builds' fields)
+    assert profiles["mine"].to_json()["killTree"] == "group"
     assert list(profiles)[-1] == "mine"
 
 
@@ -99,20 +99,10 @@ def test_profile_json_round_trip_uses_camel_case(tmp_path: Path) -> None:
         ("{not json", ["invalid JSON"]),
         ({"profiles": []}, ["'profiles' must be an object"]),
         ([1, 2], ["top level"]),
-        ({"profiles": {"tele": {"command": "x", "promptMode": "telepathy"}}}, ["'tele'", "promptMode"]),
-        ({"profiles": {"bad": {"timeoutMs": 0}}}, ["'bad'", "timeoutMs"]),
-        ({"profiles": {"bad": {"env": {"A": 1}}}}, ["'bad'", "env.A"]),
-        ({"profiles": {"bad": "codex"}}, ["'bad'"]),
-        ({"profiles": {"rpa": {"command": "x", "driver": "rpa"}}}, ["'rpa'", "field 'driver'", "'spawn', 'acp' or 'gui'"]),
-        ({"profiles": {"a": {"command": "x", "driver": "acp", "acp": {"permissions": {"noLocation": "sometimes"}}}}},
-         ["'a'", "noLocation"]),
-        ({"profiles": {"g": {"command": "x", "driver": "gui", "gui": {"cdpPort": "9222", "selectors": {"send": 1}}}}},
-         ["'g'", "gui.cdpPort: expected a non-negative integer", "gui.selectors"]),
     ],
-    ids=["invalid-json", "profiles-list", "top-level-list", "bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object",
-         "unknown-driver", "bad-acp-policy", "bad-gui-types"],
+    ids=["invalid-json", "profiles-list", "top-level-list"],
 )
-def test_malformed_profiles_file_is_config_invalid(tmp_path: Path, payload: object, needles: list[str]) -> None:
+def test_an_unreadable_profiles_file_is_config_invalid(tmp_path: Path, payload: object, needles: list[str]) -> None:
     path = write_profiles(tmp_path, payload)
     with pytest.raises(TianshuError) as info:
         load_profiles(tmp_path)
@@ -123,6 +113,43 @@ def test_malformed_profiles_file_is_config_invalid(tmp_path: Path, payload: obje
     # resolution surfaces the same coded error rather than silently ignoring the file
     with pytest.raises(TianshuError):
         resolve_agent("codex", tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "needles"),
+    [
+        ({"command": "x", "promptMode": "telepathy"}, ["promptMode"]),
+        ({"timeoutMs": 0}, ["timeoutMs"]),
+        ({"env": {"A": 1}}, ["env.A"]),
+        ("codex", ["entry: Input should be a valid dictionary"]),
+        ({"command": "x", "driver": "rpa"}, ["field 'driver'", "'spawn', 'acp' or 'gui'"]),
+        ({"command": "x", "argsTemplate": ["agent.py"]}, ["entry: promptMode 'arg' needs <prompt:arg>"]),
+        ({"command": "x", "driver": "acp", "acp": {"permissions": {"noLocation": "sometimes"}}}, ["noLocation"]),
+        ({"command": "x", "driver": "gui", "gui": {"cdpPort": "9222", "selectors": {"send": 1}}},
+         ["gui.cdpPort: expected a port number", "gui.selectors"]),
+        ({"command": "x", "driver": "gui", "gui": {"cdpPort": 99999}}, ["from 1024 to 65535, got 99999"]),
+        ({"command": "x", "driver": "gui", "gui": {"cdpPort": 0}}, ["from 1024 to 65535, got 0"]),
+        ({"command": "x", "driver": "gui", "gui": {"exeArgs": ["--inspect"]}}, ["gui.exeArgs: no item holds <port>"]),
+        ({"command": "x", "argsTemplate": ["<prompt:arg>"], "acp": {"permissions": {"insideProject": "ask"}}},
+         ["'acp' settings apply to \"driver\": \"acp\" only"]),
+    ],
+    ids=["bad-prompt-mode", "zero-timeout", "env-not-str", "entry-not-object", "unknown-driver", "no-prompt-slot",
+         "bad-acp-policy", "bad-gui-types", "port-too-high", "port-zero", "exe-args-without-port", "acp-on-a-cli"],
+)
+def test_a_broken_entry_is_config_invalid_for_its_agent_only(tmp_path: Path, entry: object, needles: list[str]) -> None:
+    path = write_profiles(tmp_path, {"profiles": {"bad": entry, "good": {"command": sys.executable,
+                                                                        "argsTemplate": ["<prompt:arg>"]}}})
+    with pytest.raises(TianshuError) as info:
+        resolve_agent("bad", tmp_path)
+    assert info.value.code is ErrorCode.CONFIG_INVALID
+    assert str(path) in info.value.message and "'bad'" in info.value.message
+    assert "Value error" not in info.value.message and "instance of" not in info.value.message
+    for needle in needles:
+        assert needle in info.value.message
+    assert resolve_agent("good", tmp_path).ok and resolve_agent("codex", tmp_path).profile is not None
+    rows = {a.id: a for a in list_agents(tmp_path)}
+    assert rows["bad"].ok is False and rows["bad"].message == info.value.message and rows["good"].ok
+    assert "bad" not in load_profiles(tmp_path)
 
 
 def test_profiles_file_that_is_a_directory_is_config_unreadable(tmp_path: Path) -> None:

@@ -146,3 +146,31 @@ async def test_cancel_queued_at_once_and_running_tree_within_5s(ts_home: Path, t
         r = await client.call_tool("manage_task", {"taskId": running["taskId"], "action": "cancel"})
         assert not r.is_error and "already final" in text_of(r)
     assert len(_tree_pids(ts_home)) == 2  # the queued task never started an agent
+
+
+async def test_a_profile_edit_mid_task_does_not_change_or_break_it(ts_home: Path, tmp_path: Path) -> None:
+    # the task keeps the profile its first round ran with: a half-saved agent-profiles.json
+    # (invalid JSON) written while round 0 runs neither fails nor changes round 1
+    gate, trace = tmp_path / "gate", tmp_path / "trace.txt"
+    path = ts_home / "agent-profiles.json"
+    profiles = json.loads(path.read_text())
+    profiles["profiles"]["scripted-held"] = scripted_profile(
+        mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "0", "SCRIPTED_GATE": str(gate)})
+    path.write_text(json.dumps(profiles))
+    good = path.read_text()
+    repo = make_calc_repo(tmp_path / "calc")
+    try:
+        async with mcp_client(ts_home) as client:
+            sub = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted-held",
+                                                      "autoFixRounds": 1})
+            tid = meta_of(sub)["taskId"]
+            with anyio.fail_after(180):
+                while not (trace.exists() and "start" in trace.read_text()):
+                    await anyio.sleep(0.2)
+            path.write_text('{"profiles": {"scripted-held": ')  # an editor's half-saved file
+            gate.touch()
+            done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    finally:
+        path.write_text(good)
+    assert done["status"] == "succeeded" and done["round"] == 2, done
+    assert trace.read_text().count("start") == 2

@@ -135,6 +135,11 @@ async def test_malformed_agent_profiles_is_a_coded_error_and_writes_nothing(ts_h
             r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted"})
             assert r.is_error and text_of(r).startswith("Error: [CONFIG_INVALID]")
             assert str(path) in text_of(r) and "promptMode" in text_of(r)
+            # one broken entry does not take the listing (or the other agents) down
+            r = await client.call_tool("query_info", {"type": "profiles"})
+            rows = {row["id"]: row for row in meta_of(r)["profiles"]}
+            assert not r.is_error and rows["scripted"]["ok"] is False and "promptMode" in rows["scripted"]["message"]
+            assert rows["codex"]["driver"] == "spawn"
             path.write_text("{not json")
             r = await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted"})
             assert r.is_error and "CONFIG_INVALID" in text_of(r) and str(path) in text_of(r)
