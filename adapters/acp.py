@@ -50,7 +50,8 @@ from pydantic import ValidationError
 from ..core.procs import ProcRecord, kill_tree, record_of, tagged_env
 from ..core.reaper import keep_alive, release
 from .acp_client import TianshuClient
-from .acp_policy import AcpSettings, Answers
+from .acp_policy import AcpSettings
+from .answers import Answers
 from .profiles import DEFAULT_AGENT_TIMEOUT_MS, ResolvedAgent
 from .round import (
     FEEDBACK_HEADER,
@@ -71,6 +72,10 @@ SESSION_FILE = "acp-session.json"
 """``<taskDir>/acp-session.json``: ``{"agentId", "sessionId", "prompts"}`` of the task's session."""
 
 POLL_S = 0.1
+
+PERMISSIONS_FILE = "acp-permissions.json"
+"""``<taskDir>/acp-permissions.json``: the user's answers to the agent's permission requests
+(:class:`~tianshu_mcp.adapters.answers.Answers`)."""
 
 
 class SetupFailed(Exception):
@@ -113,7 +118,7 @@ class AcpSession:
     def __init__(self, task_id: str, agent: ResolvedAgent, settings: AcpSettings, cwd: str, task_dir: Path) -> None:
         self.task_id, self.agent, self.settings, self.cwd = task_id, agent, settings, cwd
         self.task_dir = Path(task_dir)
-        self.client = TianshuClient(settings.permissions, cwd, Answers(self.task_dir))
+        self.client = TianshuClient(settings.permissions, cwd, Answers(self.task_dir, PERMISSIONS_FILE))
         self.record: ProcRecord | None = None
         self.session_id: str | None = None
         self.prompts = 0
@@ -329,7 +334,7 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
         prompt_file_path(ctx).parent.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as exc:
         return setup_failure(log_file, str(exc), error_type="setup_failed")
-    answers = Answers(ctx.task_dir)
+    answers = Answers(ctx.task_dir, PERMISSIONS_FILE)
     answers.settle(ctx.round, ctx.answer)
     if hooks.stopped():
         return _result(log_file, started, killed=True, error="stopped before the agent started")
@@ -422,7 +427,7 @@ def _drive(ctx: AgentRunContext, session: AcpSession, text: str, hooks: RoundHoo
         reason = "asked"  # the turn ended (cancelled) on the very request left to the user
     if reason == "asked" and client.asked is not None:
         ask = client.asked
-        session.client.answers.ask(ctx.round, ask)
+        session.client.answers.ask(ctx.round, ask.key, ask.question())
         hooks.event("confirmation_dialog_detected", f"round {ctx.round}: the agent asks for permission: {ask.title}",
                     {"round": ctx.round, "paths": list(ask.paths), "kind": ask.kind})
         return _result(log_file, started, error="waiting for the user's permission", question=ask.question(),

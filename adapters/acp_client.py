@@ -13,7 +13,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .acp_policy import AcpPermissions, Answers, PermissionAsk, decide
+from .acp_policy import AcpPermissions, PermissionAsk, decide
+from .answers import Answers
 from .round import append_log
 
 log = logging.getLogger("tianshu_mcp")
@@ -28,7 +29,7 @@ class TianshuClient:
     Attributes:
         permissions: the profile's policy.
         project: the project path (what "inside the project" means).
-        answers: the user's earlier answers (:class:`~tianshu_mcp.adapters.acp_policy.Answers`).
+        answers: the user's earlier answers (:class:`~tianshu_mcp.adapters.answers.Answers`).
         log_file: the current round's log (set per round by the driver).
         events: ``(event, detail, data)`` waiting for the caller's thread.
         asked: the permission request left to the user in this round, or None.
@@ -124,7 +125,7 @@ class TianshuClient:
         self.flush()
         ask = PermissionAsk(title=getattr(tool_call, "title", None) or "", kind=getattr(tool_call, "kind", None) or "",
                             paths=tuple(loc.path for loc in (getattr(tool_call, "locations", None) or [])))
-        earlier = self.answers.decided(ask)
+        earlier = self.answers.decided(ask.key)
         decision = ("allow" if earlier else "deny") if earlier is not None else decide(ask, self.permissions, self.project)
         self.write_log(f"[permission] {ask.title or ask.kind} ({', '.join(ask.paths) or 'no file'}) → "
                        + {"allow": "allowed", "deny": "denied", "ask": "left to the user"}[decision]

@@ -10,7 +10,7 @@ A profile with ``"driver": "acp"`` may carry ``"acp": {"permissions": {...}}``
 
 ``ask`` leaves the request to the user: the round ends ``needs_user`` with kind
 ``user_confirmation``, and the answer (``manage_task continue``) is remembered for that request
-(:func:`affirmative`). Plain Python: no Prefect, no acceptance import.
+(:mod:`.answers`). Plain Python: no Prefect, no acceptance import.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -96,53 +94,3 @@ def decide(ask: PermissionAsk, permissions: AcpPermissions, project: str) -> Dec
     if roots and all(_inside(p, roots) for p in ask.paths):
         return permissions.inside_project
     return permissions.outside_project
-
-
-_YES = re.compile(r"^\s*(y|yes|ok|okay|allow|approve|approved|go ahead|sure|是|好|可以|同意|允许|确认)\b", re.IGNORECASE)
-
-
-def affirmative(answer: str) -> bool:
-    """True when the user's answer allows the request ("yes", "allow", "好", "同意" …)."""
-    return bool(_YES.match(answer or "")) or (answer or "").strip() in {"是", "好", "可以", "同意", "允许", "确认"}
-
-
-class Answers:
-    """The user's answers to permission requests of one task, kept in
-    ``<taskDir>/acp-permissions.json`` (``{"pending": {round: {key, question}}, "decided": {key: bool}}``)."""
-
-    FILE = "acp-permissions.json"
-
-    def __init__(self, task_dir: Path) -> None:
-        self.path = Path(task_dir) / self.FILE
-
-    def _read(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {"pending": {}, "decided": {}}
-        return data if isinstance(data, dict) else {"pending": {}, "decided": {}}
-
-    def _write(self, data: dict[str, Any]) -> None:
-        from ..core.files import atomic_write_json
-
-        atomic_write_json(self.path, data)
-
-    def decided(self, ask: PermissionAsk) -> bool | None:
-        """The user's earlier answer to the same request, or None."""
-        value = self._read().get("decided", {}).get(ask.key)
-        return value if isinstance(value, bool) else None
-
-    def ask(self, rnd: int, ask: PermissionAsk) -> None:
-        """Remember that round ``rnd`` asked the user about ``ask``."""
-        data = self._read()
-        data.setdefault("pending", {})[str(rnd)] = {"key": ask.key, "question": ask.question()}
-        self._write(data)
-
-    def settle(self, rnd: int, answer: str | None) -> None:
-        """Apply the answer given to round ``rnd``'s question (if it asked one)."""
-        data = self._read()
-        pending = data.get("pending", {}).pop(str(rnd), None)
-        if pending is None or answer is None:
-            return
-        data.setdefault("decided", {})[pending["key"]] = affirmative(answer)
-        self._write(data)

@@ -59,6 +59,7 @@ from .cdp_config import GuiSettings, gui_settings
 from .cdp_instance import AppInstance, InstanceError
 from .cdp_liveness import JudgeLimits, Observation, judge, start_state, text_hash
 from .cdp_page import AppPage, StepError
+from .answers import Answers
 from .cdp_session import end_gui_session, task_app
 from .profiles import DEFAULT_AGENT_TIMEOUT_MS, ResolvedAgent
 from .round import (
@@ -166,6 +167,7 @@ def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
     if profile is None or not agent.command:
         return setup_failure(log_file, f"agent '{agent.id}' has no app executable: {agent.message}", 0, "setup_failed")
     settings = gui_settings(profile)
+    Answers(ctx.task_dir, CONFIRMATIONS_FILE).settle(ctx.round, ctx.answer)  # a re-run round brings the answer
     now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     append_log(log_file, f"\n===== {profile.adapter or 'gui:' + agent.id} run @ {now} =====\n")
     ch = _Channel(log_file)
@@ -349,6 +351,17 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
     return await _watch(ctx, settings, ch, started, deadline, app, before.reply_count, mark, name)
 
 
+CONFIRMATIONS_FILE = "gui-confirmations.json"
+"""``<taskDir>/gui-confirmations.json``: the user's answers to the app's confirmation cards
+(:class:`~tianshu_mcp.adapters.answers.Answers`): a card answered once is clicked the same way
+when it shows again (the re-run round, rework rounds) — ``confirmAllow`` / ``confirmDeny``."""
+
+
+def _card_key(text: str | None) -> str:
+    """Identity of a confirmation card: a hash of its whitespace-normalised text."""
+    return hashlib.sha256(" ".join((text or "").split()).encode("utf-8")).hexdigest()[:16]
+
+
 def _ask_login(ctx: AgentRunContext, ch: _Channel, started: float, name: str) -> AgentRunResult:
     q = (f"{name} shows its login screen. Log in to the app (its window, profile directory as configured), "
          "then continue the task.")
@@ -362,6 +375,7 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
     """The poll loop (40-agents-tasks §1.11.8–9)."""
     limits = JudgeLimits(settings.stable_rounds, settings.idle_timeout_ms, settings.stall_timeout_ms)
     state = start_state(time.monotonic() * 1000)
+    answers = Answers(ctx.task_dir, CONFIRMATIONS_FILE)
     next_note = time.monotonic() + settings.progress_interval_ms / 1000
     while True:
         if ch.stopped():
@@ -383,10 +397,18 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
         if verdict == "needs_login":
             return _ask_login(ctx, ch, started, name)
         if verdict == "needs_confirmation":
-            ch.log("warn", f"confirmation card: {s.confirm}")
+            key = _card_key(s.confirm)
             ch.event("confirmation_dialog_detected", f"round {ctx.round}: {(s.confirm or '')[:200]}", {"round": ctx.round})
+            decided = answers.decided(key)
+            if decided is not None and await app.click("confirmAllow" if decided else "confirmDeny"):
+                ch.log("info", f"confirmation card: {s.confirm} → {'allowed' if decided else 'denied'} (the user's answer)")
+                await _sleep(ch, settings.poll_interval_ms)
+                continue
+            ch.log("warn", f"confirmation card: {s.confirm}")
+            question = f"{name} asks for a confirmation: {s.confirm}\nAnswer yes to allow it, or no to deny it."
+            answers.ask(ctx.round, key, question)
             return _result(ch, started, error="user confirmation required", question_kind="user_confirmation",
-                           question=f"{name} asks for a confirmation: {s.confirm}\nAnswer yes to allow it, or no.")
+                           question=question)
         if verdict == "stalled":
             ch.event("confirmation_dialog_detected", f"round {ctx.round}: {name} seems to wait", {"round": ctx.round})
             return _result(ch, started, error="stalled", question_kind="user_confirmation",

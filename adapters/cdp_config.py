@@ -27,6 +27,8 @@ DEFAULT_SELECTORS: dict[str, str] = {
     "conversation": '[role="log"]',
     "login": '[data-screen="login"]',
     "confirmCard": '[role="alertdialog"]',
+    "confirmAllow": '[role="alertdialog"] button:has-text("Allow")',
+    "confirmDeny": '[role="alertdialog"] button:has-text("Deny")',
     "newSession": 'button[aria-label="New chat"]',
     "projectTrigger": 'button[aria-label="Project"]',
     "projectCurrent": 'button[aria-label="Project"]',
@@ -42,7 +44,8 @@ DEFAULT_SELECTORS: dict[str, str] = {
 contenteditable); ``send``/``stop``: the buttons; ``running``: any in-progress signal (spinner,
 ``aria-busy``, active tool card); ``reply``: one assistant message; ``conversation``: the message
 list (searched for our marker); ``login``: the login screen; ``confirmCard``: a card asking the
-user to allow something; ``newSession``: the new-chat button; ``project*``: the project picker
+user to allow something, ``confirmAllow``/``confirmDeny`` its buttons (Playwright selectors:
+``:has-text()`` works); ``newSession``: the new-chat button; ``project*``: the project picker
 (``projectItem`` elements carry the folder path in ``gui.projectPathAttribute``;
 ``projectAdd``/``projectPathInput``/``projectAddConfirm`` add a folder by its path, the stand-in
 for a native folder dialog); ``model*``: the model menu. An empty string disables a key."""

@@ -222,3 +222,31 @@ async def test_drift_and_a_closing_app_fail_coded_and_spend_no_verification(ts_h
         assert not list((ts_home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
     finally:
         kill_app(udd)
+
+
+@pytest.mark.parametrize("answer", ["no", "yes"])
+async def test_a_confirmation_card_answered_is_clicked_not_asked_again(ts_home: Path, tmp_path: Path, answer: str) -> None:
+    # "no": the card is denied (its Deny button), the app changes nothing and the task ends —
+    # never the same question again; "yes": the rework round's card is allowed without asking
+    udd = tmp_path / "app" / "user-data"
+    agent, _port = add_profile(ts_home, udd, "confirm")
+    repo = make_calc_repo(tmp_path / "calc")
+    try:
+        async with mcp_client(ts_home) as client:
+            tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add() in calc.py",
+                                                              "agentId": agent, "autoFixRounds": 1}))["taskId"]
+            asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 240000}))
+            assert asked["status"] == "needs_user" and asked["needsUserKind"] == "user_confirmation", asked
+            r = await client.call_tool("manage_task", {"taskId": tid, "action": "continue", "message": answer})
+            assert not r.is_error, text_of(r)
+            done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 240000}))
+        logs = "".join(p.read_text() for p in sorted((ts_home / "tasks" / tid).glob("agent-*.log")))
+        if answer == "no":
+            assert done["status"] in ("failed", "needs_attention") and done.get("errorType") != "timeout", done
+            assert "→ denied (the user's answer)" in logs
+            assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+        else:
+            assert done["status"] == "succeeded" and done["round"] == 2, done
+            assert "→ allowed (the user's answer)" in logs and (repo / "calc.py").read_text() == RIGHT
+    finally:
+        kill_app(udd)
