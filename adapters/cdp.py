@@ -56,7 +56,7 @@ from typing import Any
 
 from ..core.procs import ProcRecord
 from .cdp_config import GuiSettings, gui_settings
-from .cdp_instance import AppInstance, InstanceError
+from .cdp_instance import AppInstance, InstanceError, launch_argv
 from .cdp_liveness import JudgeLimits, Observation, judge, start_state, text_hash
 from .cdp_page import AppPage, StepError
 from .answers import Answers
@@ -308,7 +308,7 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
     task_marker = f"【tianshu:{ctx.task_id}:"
     snap = await app.snapshot(task_marker=task_marker)
     if snap.login:
-        return _ask_login(ctx, ch, started, name)
+        return _ask_login(ctx, ch, started, name, _argv(agent, settings, instance))
     same_chat = snap.has_task_marker
     attempt = attempt_of(ctx)
     mark = marker(ctx.task_id, ctx.round, attempt)
@@ -348,7 +348,8 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
                                             "not cleared, no running signal); not resent")
         await asyncio.sleep(0.25)
     ch.log("info", f"sent round {ctx.round} ({attempt}, {len(text)} chars); confirmed by {how}")
-    return await _watch(ctx, settings, ch, started, deadline, app, before.reply_count, mark, name)
+    return await _watch(ctx, settings, ch, started, deadline, app, before.reply_count, mark, name,
+                        _argv(agent, settings, instance))
 
 
 CONFIRMATIONS_FILE = "gui-confirmations.json"
@@ -362,17 +363,28 @@ def _card_key(text: str | None) -> str:
     return hashlib.sha256(" ".join((text or "").split()).encode("utf-8")).hexdigest()[:16]
 
 
-def _ask_login(ctx: AgentRunContext, ch: _Channel, started: float, name: str) -> AgentRunResult:
-    q = (f"{name} shows its login screen. Log in to the app (its window, profile directory as configured), "
-         "then continue the task.")
+def _argv(agent: ResolvedAgent, settings: GuiSettings, instance: AppInstance) -> list[str]:
+    """The command line that opens the app as tianshu-mcp does (its port and profile directory)."""
+    return launch_argv(agent.command or "", settings, instance.port, instance.user_data_dir)
+
+
+def _ask_login(ctx: AgentRunContext, ch: _Channel, started: float, name: str, argv: list[str]) -> AgentRunResult:
+    """The app shows its login screen: the round asks the user to log in. The app is closed while
+    the task waits, so the question says exactly how to open it again so that the next round
+    adopts it: the same executable, debugging port and profile directory."""
+    import shlex
+
+    q = (f"{name} shows its login screen. Open the app with its tianshu-mcp profile and log in: "
+         f"{shlex.join(argv)} — then continue the task (the next round takes over that window; "
+         "the login is kept in that profile directory).")
     ch.log("warn", "login screen visible: awaiting the user's login")
     ch.event("awaiting_user_authorization", f"round {ctx.round}: {name} waits for a login", {"round": ctx.round})
     return _result(ch, started, error="login required", question=q, question_kind="login_required")
 
 
 async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, started: float, deadline: float,
-                 app: AppPage, since: int, mark: str, name: str) -> AgentRunResult:
-    """The poll loop (40-agents-tasks §1.11.8–9)."""
+                 app: AppPage, since: int, mark: str, name: str, argv: list[str]) -> AgentRunResult:
+    """The poll loop (40-agents-tasks §1.11.8–9); ``argv``: how the app is opened (for a login question)."""
     limits = JudgeLimits(settings.stable_rounds, settings.idle_timeout_ms, settings.stall_timeout_ms)
     state = start_state(time.monotonic() * 1000)
     answers = Answers(ctx.task_dir, CONFIRMATIONS_FILE)
@@ -395,7 +407,7 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
             ch.event("progress", note, {"round": ctx.round, "verdict": verdict, "evidence": evidence,
                                         "replyHash": text_hash(s.reply), "stable": state.stable})
         if verdict == "needs_login":
-            return _ask_login(ctx, ch, started, name)
+            return _ask_login(ctx, ch, started, name, argv)
         if verdict == "needs_confirmation":
             key = _card_key(s.confirm)
             ch.event("confirmation_dialog_detected", f"round {ctx.round}: {(s.confirm or '')[:200]}", {"round": ctx.round})

@@ -116,7 +116,8 @@ async def test_login_required_then_continue_succeeds(ts_home: Path, tmp_path: Pa
             tid = sub["taskId"]
             asked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 240000}))
             assert asked["status"] == "needs_user" and asked["needsUserKind"] == "login_required", asked
-            assert "login" in asked["pendingQuestion"].lower()
+            assert "login" in asked["pendingQuestion"].lower() and f"--remote-debugging-port={port}" in asked["pendingQuestion"]
+            assert f"--user-data-dir={udd}" in asked["pendingQuestion"]
             assert "awaiting_user_authorization" in [e["event"] for e in events(ts_home, tid)]
             await until(lambda: not app_pids(udd), 30, "the app to end while the task waits")
 
