@@ -199,6 +199,8 @@ class AcpSession:
         assert self._proc is not None
         timeout_s = self.settings.init_timeout_ms / 1000
 
+        step = ["initialize"]
+
         async def go() -> tuple[str, bool]:
             assert self._proc is not None and self._proc.stdin is not None and self._proc.stdout is not None
             self._conn = acp.connect_to_agent(self.client, self._proc.stdin, self._proc.stdout)
@@ -206,6 +208,7 @@ class AcpSession:
                 protocol_version=acp.PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
                 client_info=Implementation(name="tianshu-mcp", title="tianshu-mcp", version="0.1.0"))
             can_load = bool(init.agent_capabilities and init.agent_capabilities.load_session)
+            step[0] = "session/load" if previous and can_load else "session/new"
             if previous and can_load:
                 await self._conn.load_session(cwd=self.cwd, session_id=previous, mcp_servers=[])
                 return previous, True
@@ -227,13 +230,15 @@ class AcpSession:
         except concurrent.futures.CancelledError as exc:
             raise SetupFailed(f"the agent did not answer initialize/session within {self.settings.init_timeout_ms} ms") from exc
         except acp.RequestError as exc:
+            said = f"{exc}" + (f" ({exc.data})" if getattr(exc, "data", None) else "")  # the agent's own reason
             if exc.code == -32000:  # auth_required
-                raise AuthRequired(str(exc)) from exc
-            raise SetupFailed(f"the agent refused the session: {exc}") from exc
+                raise AuthRequired(said) from exc
+            raise SetupFailed(f"the agent answered {step[0]} with an error: {said}") from exc
         except Exception as exc:  # noqa: BLE001 - a broken pipe, malformed JSON, an early exit
             code = self.returncode
             gone = f" (it exited with code {code})" if code is not None else ""
-            raise SetupFailed(f"the ACP handshake failed{gone}: {type(exc).__name__}: {exc}") from exc
+            raise SetupFailed(f"the ACP handshake ({step[0]}) failed{gone}: {type(exc).__name__}: {exc}; is "
+                              f"'{self.agent.command}' an ACP agent? (its stderr is in the round's log)") from exc
         return loaded
 
     def prompt(self, text: str) -> Any:
@@ -454,7 +459,9 @@ def _drive(ctx: AgentRunContext, session: AcpSession, text: str, hooks: RoundHoo
         if note:
             append_log(log_file, f"[acp] {note}\n")
         return _result(log_file, started, ok=True, exit_code=0)
-    return _result(log_file, started, exit_code=1, error=f"the agent ended its turn with stop reason '{stop}'")
+    why = f"the agent ended its turn with stop reason '{stop}'" + (" (it refused the task)" if stop == "refusal" else "")
+    append_log(log_file, f"[acp] {why}\n")  # the last line of the log says why, not the agent's chatter
+    return _result(log_file, started, exit_code=1, error=why)
 
 
 def _deliver(events: "queue.Queue[tuple[str, str, dict[str, Any]]]", hooks: RoundHooks) -> None:

@@ -152,13 +152,17 @@ def test_an_agent_ignoring_cancel_is_killed_at_the_timeout(rounds: Any) -> None:
 
 @pytest.mark.parametrize("mode, code", [("refuse", 1), ("crash", 3)])
 def test_refusal_and_a_crash_are_agent_failures_not_hard_failures(rounds: Any, mode: str, code: int) -> None:
-    res = rounds(mode).run(0)
+    r = rounds(mode)
+    res = r.run(0)
     assert (res.ok, res.exit_code, res.hard_failure) == (False, code, False)
+    if mode == "refuse":  # the log's last words say why (the task's message quotes them)
+        assert "stop reason 'refusal' (it refused the task)" in r.log(0).splitlines()[-2]
 
 
 def test_an_initialize_error_is_setup_failed(rounds: Any) -> None:
     res = rounds("init-fail").run(0)
-    assert (res.hard_failure, res.error_type) == (True, "setup_failed") and "refused" in (res.error or "")
+    assert (res.hard_failure, res.error_type) == (True, "setup_failed")
+    assert "answered initialize with an error" in (res.error or "") and "the model backend is down" in (res.error or "")
 
 
 def test_an_agent_that_never_answers_initialize_is_setup_failed(rounds: Any) -> None:
@@ -172,6 +176,7 @@ def test_auth_required_asks_the_user_to_log_in(rounds: Any) -> None:
     r = rounds("auth")
     res = r.run(0)
     assert res.question_kind == "login_required" and "log in" in (res.question or "").lower()
+    assert "run `fake-agent login` first" in (res.question or "")  # the agent's own words
     assert "awaiting_user_authorization" in r.names() and not res.hard_failure
 
 
