@@ -319,9 +319,10 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
             ch.log("info", f"project {ctx.project_path}: {await app.bind_project(ctx.project_path)}")
     else:
         ch.log("info", "typing into the task's chat (same session)")
-    if settings.model_switch and settings.model:
-        ch.log("info", f"model {settings.model}: {await app.pick_model(settings.model)}")
-    elif settings.model_required and not settings.model:
+    model = ctx.model or settings.model  # the task's model hint wins over the profile's
+    if settings.model_switch and model:
+        ch.log("info", f"model {model}: {await app.pick_model(model)}")
+    elif settings.model_required and not model:
         raise StepError("model_unavailable", "the profile requires a model (gui.modelRequired) but names none (gui.model)")
     text = mark + message_of(ctx, same_chat)
     try:

@@ -49,6 +49,8 @@ class AgentRunContext:
         timeout_ms: the task's timeout in ms, fixed at submit; ≤0 falls back to the profile's.
         answer: the user's answer when this round re-runs after it asked (needs_user), else
             None (the answer is also in ``feedback``, for the agent).
+        model: run_task's ``model`` hint, or None (a desktop app picks it in its model menu;
+            CLI and ACP agents take their model from their profile).
     """
 
     task_id: str
@@ -60,6 +62,7 @@ class AgentRunContext:
     feedback: str | None = None
     timeout_ms: int = 0
     answer: str | None = None
+    model: str | None = None
 
 
 @dataclass

@@ -63,11 +63,15 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
         feedback=feedback,
         timeout_ms=int(meta.get("taskTimeoutMs") or 0),
         answer=answer,
+        model=meta.get("model"),
     )
     emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
          {"round": round, "agentId": agent.id})
     profile = agent.profile
     assert profile is not None  # an ok agent has its profile
+    if ctx.model and profile.driver != "gui":  # said, not silently dropped
+        emit(task_id, "note", "running", f"round {round}: the model hint '{ctx.model}' is not used: a "
+             f"{profile.driver} agent runs the model its profile sets", {"round": round, "model": ctx.model})
     driver = driver_for(profile)
     events = RoundEvents(task_id)
     hooks = RoundHooks(should_stop=stop_probe(tdir), on_start=lambda rec: save_record(proc_file, rec),

@@ -41,7 +41,7 @@ async def test_an_acp_agent_is_verified_and_reworked_in_the_same_session(ts_daem
         row = next(p for p in info["profiles"] if p["id"] == "fake-acp")
         assert row["driver"] == "acp" and row["ok"] and row["source"] == "explicit" and row["version"]
         sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add() in calc.py",
-                                                          "agentId": "fake-acp", "autoFixRounds": 1}))
+                                                          "agentId": "fake-acp", "autoFixRounds": 1, "model": "big-1"}))
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}))
     assert done["status"] == "succeeded" and done["round"] == 2, done
     assert (repo / "calc.py").read_text() == RIGHT_FIX
@@ -52,6 +52,9 @@ async def test_an_acp_agent_is_verified_and_reworked_in_the_same_session(ts_daem
     assert "test_add_negative" in prompts[1]["text"]  # the repair plan, as a new prompt of that session
     events = _events(home, sub["taskId"])
     assert "file_modification_started" in events and "note" in events and "rework_triggered" in events
+    notes = [json.loads(line).get("detail", "") for line in
+             (home / "tasks" / sub["taskId"] / "task.jsonl").read_text().splitlines()]
+    assert any("model hint 'big-1' is not used" in n for n in notes)  # said, not silently dropped
     log0 = (home / "tasks" / sub["taskId"] / "agent-0.log").read_text()
     assert "[permission] Edit calc.py" in log0 and "[agent] Done" in log0
 

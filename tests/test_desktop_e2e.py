@@ -86,9 +86,12 @@ async def test_dispatch_verify_fails_rework_in_the_same_chat_succeeds(ts_home: P
     try:
         async with mcp_client(ts_home) as client:
             sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add() in calc.py",
-                                                              "agentId": agent, "autoFixRounds": 1}))
+                                                              "agentId": agent, "autoFixRounds": 1,
+                                                              "model": "fake-model-small"}))
             done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}))
         tid = sub["taskId"]
+        # the task's model hint wins over the profile's gui.model (fake-model-large)
+        assert "model fake-model-small: " in (ts_home / "tasks" / tid / "agent-0.log").read_text()
         tdir = ts_home / "tasks" / tid
         assert done["status"] == "succeeded" and done["round"] == 2, (done, (tdir / "agent-0.log").read_text())
         assert (repo / "calc.py").read_text() == RIGHT
