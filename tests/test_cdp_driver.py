@@ -20,9 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
-from fake_desktop import LAUNCHER, free_port, gui_profile
+from fake_desktop import app_pids, LAUNCHER, free_port, gui_profile
 from fixture_project import make_calc_repo
 from tianshu_mcp.adapters.cdp import attempt_of, end_gui_session, marker, run_gui_round
 from tianshu_mcp.adapters.cdp_liveness import (
@@ -94,14 +93,7 @@ class Rig:
         return run_gui_round(self.ctx(rnd, feedback, timeout_ms), self.agent, rec.hooks())
 
     def app_pids(self) -> list[int]:
-        out = []
-        for p in psutil.process_iter(["cmdline"]):
-            try:
-                if f"--user-data-dir={self.udd}" in (p.info["cmdline"] or []):
-                    out.append(p.pid)
-            except psutil.Error:
-                pass
-        return out
+        return app_pids(self.udd)
 
     def log(self, rnd: int = 0) -> str:
         return (self.task_dir / f"agent-{rnd}.log").read_text()

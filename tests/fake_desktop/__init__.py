@@ -51,3 +51,17 @@ def gui_profile(udd: Path, port: int, mode: str = "normal", auto: bool = False, 
             "model": "fake-model-large", **gui,
         },
     }
+
+
+def app_pids(udd: Path) -> list[int]:
+    """Pids of every process started with ``--user-data-dir=<udd>`` (the fake app's Chromium)."""
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if f"--user-data-dir={udd}" in (p.info["cmdline"] or []):
+                out.append(p.pid)
+        except psutil.Error:
+            pass
+    return out
