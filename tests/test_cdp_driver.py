@@ -263,6 +263,15 @@ def test_changed_selectors_end_idle_timeout_never_ok(rig: Any) -> None:
 
 
 @needs_chromium
+def test_an_unconfirmed_send_is_a_hard_failure_and_is_never_resent(rig: Any) -> None:
+    r = rig("deaf")
+    res = r.run(Recorder(), timeout_ms=8000)  # confirming the send waits min(60 s, max(5 s, the round's limit))
+    assert (res.ok, res.hard_failure, res.error_type) == (False, True, "setup_failed"), (res, r.log())
+    assert "send_unknown" in (res.error or "") and "not resent" in (res.error or "")
+    assert page_eval(r.port, "window.sendClicks") == 1  # clicked once, never again
+
+
+@needs_chromium
 def test_a_confirmation_card_asks_the_user_and_continue_answers_it(rig: Any) -> None:
     r = rig("confirm")
     rec = Recorder()

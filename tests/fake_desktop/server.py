@@ -31,6 +31,7 @@ Behaviour (``FAKE_DESKTOP_MODE``, comma-separated flags):
 * ``close``: the app quits (its Chromium is terminated) while the job runs;
 * ``hang``: the job runs until the stop button is pressed (for cancel tests);
 * ``silent``: the job ends without any reply and without editing anything;
+* ``deaf``: the send button takes the click and sends nothing (a frozen app);
 * ``drift``: the page renders its running indicator and stop button under other names than
   the driver's selectors (a vendor update the profile has not caught up with).
 """
