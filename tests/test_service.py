@@ -173,9 +173,13 @@ def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: 
         started = cli(home, "service", "start")
         assert started.returncode == 0, started.stderr
         until(lambda: json.loads((home / "tasks" / task_id / "task.json").read_text()).get("finishedAt"), 120, "the task to finish")
+        # the flow records finishedAt, then returns its final state: wait for that state, not the file
         with api_of(home) as api:
-            runs = api.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": [task_id]}}}).json()
-        assert len(runs) == 1 and runs[0]["state"]["name"] == "Succeeded"
+            def runs() -> list[dict[str, Any]]:
+                return api.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": [task_id]}}}).json()
+
+            until(lambda: [r["state"]["type"] for r in runs()] == ["COMPLETED"], 60, "the flow run to complete")
+            assert [r["state"]["name"] for r in runs()] == ["Succeeded"]
         assert not (home / "submissions" / f"{task_id}.json").exists()
     finally:
         cli(home, "service", "stop")
