@@ -433,7 +433,8 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
     first = candidates[0]
     if _looks_like_path(first) or os.path.isabs(first):
         return _not_ok(agent_id, profile, f"command '{first}' does not exist")
-    return _not_ok(agent_id, profile, f"command '{first}' not found on PATH")
+    others = "".join(f" (or '{c}')" for c in candidates[1:])
+    return _not_ok(agent_id, profile, f"command '{first}'{others} not found on PATH")
 
 
 def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:

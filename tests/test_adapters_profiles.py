@@ -284,3 +284,10 @@ def test_profiles_list_driver_source_and_version(tmp_path: Path) -> None:
                                                 "version": "0.9.7"}
     assert rows["acp1"]["driver"] == "acp" and rows["acp1"]["version"] == "0.9.7"
     assert rows["gemini-acp"]["driver"] == "acp" and rows["zcode"]["ok"] is False and rows["zcode"]["version"] is None
+
+
+def test_a_missing_agent_with_several_names_says_all_of_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = resolve_agent("claude-acp", tmp_path)
+    assert not r.ok and r.message == "command 'claude-agent-acp' (or 'claude-code-acp') not found on PATH"
