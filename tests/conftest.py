@@ -131,6 +131,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
 
 
+def pid_running(pid: int) -> bool:
+    """``pid`` runs (a zombie, or a process that ends while we look, does not)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def server_env(home: Path) -> dict[str, str]:
     """Environment for a tianshu-mcp child: the data home, and the venv's bin first on PATH."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}

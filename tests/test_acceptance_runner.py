@@ -16,6 +16,7 @@ import psutil
 import pytest
 from pydantic import ValidationError
 
+from conftest import pid_running
 from tianshu_mcp.acceptance.config import CheckDef, to_check_def
 from tianshu_mcp.acceptance.runner import (
     ALL_SKIPPED_REASON,
@@ -383,7 +384,7 @@ def test_setsid_grandchild_holding_the_output_open_cannot_hang_the_round(tmp_pat
         assert r["passed"] is True and "parent done" in r["outputTail"]
         # it left the tree before the root exited, but carries the run's environment tag: it is gone too
         gc = int(pidfile.read_text())
-        assert not (psutil.pid_exists(gc) and psutil.Process(gc).status() != psutil.STATUS_ZOMBIE)
+        assert not pid_running(gc)
     finally:  # belt and braces: never leave the daemon behind even if the assertion fails
         try:
             os.kill(int(pidfile.read_text()), signal.SIGKILL)

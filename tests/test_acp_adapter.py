@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
+from conftest import pid_running
 from fixture_project import FAKE_ACP, RIGHT_FIX, WRONG_FIX, acp_profile, make_calc_repo
 from tianshu_mcp.adapters.acp import end_acp_session, run_acp_round
 from tianshu_mcp.adapters.profiles import AgentProfile, ResolvedAgent, resolve_profile
@@ -202,7 +202,7 @@ def test_no_process_is_left_when_the_session_ends(rounds: Any) -> None:
     assert r.run(0).ok
     pid = r.records[0].pid
     end_acp_session(r.task_id)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert not pid_running(pid)
 
 
 BUILTIN_ACP = {"gemini-acp": ("gemini", ["--acp"]), "claude-acp": ("claude-agent-acp", []),

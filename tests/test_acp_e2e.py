@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import mcp_client, meta_of, text_of
+from conftest import mcp_client, meta_of, text_of, pid_running
 from fixture_project import RIGHT_FIX, acp_profile, make_calc_repo
 
 pytestmark = [pytest.mark.anyio]
@@ -80,7 +80,6 @@ async def test_a_permission_left_to_the_user_is_needs_user_then_continue_allows_
 
 
 async def test_cancelling_an_acp_task_cancels_the_turn_and_kills_the_agent(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
-    import psutil
 
     home = ts_daemon["home"]
     _register(home, "fake-acp-hang", acp_profile(tmp_path, "hang"))
@@ -97,5 +96,5 @@ async def test_cancelling_an_acp_task_cancels_the_turn_and_kills_the_agent(ts_da
     assert done["status"] == "cancelled", done
     pid = next(r["pid"] for r in _trace(tmp_path) if r["event"] == "prompt")
     with anyio.fail_after(30):
-        while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        while pid_running(pid):
             await anyio.sleep(0.1)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pytest
 
-from conftest import mcp_client, meta_of
+from conftest import mcp_client, meta_of, pid_running
 from fake_desktop import free_port, gui_profile
 from fixture_project import WRONG_FIX, acp_profile, make_calc_repo, scripted_profile
 from tianshu_mcp.adapters.drivers import driver_for
@@ -127,10 +127,9 @@ def test_abort_kills_the_whole_tree(harness: Harness, runners: Any, tmp_path: Pa
         time.sleep(0.05)
     pids = tmp_path / "pids.txt"
     if pids.exists():  # the scripted agent's SIGTERM-proof grandchild too
-        import psutil
 
         for pid in (int(p) for p in pids.read_text().split()):
-            assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+            assert not pid_running(pid)
 
 
 def test_an_agent_that_cannot_start_is_a_spawn_hard_failure(harness: Harness, runners: Any, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import mcp_client, meta_of, task_runs, text_of
+from conftest import mcp_client, meta_of, task_runs, text_of, pid_running
 from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
@@ -141,12 +141,11 @@ async def test_agent_that_changes_nothing_fails_the_zero_change_gate(ts_home: Pa
 
 
 async def test_agent_timeout_kills_the_tree_and_fails_timeout(ts_home: Path, calc_repo: Path) -> None:
-    import psutil
 
     _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Hang", "agentId": "scripted-timeout"})
     assert meta["status"] == "failed" and meta["errorType"] == "timeout"
     pids = [int(p) for line in (ts_home / "timeout-pids.txt").read_text().split("\n") if line for p in line.split()]
-    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    alive = [p for p in pids if pid_running(p)]
     assert not alive
 
 

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, wait_daemon, write_profiles
+from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, wait_daemon, write_profiles, pid_running
 from fixture_project import make_calc_repo, scripted_profile
 from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
 
@@ -540,7 +540,7 @@ def test_idle_service_exits_by_itself(tmp_path: Path) -> None:
     home = new_home(tmp_path, "idle", 4495, idleExitMs=3000)
     assert cli(home, "service", "start").returncode == 0
     pid = service_info(home)["pid"]
-    until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 90,
+    until(lambda: not pid_running(pid), 90,
           "the idle service to exit")
     assert not (home / "prefect" / "service.json").exists()
     assert not forkservers_of(home) and not (home / "prefect" / "engine.sock").exists()

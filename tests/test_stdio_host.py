@@ -17,7 +17,7 @@ import httpx
 import psutil
 import pytest
 
-from conftest import CONSOLE, auth_headers, server_env, write_profiles
+from conftest import CONSOLE, auth_headers, server_env, write_profiles, pid_running
 from fixture_project import make_calc_repo
 
 
@@ -155,7 +155,7 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
     finally:
         code = client.close()
     assert code == 0
-    assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not [p for p in pids if pid_running(p)]
     hung = json.loads((home / "tasks" / hang_id / "task.json").read_text())
     assert hung["errorType"] == "interrupted" and hung["abortSource"] == "shutdown"
     # stdout purity: every line the server ever wrote is a JSON-RPC message
@@ -181,7 +181,15 @@ def _wait_pids(path: Path, n: int, timeout: float = 180) -> list[int]:
 
 
 def _alive(pids: list[int]) -> list[int]:
-    return [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    """The pids still running (a zombie, or one that ends while we look, is not)."""
+    out = []
+    for p in pids:
+        try:
+            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
 
 
 def _init(client: RawClient) -> None:
