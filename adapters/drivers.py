@@ -15,6 +15,8 @@ Adding an agent is a profile (data); adding a kind of agent is one module with a
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -68,11 +70,11 @@ def _lazy(module: str, run: str, end: str) -> tuple[RoundRunner, Callable[[str],
         return getattr(importlib.import_module(module, __package__), run)(ctx, agent, hooks)
 
     def end_session(task_id: str) -> None:
-        try:
-            mod = importlib.import_module(module, __package__)
-        except ImportError:
-            return
-        getattr(mod, end)(task_id)
+        # a module never imported in this process has no session open: importing it here would
+        # load the ACP package and Playwright at the end of every CLI task's flow run
+        mod = sys.modules.get(importlib.util.resolve_name(module, __package__))
+        if mod is not None:
+            getattr(mod, end)(task_id)
 
     return run_round, end_session
 

@@ -163,3 +163,14 @@ async def test_a_hard_failure_spends_no_verification_round(harness: Harness, ts_
     assert done["round"] == 0 and not done.get("reportFiles"), done
     assert not list((home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
 
+
+
+def test_ending_a_cli_tasks_sessions_loads_neither_acp_nor_playwright() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from tianshu_mcp.adapters.drivers import end_all_sessions; end_all_sessions('tsk_x'); "
+            "print(sorted(m for m in ('acp', 'playwright', 'tianshu_mcp.adapters.acp', 'tianshu_mcp.adapters.cdp') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
