@@ -413,9 +413,8 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
             key = _card_key(s.confirm)
             ch.event("confirmation_dialog_detected", f"round {ctx.round}: {(s.confirm or '')[:200]}", {"round": ctx.round})
             decided = answers.decided(key)
-            if decided is not None and await app.click("confirmAllow" if decided else "confirmDeny"):
+            if decided is not None and await app.answer_card(decided):
                 ch.log("info", f"confirmation card: {s.confirm} → {'allowed' if decided else 'denied'} (the user's answer)")
-                await _sleep(ch, settings.poll_interval_ms)
                 continue
             ch.log("warn", f"confirmation card: {s.confirm}")
             question = f"{name} asks for a confirmation: {s.confirm}\nAnswer yes to allow it, or no to deny it."

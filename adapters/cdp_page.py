@@ -153,11 +153,35 @@ class AppPage:
         return await self._visible(key).count() > 0
 
     async def click(self, key: str) -> bool:
-        """Click the first visible element of ``key``; False when there is none."""
+        """Click the first visible element of ``key``; False when there is none — also when it
+        went away between the look and the click (Playwright would wait the whole timeout for it).
+
+        Raises: Playwright's ``Error`` when the element stays but cannot be clicked.
+        """
         if not await self.has(key):
             return False
-        await self._visible(key).first.click(timeout=self.timeout_ms)
+        try:
+            await self._visible(key).first.click(timeout=self.timeout_ms)
+        except Exception:  # noqa: BLE001 - a vanished element is "none"; anything else is re-raised
+            if await self.has(key):
+                raise
+            return False
         return True
+
+    async def answer_card(self, allow: bool) -> bool:
+        """Click the confirmation card's Allow (``allow``) or Deny button, then wait (≤ the action
+        timeout) until the card is gone, so the next poll never clicks an answered card again.
+
+        Returns False when no card with that button is shown, True once it was answered (or went
+        away on its own before the click landed: the app resolved it meanwhile).
+        """
+        if not await self.click("confirmAllow" if allow else "confirmDeny") and not await self._card_gone():
+            return False
+        await self._wait(self._card_gone, self.timeout_ms)
+        return True
+
+    async def _card_gone(self) -> bool:
+        return not await self.has("confirmCard")
 
     async def type_text(self, text: str) -> str:
         """Replace the composer's content with ``text`` and return what it holds afterwards."""

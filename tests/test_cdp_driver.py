@@ -7,6 +7,7 @@ and the driver polls every 100 ms with 3 stable rounds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -281,6 +282,23 @@ def test_a_confirmation_card_asks_the_user_and_continue_answers_it(rig: Any) -> 
     res2 = r.run(Recorder(), 0, "## You asked the user\nAllow?\n\n## The user's answer\nyes")
     assert res2.ok, (res2, r.log())
     assert (r.repo / "calc.py").read_text() == WRONG
+
+
+@needs_chromium
+def test_an_answered_card_of_a_slow_app_is_clicked_once(rig: Any) -> None:
+    # the app takes 1 s to act on the click, so the card stays on screen for ~10 polls: the
+    # driver clicks it once and waits for it to go (it clicked it again before, and its second
+    # click waited 10 s for a button already gone: "Locator.click: Timeout", the round failed)
+    r = rig("confirm,slowcard")
+    assert r.run(Recorder()).question_kind == "user_confirmation", r.log()
+    # the re-run round: the card shows again and the user's answer clicks it
+    assert run_gui_round(dataclasses.replace(r.ctx(), answer="yes"), r.agent, Recorder().hooks()).ok, r.log()
+    assert page_eval(r.port, "window.cardClicks") == 1, r.log()
+    res = r.run(Recorder(), 1, "tests/test_calc.py::test_add_negative failed")  # a rework round: the same card
+    assert res.ok, (res, r.log(1))
+    assert "→ allowed (the user's answer)" in r.log(1)
+    assert page_eval(r.port, "window.cardClicks") == 2, r.log(1)
+    assert (r.repo / "calc.py").read_text() == RIGHT
 
 
 @needs_chromium

@@ -28,6 +28,8 @@ Behaviour (``FAKE_DESKTOP_MODE``, comma-separated flags):
   localStorage, i.e. in the user-data-dir);
 * ``confirm``: before editing, a confirmation card asks to allow the edit (the job waits on it),
   unless the message carries the user's answer ("## The user's answer" with yes/allow);
+* ``slowcard`` (with ``confirm``): the app takes 1 s to act on a card's button, so the card stays
+  on screen after the click (a slow app; a driver must not click it twice);
 * ``close``: the app quits (its Chromium is terminated) while the job runs;
 * ``hang``: the job runs until the stop button is pressed (for cancel tests);
 * ``silent``: the job ends without any reply and without editing anything;
@@ -190,7 +192,11 @@ class Handler(BaseHTTPRequestHandler):
             job.stop.set()
             return self._json({"ok": True})
         if url.path == "/api/confirm":
-            job.allow = bool(data.get("allow"))
+            allow = bool(data.get("allow"))
+            if "slowcard" in flags():
+                threading.Timer(1.0, lambda: setattr(job, "allow", allow)).start()
+            else:
+                job.allow = allow
             return self._json({"ok": True})
         self._json({"error": "not found"}, 404)
 
