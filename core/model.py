@@ -42,7 +42,8 @@ AGENT_EVENT_NAMES = (
 
 
 NO_QUESTION: dict[str, Any] = {"needsUserKind": None, "pendingQuestion": None, "needsUserRound": None,
-                               "needsUserKey": None, "needsUserFeedback": None, "needsUserQuestion": None}
+                               "needsUserKey": None, "needsUserFeedback": None, "needsUserQuestion": None,
+                               "continueMessage": None, "continueKey": None}
 """The needs_user fields of ``task.json``, cleared (a question answered, cancelled or timed out)."""
 
 

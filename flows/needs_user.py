@@ -13,6 +13,9 @@ input. Prefect runs a resumed suspended flow again from the top, behind a runnin
 project; :func:`take_answer` then finds the answer (the same ``suspend_flow_run`` call returns
 the input instead of suspending again) and the flow re-runs the asking round with the question and
 the answer appended to that round's feedback. The round count does not move: asking is no round.
+``continue`` also keeps the answer in ``task.json`` (``continueMessage``, ``continueKey``) before it
+resumes the run; a resumed run that cannot read its run input takes it from there, and says so
+in a ``note`` event (an answer is never silently dropped and the question never asked twice).
 """
 
 from __future__ import annotations
@@ -87,19 +90,24 @@ def take_answer(task_id: str) -> tuple[int, str, str] | None:
     key = meta.get("needsUserKey")
     if not key:
         return None
+    kept = meta.get("continueMessage") if meta.get("continueKey") == key else None
+    answer: str | None
     try:
-        reply: Any = suspend_flow_run(wait_for_input=ContinueInput, timeout=_timeout_s(), key=key)
-    except Exception as exc:  # noqa: BLE001 - not resumed with an answer (cancelled or timed out,
-        # then reworked: no input, or one that does not validate): the run goes on without one
-        log.warning("task %s: no answer to its question (%s)", task_id, str(exc).splitlines()[0][:300])
-        reply = None
+        answer = str(getattr(suspend_flow_run(wait_for_input=ContinueInput, timeout=_timeout_s(), key=key),
+                             "message", "") or "")
+    except Exception as exc:  # noqa: BLE001 - no run input: not resumed with an answer (cancelled or
+        # timed out, then reworked), or it could not be read: the answer continue kept, else none
+        why = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+        answer = kept if isinstance(kept, str) else None
+        how = "the answer kept in task.json is used" if answer is not None else "the round re-runs without one"
+        log.warning("task %s: the run input with the user's answer could not be read (%s); %s", task_id, why, how)
+        st.event(task_id, "note", "running", f"the user's answer could not be read from Prefect ({why}); {how}")
     rnd = int(meta.get("needsUserRound") or 0)
     question = str(meta.get("needsUserQuestion") or meta.get("pendingQuestion") or "")
     previous = meta.get("needsUserFeedback")
     record(task_id, **NO_QUESTION)
-    if reply is None:
+    if answer is None:
         return None
-    answer = str(getattr(reply, "message", "") or "")
     parts = [previous] if previous else []
     parts.append(f"## You asked the user\n{question}\n\n## The user's answer\n{answer}")
     return rnd, "\n\n".join(parts), answer

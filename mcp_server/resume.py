@@ -29,14 +29,22 @@ async def continue_task(service: TaskService, task_id: str, message: str) -> Tas
     client = await service.client()
     from prefect.client.schemas.responses import SetStateStatus
 
-    response = await client.resume_flow_run(flow_run_id, run_input={"message": message})
+    # the answer is kept in task.json too, before the run can restart: the flow takes it from
+    # there when Prefect's run input cannot be read (flows.needs_user.take_answer)
+    service.store.update(task_id, continueMessage=message, continueKey=view.task.get("needsUserKey"))
+    try:
+        response = await client.resume_flow_run(flow_run_id, run_input={"message": message})
+    except BaseException:
+        service.store.update(task_id, continueMessage=None, continueKey=None)
+        raise
     if response.status != SetStateStatus.ACCEPT:
+        service.store.update(task_id, continueMessage=None, continueKey=None)
         reason = getattr(response.details, "reason", None) or response.status.value
         raise TianshuError(ErrorCode.INVALID_STATE, f"Prefect refused to resume {task_id}'s flow run: {clip(str(reason))}")
     kind = view.task.get("needsUserKind") or "unknown"
     # the question is answered (10-tools §3.6: needsUserKind/pendingQuestion cleared); the flow
     # reads it back from needsUserQuestion when it re-runs the round
     service.store.update(task_id, lastMessage="answered by the user; queued to resume the round",
-                         continueMessage=clip(message, 2000), needsUserKind=None, pendingQuestion=None)
+                         needsUserKind=None, pendingQuestion=None)
     service.store.event(task_id, "continued", "queued", f"needs_user resumed ({kind})", {"kind": kind})
     return await service.view(task_id)

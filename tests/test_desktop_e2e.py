@@ -216,12 +216,13 @@ async def test_a_confirmation_card_answered_is_clicked_not_asked_again(ts_home: 
             assert not r.is_error, text_of(r)
             done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 240000}))
         logs = "".join(p.read_text() for p in sorted((ts_home / "tasks" / tid).glob("agent-*.log")))
+        trail = (ts_home / "tasks" / tid / "task.jsonl").read_text()[-4000:]  # what happened, on a failure
         if answer == "no":
-            assert done["status"] in ("failed", "needs_attention") and done.get("errorType") != "timeout", done
+            assert done["status"] in ("failed", "needs_attention") and done.get("errorType") != "timeout", (done, trail, logs)
             assert "→ denied (the user's answer)" in logs
             assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
         else:
-            assert done["status"] == "succeeded" and done["round"] == 2, done
+            assert done["status"] == "succeeded" and done["round"] == 2, (done, trail, logs)
             assert "→ allowed (the user's answer)" in logs and (repo / "calc.py").read_text() == RIGHT
     finally:
         kill_app(udd)

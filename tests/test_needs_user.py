@@ -162,3 +162,34 @@ async def test_an_unanswered_question_times_out_failed_and_the_task_can_be_rewor
         assert not r.is_error, text_of(r)
         done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
     assert done["status"] == "succeeded", done
+
+
+@pytest.mark.parametrize("kept", ["no, keep it as it is", None])
+def test_an_answer_prefect_cannot_hand_back_is_taken_from_the_task_record(tmp_path: Path, monkeypatch: Any,
+                                                                         kept: str | None) -> None:
+    # continue keeps the answer in task.json before it resumes the run; when the resumed run cannot
+    # read its run input (here: take_answer runs outside a flow run, so suspend_flow_run raises),
+    # the kept answer re-runs the round — and the task's events say so either way
+    from tianshu_mcp.core.taskstore import TaskStore
+    from tianshu_mcp.flows.needs_user import take_answer
+
+    monkeypatch.setenv("TIANSHU_MCP_HOME", str(tmp_path))
+    store = TaskStore(tmp_path)
+    tid = "tsk_20261201000000_abcdef"
+    store.create(tid, {"taskId": tid, "needsUserKey": "needs-user-1", "needsUserRound": 2,
+                       "needsUserQuestion": "Allow the edit?", "needsUserFeedback": "fix the sign",
+                       "continueMessage": kept, "continueKey": "needs-user-1" if kept else None})
+    got = take_answer(tid)
+    events = [json.loads(line) for line in (store.dir(tid) / "task.jsonl").read_text().splitlines()]
+    notes = [e["detail"] for e in events if e["event"] == "note"]
+    assert len(notes) == 1 and "could not be read from Prefect" in notes[0], events
+    left = store.read(tid) or {}
+    assert not any(left.get(k) for k in ("needsUserKey", "continueMessage", "continueKey")), left
+    if kept is None:
+        assert got is None and "re-runs without one" in notes[0]
+        return
+    assert got is not None and "answer kept in task.json" in notes[0]
+    rnd, feedback, answer = got
+    assert (rnd, answer) == (2, kept)
+    assert feedback.startswith("fix the sign") and "## You asked the user\nAllow the edit?" in feedback
+    assert feedback.endswith("## The user's answer\n" + kept)
