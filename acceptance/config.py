@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
+from .visual.config import VisualConfigError, parse_visual
 
 __all__ = [
     "AcceptanceCheck",
@@ -214,8 +215,9 @@ class AcceptanceConfig(BaseModel):
     ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object,
     baselineChecks?: bool, baselinePolicy?: "tolerate-untargeted"|"strict"|"regressions-only"}``.
     ``verifyConcurrency`` is normalised: non-finite → 1, else ``clamp(round(n), 1, 4)``. ``visual`` is
-    kept opaque (validated elsewhere). ``None`` means "not defined by this layer"; explicit JSON
-    ``null`` is rejected. Unknown top-level keys are dropped.
+    validated with :func:`.visual.config.parse_visual` (30-visual §1) and kept as the raw object.
+    ``None`` means "not defined by this layer"; explicit JSON ``null`` is rejected. Unknown top-level
+    keys are dropped.
     """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
@@ -263,9 +265,19 @@ class AcceptanceConfig(BaseModel):
     @field_validator("visual", mode="before")
     @classmethod
     def _visual_obj(cls, value: Any) -> Any:
-        if value is not None and not isinstance(value, Mapping):
+        # 30-visual §1: the whole block is validated (rule 2 even when disabled) but stored raw, since
+        # layers replace it wholesale; the message names the path below "visual", e.g.
+        # "visual: pages[0].source.readyUrl: host must be exactly localhost, 127.0.0.1 or [::1]"
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
             raise ValueError("visual must be an object")
-        return value
+        try:
+            parse_visual(value)
+        except VisualConfigError as exc:
+            rel = exc.path[len("visual"):].lstrip(".")
+            raise ValueError(f"{rel}: {exc.detail}" if rel else exc.detail) from None
+        return dict(value)
 
     def defined(self) -> dict[str, Any]:
         """The keys this layer defines (non-None), by field name."""

@@ -46,6 +46,8 @@ from .grading import Grading, capture_baseline_state, grade_round, load_baseline
 from .repair import extract_repair_directives
 from .report import write_report
 from .runner import SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
+from .visual.report import visual_html, visual_markdown
+from .visual.stage import VisualStage
 
 __all__ = [
     "VerifyRequest",
@@ -283,6 +285,12 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         msg = f"resolving the acceptance configuration failed: {exc}"
         blocking.append({"code": ErrorCode.INTERNAL.value, "message": msg})
         resolve_notes = [msg]
+    # 4. the visual snapshot: frozen at the first round, checked before anything runs (even when
+    # visual acceptance is off: the agent may not edit its rules or baselines)
+    visual = VisualStage(req.task_id, project, task_dir, Path(req.home), rnd,
+                         resolved.visual if resolved is not None else None, req.should_stop)
+    if not blocking and (issue := visual.integrity()) is not None:
+        blocking.append(issue)
     require_changes = resolved.require_changes if resolved is not None and not blocking else False
     check_defs = resolved.checks if resolved is not None and not blocking else []
     concurrency = (
@@ -350,6 +358,11 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
 
     if grading is not None:
         reap_orphans()  # nor a leftover of the checks run on the baseline
+
+    # 7. the visual stage (when enabled), between integrity checks
+    if not blocking and not stop_requested(req.should_stop) and (issue := visual.run()) is not None:
+        blocking.append(issue)
+    blocking.extend(visual.gates["blocking"])
 
     # 8. analysis
     try:
@@ -435,6 +448,10 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
             "no command check is configured or derived for this project: only the git gates judged this round"
         )
 
+    # 10. the final integrity check
+    if not blocking and (issue := visual.integrity()) is not None:
+        blocking.append(issue)
+
     # 11. verdict
     cancelled = stop_requested(req.should_stop) or any(c.get("aborted") for c in checks)
     failed = [
@@ -442,9 +459,10 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         if not c.get("passed") and not c.get("skipped") and not c.get("optional") and not c.get("notCounted")
     ]
     zero_test = [str(c["name"]) for c in checks if c.get("reason") == ZERO_TEST_REASON]
-    passed = not cancelled and not blocking and not failed
+    passed = not cancelled and not blocking and not failed and not visual.gates["failed"]
     message = build_message(
-        checks, analysis_json, blocking, cancelled, zero_test, grading.bits if grading is not None else ()
+        checks, analysis_json, blocking, cancelled, zero_test,
+        [*(grading.bits if grading is not None else ()), *visual.message_bits()],
     )
     report: dict[str, Any] = {
         "round": rnd,
@@ -465,9 +483,12 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         report["blockingIssues"] = blocking
     if grading is not None:
         report["baselineGrading"] = grading.report
+    if visual.report is not None:
+        report["visual"] = visual.report
     if not passed:
         report["repairDirectives"] = extract_repair_directives(report)
-    md_path, json_path = write_report(task_dir, report)
+    md_path, json_path = write_report(task_dir, report, visual_section=visual_markdown(report),
+                                      visual_html=visual_html(report, task_dir))
     log.info(
         "task %s round %s acceptance: %s (%d checks)", req.task_id, rnd, "passed" if passed else "failed", len(checks)
     )

@@ -12,14 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from .config import AcceptanceConfig
+from .visual.config import visual_json_schema
 
 SCHEMA_FILE = Path(__file__).with_name("acceptance.schema.json")
 SCHEMA_ID = "https://tianshu-mcp.invalid/schemas/acceptance.schema.json"
 
 
 def acceptance_json_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of one acceptance layer (camelCase keys, unknown keys allowed)."""
+    """JSON Schema (draft 2020-12) of one acceptance layer (camelCase keys, unknown top-level keys
+    allowed); ``visual`` refers to the full ``VisualConfig`` definition (30-visual §1, strict)."""
     schema = AcceptanceConfig.model_json_schema(by_alias=True, mode="validation")
+    visual = visual_json_schema()
+    defs = schema.setdefault("$defs", {})
+    defs.update(visual.pop("$defs", {}))
+    defs["VisualConfig"] = visual
+    schema["properties"]["visual"] = {"$ref": "#/$defs/VisualConfig"}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = SCHEMA_ID
     schema["title"] = "tianshu-mcp acceptance.json"

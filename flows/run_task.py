@@ -29,9 +29,10 @@ from ..tasks.dispatch import dispatch_round, end_agent_session
 from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
-from ..tasks.verify import artifact_key, preflight_acceptance, run_verify_round
+from ..tasks.verify import artifact_key, freeze_visual, preflight_acceptance, run_verify_round
 from .needs_user import ask_user, take_answer
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
+from .visual_resume import reverify
 from .watch import guard_run
 
 quiet_orderly_ends()
@@ -184,12 +185,20 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         msg = f"the git baseline could not be captured, the agent was not started: {exc.render()}"
         _finish(task_id, "needs_attention", msg, "git_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
+    if auto_verify and (problem := freeze_visual(tdir, project_path)):
+        msg = f"the visual snapshot cannot be read, the agent was not started: {problem}"
+        _finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=True)
+        return Failed(name=NEEDS_ATTENTION, message=msg)
     rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
     answer: str | None = None
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
         rnd, next_feedback, answer = answered
+    elif auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, _finish)) is not None:
+        if isinstance(resumed, State):
+            return resumed
+        next_feedback = "\n\n".join(p for p in (feedback, resumed) if p)
     elif rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
         # a manual rework of a task whose last round failed verification: the agent hears the
         # caller's hint and feedback first, then what failed, as an automatic round would
@@ -273,7 +282,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         if verdict["blockingIssues"]:
             issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
             msg = f"verification blocked (report-{verdict['round']}; {_agent_note(agent_run)}): {issues}"
-            _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]))
+            _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]),
+                    **({"pendingVisualVerification": True} if verdict.get("visualBlocked") else {}))
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if verdict["passed"]:
             msg = (f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s); {_agent_note(agent_run)}). "

@@ -5,6 +5,7 @@
 * ``tianshu-mcp server`` — that service in the foreground, until SIGINT/SIGTERM.
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
+* ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual_cli`.
 
 Subcommands print to stdout and never start the protocol; the server prints nothing to stdout.
 """
@@ -29,6 +30,7 @@ USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (wha
        tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
        tianshu-mcp config check                  validate config.json (JSON; exit 1 when invalid)
        tianshu-mcp schedule add PROJECT --cron EXPR [--timezone TZ] | list | remove PROJECT
+       tianshu-mcp visual init|doctor|baseline|rules|artifacts|content …   visual acceptance (JSON; see visual --help)
        tianshu-mcp --version
 
 every subcommand takes --help.
@@ -116,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         from .commands import schedule
 
         return schedule(args[1:])
+    if args and args[0] == "visual":
+        from .visual_cli import main as visual_main
+
+        return visual_main(args[1:])
     if args and args[0] == "demo":
         from .demo import main as demo_main
 

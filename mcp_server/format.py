@@ -92,8 +92,10 @@ def validate_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[
     given = dict(arguments or {})
     known = schema.get("properties", {})
     args = {k: v for k, v in given.items() if k in known}
-    # an unknown key is dropped, but one no JSON text should hold is still refused
+    # an unknown key is dropped (refused by a strict tool), but one no JSON text should hold is always refused
     problems = impossible_strings({k: None for k in given if k not in known})
+    if schema.get("additionalProperties") is False:
+        problems.extend(f"{clip(k)}: unknown key (this tool is strict)" for k in sorted(given) if k not in known)
     problems.extend(oversized(schema, args))
     if not problems:  # the full validation walks every item: only once the sizes are sane
         validator = Draft202012Validator(dict(schema))

@@ -25,6 +25,7 @@ from .. import __version__
 from ..core.errors import ErrorCode, TianshuError
 from .format import clip, error_result, validate_arguments
 from .handlers import Handlers
+from .visual_tools import VisualHandlers
 from .runtime import Runtime
 from .taskops import TaskService
 from .tools import TOOL_DEFS, TOOLS_BY_NAME
@@ -66,7 +67,9 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
     """Assemble the low-level MCP server and its task service for ``runtime``."""
     service = TaskService(runtime)
     handlers = Handlers(service)
-    table = handlers.table()
+    visual = VisualHandlers(service)
+    table = {"prepare_visual_baseline": visual.prepare_visual_baseline,
+             "approve_visual_baseline": visual.approve_visual_baseline, **handlers.table()}
 
     async def on_list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=tool_list())

@@ -219,6 +219,61 @@ VERIFY_TASK = ToolDef(
     capability="execute", require_approval=False, destructive=False, open_world=False, idempotent=True,
 )
 
-# tools/list order (10-tools §1); the visual tools join with their issue.
-TOOL_DEFS: tuple[ToolDef, ...] = (RUN_TASK, QUERY_TASK, MANAGE_TASK, VERIFY_TASK, QUERY_INFO, WAIT_TASK)
+_IDS: dict[str, Any] = {"type": "array", "minItems": 1, "maxItems": 100,
+                        "items": {"type": "string", "minLength": 1, "maxLength": 100}}
+
+PREPARE_VISUAL_BASELINE = ToolDef(
+    name="prepare_visual_baseline",
+    description=(
+        "Capture (or import) screenshots of the project's visual pages into a baseline candidate for review. "
+        "Writes nothing into the project: returns candidateId, its sha256 digest and an offline preview.html. "
+        "A person reviews the preview, then calls approve_visual_baseline."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "projectPath": {**PATH, "description": "Absolute path of the project (its .tianshu-mcp/acceptance.json has an enabled visual block)."},
+            "caseIds": {**_IDS, "description": "Pages to include (default: every pixel page)."},
+            "viewportIds": {**_IDS, "description": "Viewports to include (default: each page's viewports)."},
+            "imports": {"type": "array", "minItems": 1, "maxItems": 100, "items": {
+                "type": "object", "additionalProperties": False, "required": ["caseId", "viewportId", "file"],
+                "properties": {"caseId": {"type": "string", "minLength": 1, "maxLength": 100},
+                               "viewportId": {"type": "string", "minLength": 1, "maxLength": 100},
+                               "file": {"type": "string", "minLength": 1, "maxLength": 4096,
+                                        "description": "Project-relative image file used instead of a capture."}}}},
+        },
+        "required": ["projectPath"],
+        "additionalProperties": False,
+    },
+    capability="write", require_approval=True, destructive=False, open_world=False, idempotent=False,
+)
+
+APPROVE_VISUAL_BASELINE = ToolDef(
+    name="approve_visual_baseline",
+    description=(
+        "Approve a reviewed baseline candidate: checks its digest, writes the PNGs and their manifests "
+        "(with the approval note) into the project's baseline folder. With taskId, also unblocks that "
+        "needs_attention task's visual snapshot (rework it to re-verify)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "candidateId": {"type": "string", "description": "The candidate's UUID (from prepare_visual_baseline).",
+                            "pattern": "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"},
+            "expectedDigest": {"type": "string", "pattern": "^[a-f0-9]{64}$",
+                               "description": "The digest prepare_visual_baseline returned."},
+            "approvalNote": {"type": "string", "maxLength": 2000, "pattern": "\\S",
+                             "description": "Why these screenshots are right (recorded in the manifests)."},
+            "taskId": {"type": "string", "pattern": "^tsk_[A-Za-z0-9_-]+$", "maxLength": 128},
+        },
+        "required": ["candidateId", "expectedDigest", "approvalNote"],
+        "additionalProperties": False,
+    },
+    capability="write", require_approval=True, destructive=True, open_world=False, idempotent=False,
+)
+
+
+# tools/list order (10-tools §1)
+TOOL_DEFS: tuple[ToolDef, ...] = (PREPARE_VISUAL_BASELINE, APPROVE_VISUAL_BASELINE, RUN_TASK, QUERY_TASK, MANAGE_TASK,
+                                  VERIFY_TASK, QUERY_INFO, WAIT_TASK)
 TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOL_DEFS}

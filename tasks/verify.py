@@ -12,6 +12,8 @@ from prefect.states import Cancelled, Failed, State
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.pinning import load_pinned
 from ..acceptance.runner import check_tag
+from ..acceptance.visual.errors import VisualError, is_visual_code
+from ..acceptance.visual.snapshot import freeze
 from ..core.errors import TianshuError
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
@@ -31,6 +33,17 @@ def preflight_acceptance(project_path: str, override: dict[str, Any] | None, tas
         resolve_checks(project_path, data_home(), override, pinned=load_pinned(task_dir) if task_dir else None)
     except AcceptanceConfigError as exc:
         return f"[{exc.code.value}] {exc.message}"
+    return None
+
+
+def freeze_visual(task_dir: Path, project_path: str) -> str | None:
+    """Freeze the task's visual snapshot at its start (30-visual §9): the acceptance rules and
+    approved baselines the agent's work will be judged against. Returns the coded error text when
+    the frozen snapshot is unreadable (``[SNAPSHOT_INVALID] …``), else None."""
+    try:
+        freeze(task_dir, project_path)
+    except VisualError as exc:
+        return f"[{exc.code}] {exc.message}"
     return None
 
 
@@ -145,6 +158,9 @@ def verify_round_task(
         "diffstat": f"+{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}",
         "message": report.get("message", ""),
         "summary": summarize_report(report),
+        # a visual block (no baseline approved, rules or baselines edited …): a person acts, then a
+        # rework re-verifies before any agent round (30-visual §6.5, pendingVisualVerification)
+        "visualBlocked": any(is_visual_code(str(i.get("code"))) for i in outcome.blocking_issues),
     }
     if outcome.passed:
         return verdict

@@ -20,6 +20,9 @@ until that file exists — then fix),
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
 exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
 fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
+``recolour`` (adds ``site/notes.html`` and turns the banner of ``site/style.css`` red; with "visual
+defects" or ``PIXEL_DIFFERENCE`` in its prompt it gives the banner its colour back), ``tamper-baseline``
+(appends a byte to every approved baseline PNG under ``tests/visual/baselines``),
 ``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on),
 ``ask`` (without "The user's answer" in its prompt: writes a question to ``$TIANSHU_MCP_QUESTION_FILE`` and
 exits 0; with it: makes the right fix only when the answer says "yes"), ``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
@@ -106,6 +109,26 @@ def main() -> int:
     if mode == "new-file":
         with open("NOTES.md", "w") as fh:
             fh.write("# notes\n\nadded by the scripted agent\n")
+        return 0
+    if mode == "recolour":  # a visual regression: adds site/notes.html and turns the banner red; a
+        # rework told of the visual defect keeps the notes and gives the banner its colour back
+        with open(os.path.join("site", "notes.html"), "w") as fh:
+            fh.write("<!doctype html><p>release notes</p>\n")
+        with open(os.path.join("site", "style.css")) as fh:
+            css = fh.read()
+        fixed = "visual defects" in prompt or "PIXEL_DIFFERENCE" in prompt
+        with open(os.path.join("site", "style.css"), "w") as fh:
+            fh.write(css.replace("#c33", "#2a6") if fixed else css.replace("#2a6", "#c33"))
+        print(f"scripted agent: {'restored' if fixed else 'changed'} the banner colour", flush=True)
+        return 0
+    if mode == "tamper-baseline":  # an agent that repaints the approved baseline it is judged by
+        for dirpath, _dirs, files in os.walk(os.path.join("tests", "visual", "baselines")):
+            for name in files:
+                if name.endswith(".png"):
+                    with open(os.path.join(dirpath, name), "ab") as fh:
+                        fh.write(b"\0")
+        with open(os.path.join("site", "notes.html"), "w") as fh:
+            fh.write("<!doctype html><p>release notes</p>\n")
         return 0
     if mode == "ask":
         if "The user's answer" not in prompt:

@@ -152,12 +152,13 @@ def test_read_layer_accepts_bom(tmp_path: Path) -> None:
 
 def test_merge_is_shallow_and_checks_replace() -> None:
     base = AcceptanceConfig.model_validate(
-        {"checks": [{"name": "a", "cmd": "a"}, {"name": "b", "cmd": "b"}], "requireChanges": False, "visual": {"x": 1, "y": 2}}
+        {"checks": [{"name": "a", "cmd": "a"}, {"name": "b", "cmd": "b"}], "requireChanges": False,
+         "visual": {"enabled": False, "baselineRoot": "a"}}
     )
-    over = AcceptanceConfig.model_validate({"checks": [{"name": "c", "cmd": "c"}], "visual": {"x": 3}})
+    over = AcceptanceConfig.model_validate({"checks": [{"name": "c", "cmd": "c"}], "visual": {"baselineRoot": "b"}})
     merged = merge_configs(base, over)
     assert [c.name for c in merged.checks or []] == ["c"]
-    assert merged.visual == {"x": 3}  # no deep merge
+    assert merged.visual == {"baselineRoot": "b"}  # no deep merge
     assert merged.require_changes is False  # kept from the lower layer
 
 
@@ -227,8 +228,9 @@ def test_resolve_checks_final_values(tmp_path: Path) -> None:
     _write(tmp_path / "home" / "acceptance.default.json", json.dumps({"requireChanges": False, "verifyConcurrency": 9}))
     r = resolve_checks(tmp_path / "proj", tmp_path / "home", None)
     assert r.require_changes is False and r.verify_concurrency == 4
-    r2 = resolve_checks(tmp_path / "proj", tmp_path / "home", {"visual": {"enabled": True}})
-    assert r2.visual == {"enabled": True}
+    visual = {"enabled": True, "images": [{"id": "logo", "files": ["logo.png"]}]}
+    r2 = resolve_checks(tmp_path / "proj", tmp_path / "home", {"visual": visual})
+    assert r2.visual == visual
 
 
 # --- derived defaults (§2.3, pytest detection extended) ---------------------------------------

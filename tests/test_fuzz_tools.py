@@ -20,13 +20,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis_jsonschema import from_schema
 
+from tianshu_mcp.acceptance.visual.errors import VISUAL_CODES
 from tianshu_mcp.core.errors import ErrorCode
 from tianshu_mcp.mcp_server.tools import TOOL_DEFS
 
 from test_stdio_host import RawClient, _init
 
 MAX_REPLY = 64 * 1024
-CODES = {c.value for c in ErrorCode} - {"INTERNAL"}
+CODES = ({c.value for c in ErrorCode} | VISUAL_CODES) - {"INTERNAL"}
 CODE_RE = re.compile(r"^Error: \[([A-Z_]+)\] ")
 SAFE_PATHS = ["/nonexistent/fuzz-project", "relative/path", "/proc", "/usr/share", "", "/nonexistent/\u4e2d\u6587"]
 CALLS = {"n": 0}

@@ -35,7 +35,8 @@ async def test_list_tools_matches_snapshot(ts_home: Path, mode: str) -> None:
         SNAPSHOT.write_text(json.dumps(wire, indent=2, ensure_ascii=False) + "\n")
     assert wire == json.loads(SNAPSHOT.read_text())
     names = [t["name"] for t in wire]
-    assert names == ["run_task", "query_task", "manage_task", "verify_task", "query_info", "wait_task"]
+    assert names == ["prepare_visual_baseline", "approve_visual_baseline", "run_task", "query_task", "manage_task",
+                     "verify_task", "query_info", "wait_task"]  # 10-tools §1 order
     for t in wire:
         ann = t["annotations"]
         assert ann["readOnlyHint"] is (t["_meta"]["capability"] == "read")

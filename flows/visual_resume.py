@@ -1,0 +1,63 @@
+"""A task blocked by visual acceptance, reworked: verify first, before any agent round
+(40-agents-tasks §3 step 2; 30-visual §6.5).
+
+A round whose verification was *blocked* by the visual stage (no approved baseline, the rules or a
+baseline edited, a page server that cannot start …) leaves the task ``needs_attention`` with
+``pendingVisualVerification``. A person resolves it (approves baselines with the task's id, fixes
+the environment) and reworks the task; the flow then re-verifies the agent's existing work: it may
+pass as it stands, and no agent round is spent on a block the agent did not cause.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect.states import Completed, Failed, State
+
+from ..tasks.common import record, store
+from ..tasks.repair import write_repair_plan
+from ..tasks.verify import run_verify_round
+from .states import NEEDS_ATTENTION, SUCCEEDED
+
+
+def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: int,
+             finish: Any) -> State | str | None:
+    """Re-verify a task with ``pendingVisualVerification`` at round ``rnd`` (= roundsUsed).
+
+    Args:
+        finish: the flow's ``_finish(task_id, status, message, error_type, **fields)``.
+
+    Returns:
+        A final state (succeeded, blocked again → needs_attention, out of rounds → failed), or the
+        repair feedback (str) for the agent round that follows, or None when there was nothing to
+        re-verify (no flag).
+    """
+    st = store()
+    if not (st.read(task_id) or {}).get("pendingVisualVerification"):
+        return None
+    record(task_id, phase="verify_start", lastMessage=f"round {rnd}: re-verifying the agent's work after a visual block")
+    st.event(task_id, "verify_start", "verify_start", f"round {rnd}: re-verification (pendingVisualVerification)")
+    verdict = run_verify_round(f"reverify-round-{rnd}", task_id, rnd, baseline)
+    record(task_id, reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
+           reportRound=verdict["round"], verificationSource="auto",
+           latestVerificationVerdict="passed" if verdict["passed"] else "failed")
+    st.event(task_id, "verify_round", "verify_start",
+             f"round {rnd} re-verification: {'passed' if verdict['passed'] else 'failed'}")
+    if verdict["blockingIssues"]:
+        issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
+        msg = f"re-verification still blocked (report-{verdict['round']}): {issues}"
+        finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=bool(verdict.get("visualBlocked")))
+        return Failed(name=NEEDS_ATTENTION, message=msg)
+    record(task_id, pendingVisualVerification=None)
+    if verdict["passed"]:
+        msg = f"re-verification passed (report-{verdict['round']}; no agent round spent). {verdict['message']}"
+        finish(task_id, "succeeded", msg)
+        return Completed(name=SUCCEEDED, message=msg)
+    if rnd > auto_fix_rounds:
+        msg = (f"re-verification failed (report-{verdict['round']}) and no rework round is left "
+               f"({rnd} used, autoFixRounds {auto_fix_rounds}). {verdict['message']}")
+        finish(task_id, "failed", msg, "verify_failed")
+        return Failed(message=msg)
+    plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{verdict['round']}")(
+        task_id, verdict["round"], verdict["jsonPath"], verdict["mdPath"])
+    return str(plan["feedback"])
