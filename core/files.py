@@ -10,8 +10,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,33 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     finally:
         if tmp.exists():
             tmp.unlink(missing_ok=True)
+
+
+def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Create ``path`` with ``data``, never replacing an existing file (evidence is never
+    overwritten), atomically where the file system has hard links: a temp file is linked into
+    place, so readers never see half a file. Parent directories are created.
+
+    Raises:
+        FileExistsError: ``path`` exists. OSError: the file cannot be written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            raise
+        except OSError:  # no hard links here: a plain exclusive create
+            with open(target, "xb") as fh:
+                fh.write(data)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:

@@ -17,6 +17,7 @@ raises.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -99,6 +100,7 @@ def spawn(
     env: Mapping[str, str] | None = None,
     stdin_text: str | None = None,
     header: str | None = None,
+    stderr_path: str | os.PathLike[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], ProcRecord]:
     """Start ``argv`` in its own session with output appended to ``log_path``.
 
@@ -111,6 +113,7 @@ def spawn(
         stdin_text: when given, written to the child's stdin, which is then closed; otherwise the
             child's stdin is ``/dev/null`` (at EOF).
         header: a line written to the log before the child's output.
+        stderr_path: when given, stderr goes to this file (created, appended to) instead of the log.
 
     Returns:
         ``(popen, record)``.
@@ -121,7 +124,7 @@ def spawn(
     path = Path(log_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     child_env, tag = tagged_env(env)
-    with open(path, "ab") as out:
+    with open(path, "ab") as out, (open(stderr_path, "ab") if stderr_path is not None else contextlib.nullcontext()) as err:
         if header:
             out.write(header.encode("utf-8", errors="replace"))
             out.flush()
@@ -131,7 +134,7 @@ def spawn(
             env=child_env,
             stdin=subprocess.PIPE if stdin_text is not None else subprocess.DEVNULL,
             stdout=out,
-            stderr=subprocess.STDOUT,
+            stderr=err if err is not None else subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
         )
@@ -305,6 +308,8 @@ def run_process(
     on_start: Callable[[ProcRecord], None] | None = None,
     poll_s: float = 0.1,
     max_output_bytes: int | None = None,
+    stderr_path: str | os.PathLike[str] | None = None,
+    trailer: bool = True,
 ) -> RunResult:
     """Run ``argv`` to completion under a timeout, killing its whole tree on timeout or stop.
 
@@ -314,8 +319,10 @@ def run_process(
         should_stop: polled every ``poll_s`` s; returning True kills the tree (``killed``).
         on_start: called with the :class:`ProcRecord` once the process is running (e.g. to
             persist it for a kill from another process).
-        max_output_bytes: stop the tree once ``log_path`` grows past this many bytes
-            (``output_limited``), so a runaway writer (``yes``) cannot fill the disk.
+        max_output_bytes: stop the tree once ``log_path`` (plus ``stderr_path``) grows past this
+            many bytes (``output_limited``), so a runaway writer (``yes``) cannot fill the disk.
+        trailer: append the ``[exit]`` trailer to the log (False: the log holds only the child's
+            stdout, e.g. when its last line is parsed).
         Other args: see :func:`spawn`.
 
     Returns:
@@ -324,9 +331,11 @@ def run_process(
     """
     start = time.monotonic()
     try:
-        proc, record = spawn(argv, cwd=cwd, log_path=log_path, env=env, stdin_text=stdin_text, header=header)
-    except OSError as exc:
-        _append(log_path, f"[spawn-error] {exc}\n")
+        proc, record = spawn(argv, cwd=cwd, log_path=log_path, env=env, stdin_text=stdin_text, header=header,
+                             stderr_path=stderr_path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in argv or env
+        if trailer:
+            _append(log_path, f"[spawn-error] {exc}\n")
         return RunResult(None, False, False, int((time.monotonic() - start) * 1000), str(exc))
     deadline = start + timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None
     timed_out = killed = limited = False
@@ -356,7 +365,7 @@ def run_process(
             if should_stop is not None and should_stop():
                 killed = True
                 break
-            if max_output_bytes is not None and _size(log_path) > max_output_bytes:
+            if max_output_bytes is not None and _size(log_path) + (_size(stderr_path) if stderr_path else 0) > max_output_bytes:
                 limited = True
                 break
     finally:
@@ -373,7 +382,8 @@ def run_process(
     code = None if (timed_out or killed or limited) else proc.returncode
     duration = int((time.monotonic() - start) * 1000)
     mark = " (timeout)" if timed_out else " (killed)" if killed else " (output limit)" if limited else ""
-    _append(log_path, f"\n[exit] code={code if code is not None else 'null'}{mark} duration={duration}ms\n")
+    if trailer:
+        _append(log_path, f"\n[exit] code={code if code is not None else 'null'}{mark} duration={duration}ms\n")
     return RunResult(code, timed_out, killed, duration, output_limited=limited)
 
 

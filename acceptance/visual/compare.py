@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.files import write_new_bytes
 from .decode import (
     DEFAULT_DECODED_PIXELS,
     DEFAULT_INPUT_BYTES,
@@ -332,24 +332,10 @@ def regions_image(actual: np.ndarray, regions: Sequence[Mapping[str, int]]) -> n
 
 def _write_exclusive(path: Path, data: bytes) -> None:
     """Create ``path`` with ``data``; never replaces an existing file (``ARTIFACT_EXISTS``)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
     try:
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)  # atomic and exclusive: readers never see half a file
-        except FileExistsError:
-            raise VisualError("ARTIFACT_EXISTS", f"Refusing to overwrite existing artifact {path}") from None
-        except OSError:  # no hard links here: exclusive create instead
-            try:
-                with open(path, "xb") as fh:
-                    fh.write(data)
-            except FileExistsError:
-                raise VisualError("ARTIFACT_EXISTS", f"Refusing to overwrite existing artifact {path}") from None
-    finally:
-        tmp.unlink(missing_ok=True)
+        write_new_bytes(path, data)
+    except FileExistsError:
+        raise VisualError("ARTIFACT_EXISTS", f"Refusing to overwrite existing artifact {path}") from None
 
 
 def _write_all(files: list[tuple[Path, bytes]]) -> None:

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import stat
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,9 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
-
-from ...core.procs import TAG_ENV, kill_tree, record_of, stop_requested, tagged_env
+from ...core.files import write_new_bytes
+from ...core.procs import run_process, stop_requested
 from .content_tally import (
     cache_key,
     env_digest,
@@ -243,13 +241,6 @@ def preflight(content: Mapping[str, Any], checks: Sequence[tuple[str, Mapping[st
 
 # --- evidence ------------------------------------------------------------------------------------
 
-def _write_new(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-
-
 # --- one run of the judge ----------------------------------------------------------------------
 
 @dataclass
@@ -263,65 +254,28 @@ class _Run:
     stderr: str = ""
 
 
-def _tail(fh: Any) -> str:
-    size = os.fstat(fh.fileno()).st_size
-    fh.seek(max(0, size - TAIL_CHARS * 4))
-    return fh.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            fh.seek(max(0, size - TAIL_CHARS * 4))
+            return fh.read().decode("utf-8", errors="replace")[-TAIL_CHARS:]
+    except OSError:
+        return ""
 
 
-def _run_judge(argv: list[str], executable: str | None, cwd: Path, env: dict[str, str], tag: str,
+def _run_judge(argv: list[str], executable: str | None, cwd: Path, env: dict[str, str],
                timeout_ms: int, should_stop: Callable[[], bool] | None) -> _Run:
-    """Run one sample: own session, stdin at EOF, stdout and stderr to separate anonymous files,
-    the tree killed on timeout, stop or output flood (and after exit, so nothing lingers)."""
-    run = _Run()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        try:
-            proc = subprocess.Popen(
-                argv, executable=executable, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, close_fds=True)
-        except (OSError, ValueError) as exc:
-            run.spawn_error = str(exc)
-            return run
-        record = record_of(proc.pid, tag)
-        deadline = time.monotonic() + timeout_ms / 1000
-        seen: dict[int, psutil.Process] = {}
-        try:
-            root: psutil.Process | None = psutil.Process(proc.pid)
-        except psutil.Error:
-            root = None
-        try:
-            while True:
-                try:
-                    proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic())))
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                if root is not None:
-                    try:
-                        for child in root.children(recursive=True):
-                            seen.setdefault(child.pid, child)
-                    except psutil.Error:
-                        pass
-                if time.monotonic() >= deadline:
-                    run.timed_out = True
-                    break
-                if stop_requested(should_stop):
-                    run.cancelled = True
-                    break
-                if os.fstat(out.fileno()).st_size + os.fstat(err.fileno()).st_size > OUTPUT_LIMIT_BYTES:
-                    run.limited = True
-                    break
-        finally:
-            stopped = run.timed_out or run.cancelled or run.limited or proc.poll() is None
-            kill_tree(record, grace_s=0.8 if stopped else 0.3, extra=seen.values())
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-        if not (run.timed_out or run.cancelled or run.limited):
-            run.exit_code = proc.returncode
-        run.stdout, run.stderr = _tail(out), _tail(err)
-    return run
+    """Run one sample with :func:`~tianshu_mcp.core.procs.run_process`: own session, stdin at EOF,
+    stdout and stderr to separate files in a private temp dir, the tree killed on timeout, stop or
+    output flood (and after exit, so nothing lingers)."""
+    with tempfile.TemporaryDirectory(prefix="tianshu-judge-") as tmp:
+        out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        res = run_process([executable or argv[0], *argv[1:]], cwd=cwd, log_path=out, stderr_path=err,
+                          timeout_ms=timeout_ms, env=env, should_stop=should_stop, poll_s=POLL_S,
+                          max_output_bytes=OUTPUT_LIMIT_BYTES, trailer=False)
+        return _Run(exit_code=res.exit_code, timed_out=res.timed_out, cancelled=res.killed, limited=res.output_limited,
+                    spawn_error=res.error, stdout=_tail(out), stderr=_tail(err))
 
 
 def _expand(template: Sequence[str], image: str, expect: str, data: bytes, input_dir: Path, made: list[Path]) -> list[str]:
@@ -337,7 +291,7 @@ def _expand(template: Sequence[str], image: str, expect: str, data: bytes, input
             path = input_dir / name
             path.unlink(missing_ok=True)
             made.append(path)
-            _write_new(path, payload())
+            write_new_bytes(path, payload())
             values[placeholder] = str(path)
     values["<image:path>"] = image
     pattern = re.compile("|".join(re.escape(p) for p in PLACEHOLDERS))
@@ -350,9 +304,7 @@ def _sample(eff: Effective, env: dict[str, str], image: str, expect: str, data: 
 
     Raises: VisualError CANCELLED / ROUND_TIMEOUT / CONTENT_TIMEOUT / CONTENT_COMMAND_FAILED /
     CONTENT_OUTPUT_INVALID."""
-    child_env, tag = tagged_env(os.environ)
-    child_env.update(env)
-    child_env[TAG_ENV] = tag
+    child_env = {**os.environ, **env}  # run_process scrubs our credentials and tags the tree
     input_dir = evidence_dir / "input"
     votes: list[dict[str, Any]] = []
     for index in range(eff.samples):
@@ -362,7 +314,7 @@ def _sample(eff: Effective, env: dict[str, str], image: str, expect: str, data: 
         made: list[Path] = []
         try:
             argv = _expand(eff.args_template, image, expect, data, input_dir, made)
-            run = _run_judge([eff.command, *argv], eff.command_path, eff.cwd, child_env, tag, timeout_ms, should_stop)
+            run = _run_judge([eff.command, *argv], eff.command_path, eff.cwd, child_env, timeout_ms, should_stop)
         finally:
             for path in made:
                 path.unlink(missing_ok=True)
@@ -442,7 +394,7 @@ def check_content(*, result_id: str, target: str, image: str | os.PathLike[str],
         image_sha = sha256_hex(data)
         source = Path(evidence_dir) / "source.png"
         try:
-            (write_artifact or _write_new)(source, data)
+            (write_artifact or write_new_bytes)(source, data)
         except FileExistsError:
             raise VisualError("VISUAL_INTERNAL", f"Evidence already exists: {source}") from None
         result["artifacts"] = {"source": str(source)}

@@ -15,14 +15,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from ...core.files import write_new_bytes
 from .capture import VisualBrowser
 from .compare import compare_images
-from .config import Page, Viewport, VisualConfig, baseline_relative, content_id, effective_thresholds, page_viewports
+from .config import (
+    Page,
+    Viewport,
+    VisualConfig,
+    baseline_relative,
+    content_id,
+    effective_thresholds,
+    page_viewports,
+)
 from .content import check_content, preflight
 from .decode import project_file
 from .errors import VisualError, status_of
 from .images import check_image
-from .pages import browser_executable, capture_page, run_coro, write_new
+from .pages import browser_executable, capture_page, run_coro
 from .services import ServicePool
 
 MISSING_BASELINE = ("Approved baseline missing. Prepare and review a candidate, then explicitly approve it; "
@@ -142,7 +151,7 @@ async def _page_job(cfg: VisualConfig, page: Page, vp: Viewport, root: str, rdir
             raise launch_error or VisualError("BROWSER_MISSING", "no browser")
         shot = await capture_page(browser, pool, cfg, page, vp, root, round_deadline)
         actual = item / "actual.png"
-        write_new(actual, shot.png)
+        write_new_bytes(actual, shot.png)
         if pixel is not None:
             pixel.update(environment=shot.environment, rules=_rules(cfg, page), masks=shot.masks,
                          artifacts={"actual": str(actual)})

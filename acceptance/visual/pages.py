@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Any, Awaitable, TypeVar
 from urllib.parse import urljoin
 
@@ -87,14 +86,3 @@ async def capture_page(browser: VisualBrowser, pool: ServicePool, cfg: VisualCon
     shot = await browser.capture(spec)
     shot.environment.setdefault("browserKind", cfg.browser.mode)
     return shot
-
-
-def write_new(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to a file that must not exist yet (exclusive create; parents made).
-
-    Raises: FileExistsError when it exists (evidence is never overwritten, 30-visual §8)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
