@@ -209,13 +209,20 @@ def ts_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def ts_daemon(ts_home: Path) -> Iterator[dict[str, Any]]:
-    """``tianshu-mcp server`` on the session home; yields ``{home, api, proc}``."""
+    """``tianshu-mcp server`` on the session home (or its service already running); yields
+    ``{home, api, proc, pid}`` (``pid``: the service's process)."""
     log = open(ts_home / "daemon.log", "wb")
     proc = subprocess.Popen([CONSOLE, "server"], env=server_env(ts_home), stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        api = wait_daemon(ts_home, proc)
-        yield {"home": ts_home, "api": api, "proc": proc}
+        try:
+            api = wait_daemon(ts_home, proc)
+        except RuntimeError:
+            if proc.returncode != 3:  # 3: the home's service, started by an earlier test's client, still runs
+                raise
+            api = wait_daemon(ts_home)
+        pid = json.loads((ts_home / "prefect" / "service.json").read_text())["pid"]
+        yield {"home": ts_home, "api": api, "proc": proc, "pid": pid}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -199,7 +199,7 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
 def test_a_dead_fork_server_is_restarted(ts_daemon: dict[str, Any]) -> None:
     """kill -9 of the home's fork server: the service reaps it, says so and starts a new one."""
     home = ts_daemon["home"]
-    service = psutil.Process(ts_daemon["proc"].pid)
+    service = psutil.Process(ts_daemon["pid"])
 
     def servers() -> list[psutil.Process]:
         found = []
