@@ -1,0 +1,62 @@
+"""The visual snapshot inside a verify round (issue 10, must-show 5; 30-visual §9, 20-acceptance
+§3.1 steps 4, 7, 10): frozen at the first round and checked before the commands, after them and at
+the end — with visual acceptance disabled too. An edit by the agent (before the round) or by a
+check command (during it) blocks the round with VISUAL_INTEGRITY and names what changed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from tianshu_mcp.acceptance.engine import verify_round
+from tianshu_mcp.acceptance.git import capture_baseline
+from tianshu_mcp.acceptance.visual.snapshot import SNAPSHOT_FILE
+
+from test_acceptance_engine import git, make_pytest_repo, request
+
+DISABLED = {"enabled": False, "pages": [{"id": "home", "source": {"type": "static", "root": "site"}}]}
+
+
+def repo_with_visual(tmp_path: Path, visual: dict) -> Path:
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    (repo / ".tianshu-mcp").mkdir()
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"visual": visual}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "visual rules")
+    return repo
+
+
+def test_the_first_round_freezes_and_an_agent_edit_of_a_disabled_block_is_caught(tmp_path: Path) -> None:
+    repo = repo_with_visual(tmp_path, DISABLED)
+    baseline = capture_baseline(repo)
+    first = verify_round(request(tmp_path, repo, baseline=baseline))
+    snap = tmp_path / "home" / "tasks" / "tsk_20260101000000_abcdef" / SNAPSHOT_FILE
+    assert first.blocking_issues == [] and snap.is_file()
+    assert json.loads(snap.read_text())["config"]["enabled"] is False
+    # the agent removes the (disabled) visual rules: the next round is blocked, no check runs
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({}))
+    second = verify_round(request(tmp_path, repo, baseline=baseline))
+    assert [i["code"] for i in second.blocking_issues] == ["VISUAL_INTEGRITY"], second.blocking_issues
+    assert "visual block" in second.blocking_issues[0]["message"] and not second.passed
+    assert [c["name"] for c in second.report["checks"]] == ["git-diff-check"]
+
+
+def test_a_check_command_that_edits_the_rules_is_caught_after_the_commands(tmp_path: Path) -> None:
+    repo = repo_with_visual(tmp_path, DISABLED)
+    baseline = capture_baseline(repo)
+    edit = ("import json, pathlib; p = pathlib.Path('.tianshu-mcp/acceptance.json'); d = json.loads(p.read_text()); "
+            "d['visual']['enabled'] = True; d['visual']['pages'] = []; p.write_text(json.dumps(d))")
+    out = verify_round(request(tmp_path, repo, baseline=baseline, extra_checks=[{"name": "sneaky", "cmd": [sys.executable, "-c", edit]}],
+                               checks_mode="replace"))
+    assert [i["code"] for i in out.blocking_issues] == ["VISUAL_INTEGRITY"], out.blocking_issues
+    assert any(c["name"] == "sneaky" and c["passed"] for c in out.report["checks"])  # it ran, then was caught
+
+
+def test_an_unreadable_snapshot_blocks_with_snapshot_invalid(tmp_path: Path) -> None:
+    repo = repo_with_visual(tmp_path, DISABLED)
+    task_dir = tmp_path / "home" / "tasks" / "tsk_20260101000000_abcdef"
+    task_dir.mkdir(parents=True)
+    (task_dir / SNAPSHOT_FILE).write_text("{not json")
+    out = verify_round(request(tmp_path, repo, baseline=capture_baseline(repo)))
+    assert [i["code"] for i in out.blocking_issues] == ["SNAPSHOT_INVALID"]
