@@ -396,9 +396,13 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         analysis_json["notes"].append(
             "the checks rewrote file(s) the task had changed (still the task's output): "
             + ", ".join(outputs.rewritten[:20]))
+    approved = visual.approved_files()  # a person's baseline approval is not the agent's work
     task_output = analysis.has_changes and not (
-        not analysis.untracked_files and set(analysis.changed_files) <= outputs.made
+        not set(analysis.untracked_files) - approved and set(analysis.changed_files) <= outputs.made | approved
         and {sm.path for sm in analysis.submodules} <= outputs.made)
+    if approved & (set(analysis.changed_files) | set(analysis.untracked_files)):
+        analysis_json["notes"].append("approved visual baselines changed since the baseline (a person's approval, "
+                                      "not counted as task output)")
 
     # 9. zero-change gate (not when git failed: "no changes" would be a guess)
     if git_failures:

@@ -195,7 +195,7 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
         rnd, next_feedback, answer = answered
-    elif auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, _finish)) is not None:
+    elif auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, _finish, feedback)) is not None:
         if isinstance(resumed, State):
             return resumed
         next_feedback = "\n\n".join(p for p in (feedback, resumed) if p)

@@ -21,11 +21,13 @@ from .states import NEEDS_ATTENTION, SUCCEEDED
 
 
 def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: int,
-             finish: Any) -> State | str | None:
+             finish: Any, feedback: str | None = None) -> State | str | None:
     """Re-verify a task with ``pendingVisualVerification`` at round ``rnd`` (= roundsUsed).
 
     Args:
         finish: the flow's ``_finish(task_id, status, message, error_type, **fields)``.
+        feedback: the caller's rework feedback: with it, a passing re-verification still goes on
+            to the agent round the caller asked for (its feedback is never dropped).
 
     Returns:
         A final state (succeeded, blocked again → needs_attention, out of rounds → failed), or the
@@ -49,6 +51,8 @@ def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: 
         finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=bool(verdict.get("visualBlocked")))
         return Failed(name=NEEDS_ATTENTION, message=msg)
     record(task_id, pendingVisualVerification=None)
+    if verdict["passed"] and feedback and feedback.strip():
+        return ""  # the work passes as it stands; the agent round runs for the caller's feedback
     if verdict["passed"]:
         msg = f"re-verification passed (report-{verdict['round']}; no agent round spent). {verdict['message']}"
         finish(task_id, "succeeded", msg)

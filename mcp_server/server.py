@@ -37,13 +37,14 @@ INSTRUCTIONS = (
     "tianshu-mcp dispatches coding tasks to external agents and verifies the result objectively. "
     "run_task returns a taskId at once (the task is a Prefect flow run); then wait_task (or poll "
     "query_task every 5-10 s) until a stop point; read the report with query_info(type=\"report\"). "
-    "A needs_user task is resumed with manage_task(action=\"continue\", message=...). Errors read "
+    "A needs_user task is resumed with manage_task(action=\"continue\", message=...). A task blocked "
+    "on visual acceptance waits for a person: prepare_visual_baseline, review, approve_visual_baseline. Errors read "
     "'Error: [CODE] message'; every success ends with a ---tianshu-mcp-meta--- JSON block."
 )
 
 
 def tool_list() -> list[types.Tool]:
-    """The wire tool list (order of 10-tools §1, minus tools not built yet)."""
+    """The wire tool list (order of 10-tools §1)."""
     return [
         types.Tool(
             name=t.name,

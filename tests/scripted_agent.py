@@ -21,7 +21,8 @@ until that file exists — then fix),
 exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
 fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
 ``recolour`` (adds ``site/notes.html`` and turns the banner of ``site/style.css`` red; with "visual
-defects" or ``PIXEL_DIFFERENCE`` in its prompt it gives the banner its colour back), ``tamper-baseline``
+defects" or ``PIXEL_DIFFERENCE`` in its prompt it gives the banner its colour back), ``maskcheat`` (turns the banner red
+and gives it the page's masked class ``clock``), ``tamper-baseline``
 (appends a byte to every approved baseline PNG under ``tests/visual/baselines``),
 ``break-git`` (fixes, then overwrites ``.git/index`` with garbage: git refuses from then on),
 ``ask`` (without "The user's answer" in its prompt: writes a question to ``$TIANSHU_MCP_QUESTION_FILE`` and
@@ -120,6 +121,16 @@ def main() -> int:
         with open(os.path.join("site", "style.css"), "w") as fh:
             fh.write(css.replace("#c33", "#2a6") if fixed else css.replace("#2a6", "#c33"))
         print(f"scripted agent: {'restored' if fixed else 'changed'} the banner colour", flush=True)
+        return 0
+    if mode == "maskcheat":  # breaks the banner and hides it behind the page's mask selector
+        with open(os.path.join("site", "style.css")) as fh:
+            css = fh.read()
+        with open(os.path.join("site", "style.css"), "w") as fh:
+            fh.write(css.replace("#2a6", "#c33"))
+        with open(os.path.join("site", "index.html")) as fh:
+            page = fh.read()
+        with open(os.path.join("site", "index.html"), "w") as fh:
+            fh.write(page.replace('class="banner"', 'class="banner clock"'))
         return 0
     if mode == "tamper-baseline":  # an agent that repaints the approved baseline it is judged by
         for dirpath, _dirs, files in os.walk(os.path.join("tests", "visual", "baselines")):

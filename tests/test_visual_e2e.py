@@ -20,14 +20,14 @@ BANNER_H = 60
 INDEX = f"""<!doctype html>
 <html><head><meta charset="utf-8"><link rel="stylesheet" href="style.css"><title>fixture</title></head>
 <body><div class="banner">Release board</div><main><h1>Builds</h1><p>All green.</p>
-<input value="caret here" autofocus></main></body></html>
+<input value="caret here" autofocus><p>Updated <span class="clock">12:00:07</span></p></main></body></html>
 """
 STYLE = f"""body {{ margin: 0; font-family: sans-serif; background: #fff; }}
 .banner {{ height: {BANNER_H}px; background: #2a6; color: #fff; font-size: 24px; }}
 main {{ padding: 16px; }}
 """
 VISUAL = {"enabled": True, "viewports": [{"id": "desktop", "width": 480, "height": 320}],
-          "pages": [{"id": "home", "source": {"type": "static", "root": "site"}, "route": "/"}]}
+          "pages": [{"id": "home", "source": {"type": "static", "root": "site"}, "route": "/", "maskSelectors": [".clock"]}]}
 
 
 def git(repo: Path, *args: str) -> str:
@@ -161,3 +161,39 @@ async def test_the_visual_tools_are_strict_and_coded(ts_home: Path, tmp_path: Pa
                                                                "expectedDigest": "0" * 64, "approvalNote": "x"})
         assert r.is_error and "[CANDIDATE_NOT_FOUND]" in text_of(r)
     assert (sorted(cands.iterdir()) if cands.exists() else []) == before  # refused calls leave no candidate
+
+
+async def test_an_agent_cannot_hide_a_regression_behind_the_mask_selector(ts_home: Path, tmp_path: Path) -> None:
+    # the approved masks are the ones compared: the banner the agent gave the masked class is blank
+    # in actual.png, which differs from the approved green banner
+    repo = make_site_repo(tmp_path / "site-repo")
+    add_scripted_profile(ts_home, "masker", "maskcheat")
+    async with mcp_client(ts_home) as client:
+        await approve_baselines(client, repo)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "approved baselines")
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Tidy the banner",
+                                                          "agentId": "masker", "autoFixRounds": 0}))["taskId"]
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+    page = json.loads((ts_home / "tasks" / tid / "report-0.json").read_text())["visual"]["results"][0]
+    assert done["status"] == "failed" and page["code"] == "PIXEL_DIFFERENCE", (done, page)
+    assert page["metrics"]["bounds"]["y"] == 0  # the banner
+
+
+async def test_a_persons_baseline_approval_is_not_the_agents_work(ts_home: Path, tmp_path: Path) -> None:
+    # an agent that changed nothing, blocked on a missing baseline: the approved files do not pass
+    # the zero-change gate for it
+    repo = make_site_repo(tmp_path / "site-repo")
+    add_scripted_profile(ts_home, "idle", "noop")
+    async with mcp_client(ts_home) as client:
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
+                                                          "agentId": "idle", "autoFixRounds": 0}))["taskId"]
+        blocked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+        assert blocked["status"] == "needs_attention", blocked
+        await approve_baselines(client, repo, tid)
+        assert not (await client.call_tool("manage_task", {"taskId": tid, "action": "rework"})).is_error
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+    report = json.loads((ts_home / "tasks" / tid / "report-1.json").read_text())
+    assert done["status"] != "succeeded" and not report["passed"], (done, report["message"])
+    assert any(c["name"] == "no-changes" and not c["passed"] for c in report["checks"])
+    assert report["visual"]["results"][0]["code"] == "PIXELS_MATCH"

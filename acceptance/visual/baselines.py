@@ -266,7 +266,10 @@ def approve(home: str | os.PathLike[str], candidate_id: str, expected_digest: st
         writes: list[tuple[Path, bytes]] = []
         at = _now()
         for e in cand["entries"]:
-            png = (cdir / e["image"]).read_bytes()
+            try:
+                png = (cdir / e["image"]).read_bytes()
+            except (OSError, KeyError, TypeError):
+                raise VisualError("CANDIDATE_CHANGED", f"the candidate image {e.get('image')} is missing or unreadable") from None
             if _sha(png) != e["digest"]:
                 raise VisualError("CANDIDATE_CHANGED", f"the candidate image {e['image']} changed since it was prepared")
             target = str(e["target"])
@@ -293,9 +296,10 @@ def approve(home: str | os.PathLike[str], candidate_id: str, expected_digest: st
 
 
 def _git_ignored(root: str, target: str) -> bool:
-    """``git check-ignore -q -- <target> <target>.manifest.json`` exits 0 (either is ignored)."""
+    """``git check-ignore -- <target> <target>.manifest.json`` exits 0: one of them is ignored
+    (``-q`` is refused with two paths: git exits 128, which read as "not ignored")."""
     try:
-        r = subprocess.run(["git", "-C", root, "check-ignore", "-q", "--", target, target + ".manifest.json"],
+        r = subprocess.run(["git", "-C", root, "check-ignore", "--", target, target + ".manifest.json"],
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return False

@@ -207,9 +207,23 @@ def _compare(cfg: VisualConfig, page: Page, vp: Viewport, root: str, item: Path,
             or manifest.get("normalizedDigest") != hashlib.sha256(baseline.read_bytes()).hexdigest()):
         raise VisualError("VISUAL_INTEGRITY", "Baseline content does not match approved manifest")
     threshold, ratio = effective_thresholds(cfg, page)
-    cmp = compare_images(baseline, item / "actual.png", item, pixel_threshold=threshold, max_diff_ratio=ratio,
-                         masks=[Rect(m["x"], m["y"], m["width"], m["height"]) for m in masks], ssim=True,
-                         input_bytes=cfg.limits.inputBytes, decoded_pixels=cfg.limits.decodedPixels)
+    # the masks a person approved with the baseline, not this capture's: an element the agent gave a
+    # masked class is blank in actual.png and differs from the baseline instead of being excluded
+    approved = manifest.get("masks")
+    use = approved if isinstance(approved, list) else masks
+    try:
+        cmp = compare_images(baseline, item / "actual.png", item, pixel_threshold=threshold, max_diff_ratio=ratio,
+                             masks=[Rect(m["x"], m["y"], m["width"], m["height"]) for m in use], ssim=True,
+                             input_bytes=cfg.limits.inputBytes, decoded_pixels=cfg.limits.decodedPixels)
+    except VisualError as exc:
+        if exc.kind == "failed" and exc.code.startswith("IMAGE_"):  # the approved baseline cannot be read:
+            raise VisualError(exc.code, f"the approved baseline {baseline.name} cannot be used: {exc.message}; "
+                                        "prepare and approve it again", "blocked") from None
+        raise
+    shot_vp = manifest.get("viewport") if isinstance(manifest.get("viewport"), dict) else {}
+    if cmp.code == "DIMENSION_MISMATCH" and shot_vp and (shot_vp.get("width"), shot_vp.get("height")) != (vp.width, vp.height):
+        raise VisualError("BASELINE_CONFIG", f"the baseline was approved for a {shot_vp.get('width')}×{shot_vp.get('height')} "
+                                             f"viewport, the config now says {vp.width}×{vp.height}; prepare and approve it again")
     pixel.update(metrics=cmp.metrics, regions=cmp.regions, artifacts={**pixel.get("artifacts", {}), **cmp.artifacts})
     if not cmp.passed:
         msg = "Screenshot differs from approved baseline"

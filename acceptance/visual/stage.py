@@ -83,6 +83,16 @@ class VisualStage:
         self.gates = gate(self.report["results"])
         return self.integrity()
 
+    def approved_files(self) -> set[str]:
+        """Project-relative baseline PNGs and manifests of the frozen snapshot (written by a person's
+        approval, never by the agent: the integrity check sees to that). They are not the agent's
+        output, so they never satisfy the zero-change gate."""
+        try:
+            snap = snapshot.load_snapshot(self.task_dir)
+        except VisualError:
+            return set()
+        return {k for k, v in (snap or {}).get("baselines", {}).items() if v}
+
     def message_bits(self) -> list[str]:
         """The visual parts of the verdict message (30-visual §6.5, English)."""
         bits = []
