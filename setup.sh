@@ -14,6 +14,8 @@ optional=()
 command -v go >/dev/null 2>&1 || optional+=(golang)
 command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
 [ -x /usr/lib/chromium/chromium ] || optional+=(chromium)
+# a CJK font: without one Chinese renders as identical boxes and visual acceptance cannot see a change
+command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q . || optional+=(fonts-wqy-zenhei)
 APT_WAIT="-o DPkg::Lock::Timeout=300"
 apt_install() {  # apt_install PKG... ; returns apt's status
   DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq "$@" >/dev/null

@@ -493,3 +493,16 @@ async def test_command_service_failures_are_coded(project: Path, monkeypatch: py
         assert info.value.code == "CANCELLED" and info.value.kind == "cancelled"
     finally:
         await cancelled.aclose()
+
+
+@needs_chromium
+async def test_a_change_of_chinese_text_changes_the_screenshot(browser: VisualBrowser, pool: ServicePool,
+                                                               project: Path) -> None:
+    # without a CJK font both render as the same boxes and a change is invisible (setup installs one)
+    for name, text in (("a.html", "我们卖水果"), ("b.html", "他们买苹果")):
+        (project / "site" / name).write_text(f'<!doctype html><meta charset="utf-8"><p style="font-size:40px">{text}</p>',
+                                             encoding="utf-8")
+    base = await site(pool)
+    a = await browser.capture(spec(f"{base}/a.html"))
+    b = await browser.capture(spec(f"{base}/b.html"))
+    assert a.png != b.png
