@@ -136,6 +136,30 @@ def repair_plan_path(task_dir: str | os.PathLike[str], task_id: str, failed_roun
     return Path(task_dir) / f"rework-{task_id}-r{failed_round}.md"
 
 
+def visual_defects(report: Mapping[str, Any]) -> list[str]:
+    """One markdown bullet per failed, non-optional visual result (30-visual §6.5): the page and
+    viewport, code and message, where the screenshot differs (bounds and the largest regions, in
+    screenshot px) and the evidence images to look at (actual, baseline, diff, regions)."""
+    out = []
+    for r in (report.get("visual") or {}).get("results") or []:
+        if r.get("status") != "failed" or r.get("optional"):
+            continue
+        where = f"{r.get('id')}/{r.get('viewport')}" if r.get("viewport") else str(r.get("id"))
+        line = f"- {where} ({r.get('target')}): {r.get('code')} — {r.get('message')}"
+        b = (r.get("metrics") or {}).get("bounds")
+        if isinstance(b, Mapping):
+            line += f"; differing area at x={b.get('x')} y={b.get('y')} size {b.get('width')}×{b.get('height')} px"
+            regions = r.get("regions") or []
+            if regions:
+                line += " (largest: " + ", ".join(f"{g['x']},{g['y']} {g['width']}×{g['height']}" for g in regions[:3]) + ")"
+        arts = r.get("artifacts") or {}
+        shown = [f"{k} `{arts[k]}`" for k in ("actual", "baseline", "diff", "regions") if k in arts]
+        if shown:
+            line += "; images: " + ", ".join(shown)
+        out.append(line)
+    return out
+
+
 def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, report_md: str | os.PathLike[str]) -> str:
     """The repair plan markdown for the round after a failed one (40-agents-tasks §3, English).
 
@@ -152,13 +176,15 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
     passed = [c for c in checks if c.get("passed") and not c.get("skipped")]
     skipped = [c for c in checks if c.get("skipped")]
     failed_round = int(report.get("round", 0))
+    visual = visual_defects(report)
     lines = [
         f"# Repair plan (rework round {failed_round + 1})",
         "",
         f"- Task: {task_id}",
         f"- Project: {report.get('projectPath', '')}",
         f"- Time: {_now_iso()}",
-        f"- Acceptance verdict: **FAILED** ({len(failing)} failed / {len(passed)} passed / {len(skipped)} skipped)",
+        f"- Acceptance verdict: **FAILED** ({len(failing)} failed / {len(passed)} passed / {len(skipped)} skipped"
+        + (f"; {len(visual)} visual defect(s)" if visual else "") + ")",
         "",
         "## 1. Original task goal",
         "",
@@ -172,8 +198,10 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
         lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
     if blocking:
         lines.append("")
-    if not failing and not blocking:
-        lines += ["(no failing command check; see the message below)", ""]
+    if visual:
+        lines += ["### Visual defects (the page must look like its approved baseline again)", "", *visual, ""]
+    if not failing and not blocking and not visual:
+        lines += [f"(no failing command check) {report.get('message', '')}", ""]
     for i, c in enumerate(failing, 1):
         code = c.get("exitCode")
         lines += [
@@ -300,6 +328,10 @@ def feedback_text(report: Mapping[str, Any], plan_path: str | os.PathLike[str]) 
     if not items and rd.get("fallbackReason"):
         lines += [f"No structured repair directives: {rd['fallbackReason']}.", ""]
     lines += [summarize_report(report), ""]
+    visual = visual_defects(report)
+    if visual:
+        lines += ["Visual defects (compare the actual screenshot with the approved baseline; fix the page, "
+                  "never the baseline or the visual rules):", *visual, ""]
     failing = failing_checks(report)
     if failing:
         lines += ["Failing check output (tail):", ""]

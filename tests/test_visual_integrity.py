@@ -60,3 +60,21 @@ def test_an_unreadable_snapshot_blocks_with_snapshot_invalid(tmp_path: Path) -> 
     (task_dir / SNAPSHOT_FILE).write_text("{not json")
     out = verify_round(request(tmp_path, repo, baseline=capture_baseline(repo)))
     assert [i["code"] for i in out.blocking_issues] == ["SNAPSHOT_INVALID"]
+
+
+def test_the_rework_brief_names_the_visual_defect_where_it_is_and_the_images() -> None:
+    from tianshu_mcp.acceptance.repair import feedback_text, render_repair_plan
+
+    report = {"round": 0, "projectPath": "/p", "passed": False, "checks": [], "message": "Visual defects: home/desktop.",
+              "visual": {"results": [{"id": "home", "kind": "page", "target": "/", "viewport": "desktop", "status": "failed",
+                                      "optional": False, "code": "PIXEL_DIFFERENCE", "message": "Screenshot differs from approved baseline",
+                                      "metrics": {"bounds": {"x": 0, "y": 0, "width": 480, "height": 60}},
+                                      "regions": [{"x": 0, "y": 0, "width": 480, "height": 60, "area": 28800}],
+                                      "artifacts": {"actual": "/t/visual/0/home/desktop/actual.png",
+                                                    "diff": "/t/visual/0/home/desktop/diff.png"}}]}}
+    plan = render_repair_plan(report, "tsk_x", "Add notes", "/t/report-0.md")
+    feedback = feedback_text(report, "/t/rework.md")
+    for text in (plan, feedback):
+        assert "home/desktop (/): PIXEL_DIFFERENCE" in text and "x=0 y=0 size 480×60 px" in text
+        assert "/t/visual/0/home/desktop/diff.png" in text
+    assert "1 visual defect(s)" in plan and "(no failing command check" not in plan
