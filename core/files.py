@@ -19,6 +19,21 @@ from typing import Any
 _RETRY_ERRNOS = {errno.EPERM, errno.EBUSY, errno.EACCES}
 
 
+def _synced_temp(target: Path, data: bytes, hidden: bool) -> Path:
+    """A new temp file beside ``target`` holding ``data``, flushed to disk (parents created)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{'.' if hidden else ''}{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename).
 
@@ -26,13 +41,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         OSError: when the directory cannot be created or the rename keeps failing (10 tries).
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    tmp = _synced_temp(target, data, hidden=False)
     try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         for attempt in range(10):
             try:
                 os.replace(tmp, target)
@@ -55,13 +65,8 @@ def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         FileExistsError: ``path`` exists. OSError: the file cannot be written.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    tmp = _synced_temp(target, data, hidden=True)
     try:
-        with open(tmp, "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
         try:
             os.link(tmp, target)
         except FileExistsError:

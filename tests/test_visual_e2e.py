@@ -63,6 +63,18 @@ async def approve_baselines(client: Any, repo: Path, task_id: str | None = None)
     return meta_of(done)
 
 
+async def approved_run(ts_home: Path, repo: Path, agent: str, mode: str, auto_fix_rounds: int) -> tuple[str, dict[str, Any]]:
+    """Approve the baselines, commit them, then run ``agent`` (scripted ``mode``) to a stop: ``(taskId, meta)``."""
+    add_scripted_profile(ts_home, agent, mode)
+    async with mcp_client(ts_home) as client:
+        await approve_baselines(client, repo)
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "approved baselines")
+        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
+                                                          "agentId": agent, "autoFixRounds": auto_fix_rounds}))["taskId"]
+        return tid, meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+
+
 async def test_a_recoloured_banner_fails_with_a_region_around_it_and_the_rework_restores_it(ts_home: Path, tmp_path: Path) -> None:
     repo = make_site_repo(tmp_path / "site-repo")
     add_scripted_profile(ts_home, "painter", "recolour")
@@ -129,15 +141,7 @@ async def test_no_approved_baseline_blocks_then_an_approval_with_the_task_reveri
 
 
 async def test_an_agent_that_repaints_a_baseline_is_caught(ts_home: Path, tmp_path: Path) -> None:
-    repo = make_site_repo(tmp_path / "site-repo")
-    add_scripted_profile(ts_home, "forger", "tamper-baseline")
-    async with mcp_client(ts_home) as client:
-        await approve_baselines(client, repo)
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "approved baselines")
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
-                                                          "agentId": "forger", "autoFixRounds": 1}))["taskId"]
-        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+    tid, done = await approved_run(ts_home, make_site_repo(tmp_path / "site-repo"), "forger", "tamper-baseline", 1)
     report = json.loads((ts_home / "tasks" / tid / "report-0.json").read_text())
     assert done["status"] == "needs_attention", done
     assert report["blockingIssues"][0]["code"] == "VISUAL_INTEGRITY" and "baseline" in report["blockingIssues"][0]["message"]
@@ -166,15 +170,7 @@ async def test_the_visual_tools_are_strict_and_coded(ts_home: Path, tmp_path: Pa
 async def test_an_agent_cannot_hide_a_regression_behind_the_mask_selector(ts_home: Path, tmp_path: Path) -> None:
     # the approved masks are the ones compared: the banner the agent gave the masked class is blank
     # in actual.png, which differs from the approved green banner
-    repo = make_site_repo(tmp_path / "site-repo")
-    add_scripted_profile(ts_home, "masker", "maskcheat")
-    async with mcp_client(ts_home) as client:
-        await approve_baselines(client, repo)
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "approved baselines")
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Tidy the banner",
-                                                          "agentId": "masker", "autoFixRounds": 0}))["taskId"]
-        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+    tid, done = await approved_run(ts_home, make_site_repo(tmp_path / "site-repo"), "masker", "maskcheat", 0)
     page = json.loads((ts_home / "tasks" / tid / "report-0.json").read_text())["visual"]["results"][0]
     assert done["status"] == "failed" and page["code"] == "PIXEL_DIFFERENCE", (done, page)
     assert page["metrics"]["bounds"]["y"] == 0  # the banner

@@ -17,15 +17,17 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any, Iterator, Literal, Mapping, Optional, TypeVar, Union
+from typing import Annotated, Any, Iterator, Literal, Mapping, Optional, TypeVar, Union
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BeforeValidator, Field, GetCoreSchemaHandler, GetJsonSchemaHandler, WithJsonSchema
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import CoreSchema, core_schema
 
-if TYPE_CHECKING:  # pragma: no cover - typing only (config imports this module)
-    from .config import ContentCheck, VisualConfig
+# the cross-field rules take a VisualConfig (and yield its ContentChecks) as ``Any``: config imports
+# this module, and a type-only import back would still be an import cycle
+VisualConfig = Any
+ContentCheck = Any
 
 # --------------------------------------------------------------------------------------------
 # Value rules
