@@ -64,7 +64,7 @@ _META_KEYS = (
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
     "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion",
-    "progressSummary", "guiStop", "flowRunId", "flowRunUrl",
+    "pendingVisualVerification", "progressSummary", "guiStop", "flowRunId", "flowRunUrl",
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
 )
 

@@ -101,6 +101,10 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         if stopped is not None:
             if view.status == "needs_user":
                 nxt = 'use manage_task(action="continue") then wait again'
+            elif view.task.get("pendingVisualVerification") and view.status == "needs_attention":
+                nxt = (f'a person approves the visual baselines: prepare_visual_baseline(projectPath), review its preview, '
+                       f'approve_visual_baseline(..., taskId="{view.task["taskId"]}"), then manage_task(action="rework") '
+                       "re-verifies before any agent round")
             elif view.task.get("dryRunReportMd"):
                 nxt = f"read the dry-run report {view.task['dryRunReportMd']} (no agent ran)"
             elif view.task.get("reportMd"):

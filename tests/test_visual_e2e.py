@@ -123,10 +123,12 @@ async def test_no_approved_baseline_blocks_then_an_approval_with_the_task_reveri
     async with mcp_client(ts_home) as client:
         tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
                                                           "agentId": "noter", "autoFixRounds": 2}))["taskId"]
-        blocked = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
+        waited = await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000})
+        blocked = meta_of(waited)
+        assert f'approve_visual_baseline(..., taskId="{tid}")' in text_of(waited)  # the next step is a person's
         tdir = ts_home / "tasks" / tid
         report = json.loads((tdir / "report-0.json").read_text())
-        assert blocked["status"] == "needs_attention", blocked
+        assert blocked["status"] == "needs_attention" and blocked["pendingVisualVerification"] is True, blocked
         assert [i["code"] for i in report["blockingIssues"]] == ["BASELINE_APPROVAL_REQUIRED"], report["blockingIssues"]
         assert not (tdir / "prompt-1.txt").exists()  # no rework round was burned on it
         assert json.loads((tdir / "task.json").read_text())["pendingVisualVerification"] is True
