@@ -28,7 +28,9 @@ DEFAULT_SUMMARY = {"checks": "(default set)", "requireChanges": "(default true)"
                    "verifyConcurrency": "(inherits server config)", "visual": "(not configured)"}
 
 
-def _print(obj: Any) -> None:
+def print_json(obj: Any) -> None:
+    """A CLI subcommand's JSON answer on stdout (2-space; a closed pipe is not an error). Never
+    called by the stdio server, whose stdout is the MCP stream."""
     try:
         print(json.dumps(obj, indent=2, ensure_ascii=False), flush=True)
     except BrokenPipeError:  # `| head` closed the pipe: not an error of ours
@@ -50,6 +52,7 @@ def _raw_keys(path: str) -> list[str]:
 
 def config_acceptance(argv: list[str]) -> int:
     """``config acceptance``: layers global → project → override, applied order, effective values."""
+    from ..acceptance.config import AcceptanceConfig as Cfg
     from ..acceptance.config import (
         AcceptanceConfigError,
         global_layer_path,
@@ -58,7 +61,6 @@ def config_acceptance(argv: list[str]) -> int:
         project_layer_path,
         read_layer,
     )
-    from ..acceptance.config import AcceptanceConfig as Cfg
 
     project: str | None = None
     task_id: str | None = None
@@ -82,7 +84,7 @@ def config_acceptance(argv: list[str]) -> int:
         project = os.path.abspath(arg)
         i += 1
     if error:
-        _print({"ok": False, "error": error, "layers": [], "appliedOrder": [], "effective": DEFAULT_SUMMARY, "summary": ""})
+        print_json({"ok": False, "error": error, "layers": [], "appliedOrder": [], "effective": DEFAULT_SUMMARY, "summary": ""})
         return 2
     home = data_home()
     layers: list[dict[str, Any]] = []
@@ -164,7 +166,7 @@ def config_acceptance(argv: list[str]) -> int:
     out.update(layers=layers, appliedOrder=applied, effective=effective, summary=summary)
     if top_error:
         out["error"] = top_error
-    _print(out)
+    print_json(out)
     return 0
 
 
@@ -172,7 +174,7 @@ def config_schema(argv: list[str]) -> int:
     """``config schema``: print the JSON Schema of acceptance.json."""
     from ..acceptance.schema import acceptance_json_schema
 
-    _print(acceptance_json_schema())
+    print_json(acceptance_json_schema())
     return 0
 
 
@@ -183,16 +185,16 @@ def config_check(argv: list[str]) -> int:
     from ..core.settings import check_config
 
     if argv:
-        _print({"ok": False, "error": f"extra argument: {argv[0]}"})
+        print_json({"ok": False, "error": f"extra argument: {argv[0]}"})
         return 2
     home = data_home()
     path = home / "config.json"
     try:
         cfg = check_config(home)
     except TianshuError as exc:
-        _print({"ok": False, "file": str(path), "error": {"code": exc.code.value, "message": exc.message}})
+        print_json({"ok": False, "file": str(path), "error": {"code": exc.code.value, "message": exc.message}})
         return 1
-    _print({"ok": True, "file": str(path), "present": path.exists(), "config": cfg.model_dump(mode="json", by_alias=True)})
+    print_json({"ok": True, "file": str(path), "present": path.exists(), "config": cfg.model_dump(mode="json", by_alias=True)})
     return 0
 
 
@@ -219,7 +221,7 @@ def config(argv: list[str]) -> int:
         return config_schema(argv[1:])
     if scope == "check":
         return config_check(argv[1:])
-    _print({"ok": False, "error": f"unknown config subcommand: {scope or '(empty)'}",
+    print_json({"ok": False, "error": f"unknown config subcommand: {scope or '(empty)'}",
             "usage": ["tianshu-mcp config acceptance [projectPath] [--task <taskId>]", "tianshu-mcp config schema",
                       "tianshu-mcp config check"]})
     return 2
@@ -299,7 +301,7 @@ async def _schedule(args: argparse.Namespace, project: Any, api_url: str, auth: 
         dep = await client.read_deployment_by_name("reverify/reverify")
         schedules = await client.read_deployment_schedules(dep.id)
         if args.action == "list":
-            _print({"ok": True, "schedules": [
+            print_json({"ok": True, "schedules": [
                 {"projectPath": (s.parameters or {}).get("project_path"), "cron": getattr(s.schedule, "cron", None),
                  "timezone": getattr(s.schedule, "timezone", None), "active": s.active, "slug": s.slug}
                 for s in schedules]})
@@ -313,14 +315,14 @@ async def _schedule(args: argparse.Namespace, project: Any, api_url: str, auth: 
                 return 1
             for s in existing:
                 await client.delete_deployment_schedule(dep.id, s.id)
-            _print({"ok": True, "projectPath": project.norm, "removed": len(existing)})
+            print_json({"ok": True, "projectPath": project.norm, "removed": len(existing)})
             return 0
         for s in existing:  # add replaces the project's schedule
             await client.delete_deployment_schedule(dep.id, s.id)
         await client.create_deployment_schedules(dep.id, [DeploymentScheduleCreate(
             schedule=CronSchedule(cron=args.cron, timezone=args.timezone), active=True,
             parameters={"project_path": project.norm}, slug=slug)])
-        _print({"ok": True, "projectPath": project.norm, "cron": args.cron, "timezone": args.timezone, "slug": slug,
+        print_json({"ok": True, "projectPath": project.norm, "cron": args.cron, "timezone": args.timezone, "slug": slug,
                 "note": "runs fire while the home's service runs; a schedule keeps the service from exiting when idle"})
         return 0
 
@@ -354,13 +356,13 @@ def service(argv: list[str]) -> int:
         home = data_home()
         if action == "start":
             launcher.connect(home, load_config(home).prefect.ready_timeout_ms / 1000)
-            _print(launcher.status(home))
+            print_json(launcher.status(home))
             return 0
         if action == "stop":
             result = launcher.stop(home)
-            _print(result)
+            print_json(result)
             return 0 if result["stopped"] or result["pid"] is None else 1
-        _print(launcher.status(home))
+        print_json(launcher.status(home))
         return 0
     except TianshuError as exc:
         print(exc.render(), file=sys.stderr)

@@ -262,7 +262,7 @@ APPROVE_VISUAL_BASELINE = ToolDef(
                             "description": "The candidate's UUID (from prepare_visual_baseline); checked by the handler."},
             "expectedDigest": {"type": "string", "pattern": "^[a-f0-9]{64}$",
                                "description": "The digest prepare_visual_baseline returned."},
-            "approvalNote": {"type": "string", "minLength": 1, "maxLength": 2000,
+            "approvalNote": {"type": "string", "minLength": 1, "maxLength": 2000, "pattern": "\\S",
                              "description": "Why these screenshots are right (recorded in the manifests)."},
             "taskId": {"type": "string", "pattern": "^tsk_[A-Za-z0-9_-]+$", "maxLength": 128},
         },

@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ..acceptance.config import project_layer_path, read_layer_bytes
-from ..acceptance.visual.config import VisualConfig, VisualConfigError, baseline_relative, page_viewports, parse_visual
+from ..acceptance.visual.config import (
+    VisualConfig,
+    VisualConfigError,
+    baseline_relative,
+    page_viewports,
+    parse_visual,
+)
 from ..acceptance.visual.errors import VisualError
 from ..acceptance.visual.locks import project_key, visual_lock
 from ..core.errors import ErrorCode, TianshuError
@@ -39,6 +45,7 @@ from ..core.ids import is_record_id
 from ..core.paths import check_project_path
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore
+from .commands import print_json
 
 USAGE = """Usage: tianshu-mcp visual init [project]               add a disabled visual template (project: default cwd)
        tianshu-mcp visual doctor [project]             check Chromium, image libraries, the block, baselines, .gitignore
@@ -495,7 +502,7 @@ def _route(argv: list[str]) -> tuple[Callable[..., Out], list[Any]]:
 def main(argv: list[str]) -> int:
     """``tianshu-mcp visual …`` → exit code (0 ok, 1 coded failure or failed doctor, 2 usage error)."""
     if argv[:1] == ["help"] or (argv[:2] != ["rules", "approve"] and ("--help" in argv or "-h" in argv)):
-        print(USAGE)
+        sys.stdout.write(USAGE + "\n")  # a CLI subcommand, never the stdio server
         return 0
     try:
         handler, args = _route(argv)
@@ -512,8 +519,5 @@ def main(argv: list[str]) -> int:
         out, code = {"error": {"code": "IMAGE_DEPENDENCY_MISSING", "message": f"{exc}; run `tianshu-mcp visual doctor`"}}, 1
     except Exception as exc:  # noqa: BLE001 - an I/O error, a malformed report …: coded, never a traceback
         out, code = {"error": {"code": "VISUAL_INTERNAL", "message": f"{type(exc).__name__}: {exc}"}}, 1
-    try:
-        print(json.dumps(out, indent=2, ensure_ascii=False), flush=True)
-    except BrokenPipeError:  # `| head` closed the pipe
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115
+    print_json(out)
     return code

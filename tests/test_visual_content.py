@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 from PIL import Image
+from test_acceptance_runner import dead
 from tianshu_mcp.acceptance.visual.content import (
     PLACEHOLDERS,
     check_content,
@@ -76,19 +76,6 @@ class Env:
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
-
-
-def gone(pid: int, within_s: float = 10.0) -> bool:
-    """True once ``pid`` no longer runs (a zombie counts as gone), waiting up to ``within_s``."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def votes(*sides: bool | None, conf: float | None = None) -> list[dict[str, Any]]:
@@ -283,7 +270,7 @@ def test_hanging_judge_times_out_and_its_tree_is_killed(env: Env) -> None:
     assert (result["status"], result["code"]) == ("blocked", "CONTENT_TIMEOUT")
     assert result["message"] == "Judge command timed out after 4000ms"
     judge, grandchild = _pids(env)
-    assert gone(judge) and gone(grandchild)
+    assert dead(judge, 10.0) and dead(grandchild, 10.0)
     assert not (env.rounds / "content" / "hero" / "1" / "input").exists()
 
 
@@ -291,7 +278,7 @@ def test_round_budget_bounds_a_sample(env: Env) -> None:
     result = env.judge(env.content(["--hang-on", "0", f"--pids={env.pids}"], timeoutMs=60000),
                        round_deadline=time.monotonic() + 4)
     assert (result["status"], result["code"]) == ("blocked", "ROUND_TIMEOUT")
-    assert all(gone(pid) for pid in _pids(env))
+    assert all(dead(pid, 10.0) for pid in _pids(env))
     expired = env.judge(env.content(["--verdict", PASS]), round_deadline=time.monotonic() - 1)
     assert expired["code"] == "ROUND_TIMEOUT" and env.runs() == 1
 
@@ -299,7 +286,7 @@ def test_round_budget_bounds_a_sample(env: Env) -> None:
 def test_cancellation_kills_the_judge_and_skips(env: Env) -> None:
     result = env.judge(env.content(["--hang", f"--pids={env.pids}"]), should_stop=env.pids.exists)
     assert (result["status"], result["code"], result["repairable"]) == ("skipped", "CANCELLED", False)
-    assert all(gone(pid) for pid in _pids(env))
+    assert all(dead(pid, 10.0) for pid in _pids(env))
     assert not (env.task / "visual-content-cache").exists()
     before = env.judge(env.content(["--verdict", PASS]), should_stop=lambda: True)
     assert before["status"] == "skipped" and env.runs() == 1

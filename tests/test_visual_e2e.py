@@ -6,13 +6,12 @@ two visual tools, the scripted agent breaking and repairing the page.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import add_scripted_profile, mcp_client, meta_of, text_of
+from fixture_project import git
 
 pytestmark = [pytest.mark.anyio]
 
@@ -28,10 +27,6 @@ main {{ padding: 16px; }}
 """
 VISUAL = {"enabled": True, "viewports": [{"id": "desktop", "width": 480, "height": 320}],
           "pages": [{"id": "home", "source": {"type": "static", "root": "site"}, "route": "/", "maskSelectors": [".clock"]}]}
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True).stdout
 
 
 def make_site_repo(path: Path) -> Path:
