@@ -312,5 +312,25 @@ def task_runs(api: httpx.Client, flow_run_id: str) -> list[dict[str, Any]]:
     return resp.json()
 
 
+def flow_run_logs(api: httpx.Client, flow_run_id: str, *, final: bool = True,
+                  timeout_s: float = 60) -> list[dict[str, Any]]:
+    """The flow run's log entries, oldest first.
+
+    Prefect ships log lines in batches, after the state change that ends the run; with ``final``
+    this waits (up to ``timeout_s``) until the flow's own last line, "Finished in state …" without a
+    task run, has arrived, so no later line is missed.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = api.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "limit": 200,
+                                              "sort": "TIMESTAMP_ASC"})
+        resp.raise_for_status()
+        logs = resp.json()
+        if not final or any(e["message"].startswith("Finished in state") and not e["task_run_id"] for e in logs):
+            return logs
+        assert time.monotonic() < deadline, f"the flow run's last log line never arrived: {logs}"
+        time.sleep(0.3)
+
+
 def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import mcp_client, meta_of, task_runs, text_of, pid_running
+from conftest import flow_run_logs, mcp_client, meta_of, task_runs, text_of, pid_running
 from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
@@ -79,9 +79,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     brief = next(a for a in arts if a["key"] == f"{stem}-brief")
     assert "Fix the bug in add() in calc.py" in brief["data"] and str(calc_repo) in brief["data"]
     assert f"project-name:{calc_repo.name}" in run["tags"] and f"project-path:{calc_repo}" in run["tags"]
-    logs = prefect_api.post("/logs/filter", json={"logs": {"flow_run_id": {"any_": [meta["flowRunId"]]}},
-                                                  "limit": 200}).json()
-    lines = [entry["message"] for entry in logs]
+    lines = [entry["message"] for entry in flow_run_logs(prefect_api, meta["flowRunId"])]
     assert any(m.startswith("round 0: agent scripted ended (exit code 0) after") for m in lines), lines
     assert any(m.startswith("round 0 verification failed (report-0)") for m in lines), lines
     assert any(m.startswith("round 0 failed verification (pytest); automatic rework round 1") for m in lines), lines
