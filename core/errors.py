@@ -55,6 +55,12 @@ class ErrorCode(str, Enum):
     """git refused or failed where its answer matters (dubious ownership, a missing filter
     program, a broken index, a held index.lock): the message quotes git's own text and hint; the
     task needs attention, never a pass and never "clean"."""
+    WORKTREE_UNAVAILABLE = "WORKTREE_UNAVAILABLE"
+    """``isolation: "worktree"`` for a project that cannot have one: not in a git repository, or
+    its HEAD has no commit to start the task's branch from."""
+    MERGE_CONFLICT = "MERGE_CONFLICT"
+    """``manage_task(action="merge")``: the result branch conflicts with the project's branch; the
+    merge was aborted and the project is unchanged (the paths are named)."""
     IDEMPOTENCY_STORE_CORRUPT = "IDEMPOTENCY_STORE_CORRUPT"
     """``<home>/idempotency.json`` exists but cannot be parsed, or its lock cannot be taken: keyed
     calls fail closed (never a silent reset that would dispatch a second task); the message names

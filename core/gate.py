@@ -50,17 +50,24 @@ def claim_project(tag: str, timeout_s: float = 30.0) -> int:
     Returns:
         How many leftover processes were killed.
     """
-    leftovers = project_processes(tag)
-    if leftovers:
-        log.warning("project gate: %d process(es) of a previous run still alive; killing them", len(leftovers))
-        for proc in leftovers:
-            try:
-                record = ProcRecord(proc.pid, proc.pid, proc.create_time())
-            except psutil.Error:
-                continue
-            kill_tree(record, extra=[proc])
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and project_processes(tag):
-            time.sleep(0.05)
+    killed = kill_project_processes(tag, timeout_s)
+    if killed:
+        log.warning("project gate: %d process(es) of a previous run were still alive and were killed", killed)
     os.environ[PROJECT_TAG_ENV] = tag
+    return killed
+
+
+def kill_project_processes(tag: str, timeout_s: float = 30.0) -> int:
+    """Kill every live process carrying ``TIANSHU_MCP_PROJECT_TAG=tag`` (and its tree) and wait
+    until none is alive, at most ``timeout_s``; return how many were found."""
+    leftovers = project_processes(tag)
+    for proc in leftovers:
+        try:
+            record = ProcRecord(proc.pid, proc.pid, proc.create_time())
+        except psutil.Error:
+            continue
+        kill_tree(record, extra=[proc])
+    deadline = time.monotonic() + timeout_s
+    while leftovers and time.monotonic() < deadline and project_processes(tag):
+        time.sleep(0.05)
     return len(leftovers)

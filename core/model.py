@@ -66,6 +66,7 @@ _META_KEYS = (
     "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion",
     "pendingVisualVerification", "progressSummary", "guiStop", "flowRunId", "flowRunUrl",
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
+    "isolation", "worktreePath", "resultBranch", "resultCommit", "resultPatch", "dirtyNotCarried", "mergeCommit",
 )
 
 

@@ -69,10 +69,13 @@ def task_dir(task_id: str, home: Path | None = None) -> Path:
 
 
 class ConcurrencyConfig(BaseModel):
-    """``concurrency`` section: ``maxRunning`` 1..32 (default 2) = work pool concurrency limit."""
+    """``concurrency`` section: ``maxRunning`` 1..32 (default 2) = work pool concurrency limit;
+    ``worktreeParallel`` 1..32 (default 3) = worktree tasks of one repository at once (a
+    ``projects.json`` entry's ``worktreeParallel`` overrides it for that repository)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     max_running: int = Field(2, ge=1, le=32, alias="maxRunning")
+    worktree_parallel: int = Field(3, ge=1, le=32, alias="worktreeParallel")
 
 
 class PrefectConfig(BaseModel):

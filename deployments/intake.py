@@ -52,7 +52,7 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
             submissions.remove(home, record_id)
             return str(task["flowRunId"])
         try:
-            queue = await ensure_project_queue(client, str(entry["projectKey"]))
+            queue = await ensure_project_queue(client, str(entry["projectKey"]), int(entry.get("queueLimit") or 1))
             dep = await client.read_deployment_by_name(str(entry["deployment"]))
             run = await client.create_flow_run_from_deployment(
                 dep.id, name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),

@@ -39,6 +39,7 @@ from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
 from ..core.settings import ServerConfig
+from ..core.taskstore import TaskStore
 from .dbseed import seed_database
 from .identity import (
     ServiceInfo,
@@ -221,9 +222,10 @@ class HomeService:
     # --- while running -----------------------------------------------------------------------
     async def maintain(self, idle_exit_ms: int = 0) -> str:
         """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
-        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
+        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
         (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
         from ..core.webhooks import WebhookDrainer
+        from ..tasks.worktree import sweep_worktrees
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
         idle_since: float | None = None
@@ -248,6 +250,12 @@ class HomeService:
                         await end_hung_runs(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check
                         log.warning("watchdog check failed: %s", exc)
+                    try:  # worktrees a killed flow run left (tasks.worktree's cleanup policy)
+                        removed = await anyio.to_thread.run_sync(sweep_worktrees, self.home, TaskStore(self.home).read)
+                        if removed:
+                            log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
+                    except Exception as exc:  # noqa: BLE001 - looked at again on the next check
+                        log.warning("worktree sweep failed: %s", exc)
                 if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
                     last_idle_check = now
                     try:

@@ -76,17 +76,25 @@ async def ensure_work_pool(client: PrefectClient, max_running: int) -> None:
                  pool.concurrency_limit, max_running)
 
 
-async def ensure_project_queue(client: PrefectClient, project_key: str) -> str:
-    """Create the project's work queue (limit 1) when missing; return its name. ≈30 ms."""
+async def ensure_project_queue(client: PrefectClient, project_key: str, limit: int = 1) -> str:
+    """Create the project's work queue when missing, or set its concurrency limit to ``limit``
+    when it differs (a changed ``worktreeParallel``); return its name. ≈30 ms.
+
+    ``project-<key>`` (limit 1) serialises the tasks of one work tree; ``project-<key>-wt``
+    runs up to ``limit`` worktree tasks of one repository at once (scale-out issue §1).
+    """
     name = queue_name(project_key)
     try:
-        await client.read_work_queue_by_name(name, work_pool_name=WORK_POOL)
+        queue = await client.read_work_queue_by_name(name, work_pool_name=WORK_POOL)
+        if queue.concurrency_limit != limit:
+            await client.update_work_queue(queue.id, concurrency_limit=limit)
         return name
     except ObjectNotFound:
         pass
     try:
-        await client.create_work_queue(name, work_pool_name=WORK_POOL, concurrency_limit=1,
-                                       description="one task at a time per project")
+        await client.create_work_queue(name, work_pool_name=WORK_POOL, concurrency_limit=limit,
+                                       description="one task at a time per work tree" if limit == 1
+                                       else f"up to {limit} worktree tasks of one repository")
     except ObjectAlreadyExists:
         pass
     return name

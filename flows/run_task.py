@@ -17,6 +17,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.states import Cancelled, Completed, Failed, State
 
 from ..acceptance.git import GitFailed
+from ..core.errors import TianshuError
 from ..core.childenv import adopt_client_env
 from ..core.files import read_json_safe
 from ..core.model import exit_phrase
@@ -30,8 +31,9 @@ from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import artifact_key, freeze_visual, preflight_acceptance, run_verify_round
+from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
-from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
+from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends, status_from_state
 from .visual_resume import reverify
 from .watch import guard_run
 
@@ -151,10 +153,14 @@ def run_task_flow(
     Returns:
         The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
     """
+    state: State | None = None
     try:
-        return _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
+        state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
+        return state
     finally:
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
+        if state is not None:  # a final state (a needs_user suspension leaves by an exception)
+            close_workspace(task_id, status_from_state(state.type.value, state.name, None))
 
 
 def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
@@ -167,25 +173,31 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     tdir = st.dir(task_id)
     adopt_client_env(tdir)  # the agent and the checks run with the host's environment
     save_record(tdir / FLOW_PROC_FILE, current_record())
-    guard_run(task_id, project_path)
+    try:
+        work = open_workspace(task_id, project_path, meta)  # project_path itself unless isolation is worktree
+    except TianshuError as exc:
+        msg = f"the task's worktree could not be made, the agent was not started: {exc.render()}"
+        _finish(task_id, "needs_attention", msg, "git_failed")
+        return Failed(name=NEEDS_ATTENTION, message=msg)
+    guard_run(task_id, work)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
     logger = get_run_logger()
     _publish_brief(task_id, project_path, agent_id, meta)
     if meta.get("dryRun"):
         return _dry_run(task_id)
     if auto_verify:
-        problem = preflight_acceptance(project_path, meta.get("acceptanceOverride"), tdir)
+        problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir)
         if problem:
             msg = f"acceptance configuration is broken, the agent was not started: {problem}"
             _finish(task_id, "needs_attention", msg, "verify_failed")
             return Failed(name=NEEDS_ATTENTION, message=msg)
     try:
-        baseline = capture_baseline_task(task_id, project_path)
+        baseline = capture_baseline_task(task_id, project_path, work)
     except GitFailed as exc:
         msg = f"the git baseline could not be captured, the agent was not started: {exc.render()}"
         _finish(task_id, "needs_attention", msg, "git_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
-    if auto_verify and (problem := freeze_visual(tdir, project_path)):
+    if auto_verify and (problem := freeze_visual(tdir, work)):
         msg = f"the visual snapshot cannot be read, the agent was not started: {problem}"
         _finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=True)
         return Failed(name=NEEDS_ATTENTION, message=msg)

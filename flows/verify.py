@@ -21,11 +21,13 @@ from prefect.states import Completed, Failed, State
 
 from ..acceptance.git import Baseline, GitFailed, capture_baseline, resolve_commit
 from ..core.childenv import adopt_client_env
+from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
 from ..tasks.verify import run_verify_round
+from .isolation import close_workspace, open_workspace
 from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
 
@@ -79,6 +81,28 @@ def verify_flow(
     Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
     blocked (broken config, a check that cannot start), ``Failed`` otherwise.
     """
+    st = store()
+    target = st.read(target_task_id) if target_task_id else None
+    work = project_path
+    if target_task_id and target and target.get("isolation") == "worktree":
+        try:  # a worktree task is judged in its worktree, re-opened from its branch
+            work = open_workspace(target_task_id, project_path, target)
+        except TianshuError as exc:
+            msg = f"verification not run: the task's worktree could not be re-opened: {exc.render()}"
+            record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None, errorType="git_failed")
+            return Failed(name=NEEDS_ATTENTION, message=msg)
+    try:
+        return _verify(record_id, work, target_task_id, baseline_ref, extra_checks, checks_mode, acceptance_override,
+                       source)
+    finally:
+        if work != project_path and target_task_id:
+            close_workspace(target_task_id, "verified", commit=False)
+
+
+def _verify(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None,
+            extra_checks: list[dict[str, Any]] | None, checks_mode: str, acceptance_override: dict[str, Any] | None,
+            source: str) -> State:
+    """The body of :func:`verify_flow` (``project_path``: where the work is judged)."""
     guard_run(record_id, project_path)
     st = store()
     adopt_client_env(st.dir(record_id))  # the checks run with the host's environment

@@ -27,6 +27,7 @@ from ..core.settings import check_config, load_config
 from .format import clip, ok_result
 from .phrases import status_phrase
 from .resume import continue_task
+from .isolation import merge_task, resolve_isolation
 from .taskops import TaskService, TaskView, dirty_count
 from .waiting import wait_task
 
@@ -110,12 +111,13 @@ class Handlers:
             if not agent.ok:
                 return self._agent_unavailable(agent_id, project.norm, agent.message)
             check_agent_args(agent.id, agent.profile, args, project.norm)
+            isolation, parallel = await anyio.to_thread.run_sync(resolve_isolation, args, registered, project.norm)
             dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
-            active = self._unfinished(project.norm)
-            payload = {**args, "agentId": agent.id}
+            active = self._unfinished(project.norm) if isolation == "inplace" else None
+            payload = {**args, "agentId": agent.id, "isolation": isolation}
             if key is not None:
                 payload["idempotencyKey"] = key
-            view = await self.service.submit(project, payload, agent, task_id=task_id)
+            view = await self.service.submit(project, payload, agent, task_id=task_id, worktree_parallel=parallel)
             created = True
         finally:
             if key is not None and not created:
@@ -128,8 +130,12 @@ class Handlers:
             f"project: {project.norm}" + (f" (resolved through a symlink from {project.raw})" if project.via_symlink else ""),
             "auto verification: " + ("on" if task["autoVerify"] else "off")
             + (f", up to {rounds} automatic rework round{'s' if rounds != 1 else ''}" if rounds else " (no automatic rework)"),
-            f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
-            f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
+            (f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
+             if isolation == "inplace" else
+             f"isolation: worktree on branch tianshu/{task['taskId']} from HEAD; up to "
+             f"{parallel or load_config(home).concurrency.worktree_parallel} worktree tasks of this repository at once "
+             f"+ global limit {load_config(home).concurrency.max_running}. ")
+            + f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
             f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
             *(["dry run: no agent starts and the project is not changed; the report says what would run and "
                "what would block it"] if task.get("dryRun") else []),
@@ -142,7 +148,10 @@ class Handlers:
             lines.append(f"note: this project already has an unfinished task {active['taskId']}; "
                          "this one waits behind it.")
             meta["projectActiveTask"] = {"taskId": active["taskId"]}
-        if dirty:
+        if dirty and isolation == "worktree":
+            lines.append(f"note: the repository has {dirty} uncommitted change(s); the task's worktree starts at "
+                         "HEAD without them (commit them first if the agent needs them).")
+        elif dirty:
             lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
                          "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
@@ -170,7 +179,7 @@ class Handlers:
         a replay result on a hit; raises IDEMPOTENCY_CONFLICT when the arguments differ."""
         fields = ("agentId", "task", "context", "model", "reasoningLevel", "modelSource", "planDoc", "designSystem",
                   "designDirection", "mode", "allowCreateProject", "autoVerify", "autoFixRounds", "taskTimeoutMs",
-                  "acceptanceOverride", "dryRun")
+                  "acceptanceOverride", "dryRun", "isolation")
         dig = digest({"workspaceMode": "project", "projectPath": norm, "args": {k: args.get(k) for k in fields}})
         store = IdempotencyStore(self.runtime.home)
         found = await anyio.to_thread.run_sync(
@@ -374,6 +383,7 @@ class Handlers:
             "cancel": ("taskId", "action", "reason"),
             "continue": ("taskId", "action", "message"),
             "rework": ("taskId", "action", "feedback", "repairHint"),
+            "merge": ("taskId", "action"),
         }[action]
         _branch_whitelist(f"action={action}", args, allowed)
         task_id = args["taskId"]
@@ -384,6 +394,10 @@ class Handlers:
         if action == "cancel":
             view, settled, text = await self.service.cancel(task_id, args.get("reason"))
             return ok_result(text, view.meta(self.runtime))
+        if action == "merge":
+            merged, text = await merge_task(self.service, task_id)
+            view = await self.service.view(task_id)
+            return ok_result(text, {**view.meta(self.runtime), "merge": merged})
         if action == "continue":
             view = await continue_task(self.service, task_id, args.get("message") or "")
             return ok_result(f"task {task_id} continued with your answer; it is queued to re-run its round.\n"

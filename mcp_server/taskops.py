@@ -147,10 +147,13 @@ class TaskService:
 
     # --- submit ------------------------------------------------------------------------------
     async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent,
-                     task_id: str | None = None) -> TaskView:
+                     task_id: str | None = None, worktree_parallel: int | None = None) -> TaskView:
         """Accept a task: ``task.json`` + a submission entry of deployment ``run-task`` on the
         project's queue; answer at once (no Prefect call on this path). The flow run is created
-        right away when the API is up (bounded to ≈0.7 s here, else in the background)."""
+        right away when the API is up (bounded to ≈0.7 s here, else in the background).
+
+        ``args["isolation"] == "worktree"`` puts it on the repository's worktree queue
+        (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1)."""
         cfg = load_config(self.runtime.home)
         task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
@@ -172,6 +175,8 @@ class TaskService:
                 fields[key] = args[key]
         if args.get("dryRun") is True:
             fields["dryRun"] = True
+        worktree = args.get("isolation") == "worktree"
+        fields["isolation"] = "worktree" if worktree else "inplace"
         record = self.store.create(task_id, fields)
         save_client_env(self.store.dir(task_id))
         parameters = {
@@ -184,8 +189,10 @@ class TaskService:
         }
         tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag,
                 f"project-name:{os.path.basename(project.norm) or project.norm}", f"project-path:{clip(project.norm, 180)}"]
-        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, serial_key(project.norm),
-                            record["createdAt"])
+        limit = worktree_parallel or cfg.concurrency.worktree_parallel
+        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags,
+                            serial_key(project.norm) + ("-wt" if worktree else ""), record["createdAt"],
+                            queue_limit=limit if worktree else 1)
         return TaskView(await self._submit_now(task_id), "queued", None, None)
 
     async def _submit_now(self, record_id: str) -> dict[str, Any]:

@@ -115,6 +115,12 @@ RUN_TASK = ToolDef(
             "taskTimeoutMs": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent wall-clock limit per round, ms."},
             "idempotencyKey": IDEMPOTENCY_KEY,
             "acceptanceOverride": ACCEPTANCE_OVERRIDE,
+            "isolation": {"type": "string", "enum": ["inplace", "worktree"],
+                          "description": "Where the agent works. inplace (default, or the project's projects.json "
+                          "\"isolation\"): the project's own work tree, one task at a time. worktree: a git worktree "
+                          "on a new branch tianshu/<taskId> from HEAD (uncommitted changes are not carried over), "
+                          "several tasks of one repository at once; the result is that branch plus result.patch, "
+                          "merged with manage_task(action=\"merge\")."},
             "dryRun": {"type": "boolean", "description": "Static dry run: report which agent invocation and checks "
                        "would run and what would block the task (dry-run-report-<n>); no agent starts, the project "
                        "is not changed, no round is used."},
@@ -143,13 +149,14 @@ MANAGE_TASK = ToolDef(
     name="manage_task",
     description=(
         "Task lifecycle: action=cancel (kills the agent's process tree), action=continue (resume a "
-        "needs_user task with message), action=rework (re-queue a finished task with feedback)."
+        "needs_user task with message), action=rework (re-queue a finished task with feedback), "
+        "action=merge (merge a succeeded worktree task's branch into the project)."
     ),
     input_schema={
         "type": "object",
         "properties": {
             "taskId": ID,
-            "action": {"type": "string", "enum": ["cancel", "continue", "rework"]},
+            "action": {"type": "string", "enum": ["cancel", "continue", "rework", "merge"]},
             "reason": TEXT,
             "message": TEXT,
             "feedback": {"type": "string", "maxLength": 100000},

@@ -17,12 +17,17 @@ from .common import store
 
 
 @task(name="baseline", task_run_name="baseline", retries=0)
-def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
+def capture_baseline_task(task_id: str, project_path: str, work_path: str | None = None) -> dict[str, Any]:
     """Capture (or reuse) ``<taskDir>/baseline.json`` before the agent starts.
 
     A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
     against the pre-work state; the project's acceptance rules are pinned with it
     (:mod:`..acceptance.pinning`). Returns the baseline as JSON (camelCase keys).
+
+    Args:
+        project_path: the project (its ``projects.json`` entry).
+        work_path: where the task works (its worktree; default ``project_path``): the baseline
+            and the pinned rules are read there.
 
     Raises:
         GitFailed: git refused (nothing is stored; the task must not start).
@@ -32,16 +37,17 @@ def capture_baseline_task(task_id: str, project_path: str) -> dict[str, Any]:
     existing = read_json_safe(path)
     if isinstance(existing, dict):
         return existing
-    data = capture_baseline(project_path).model_dump(by_alias=True, mode="json")
+    work = work_path or project_path
+    data = capture_baseline(work).model_dump(by_alias=True, mode="json")
     try:
         verify = (ProjectRegistry(data_home()).get(project_path) or {}).get("verify")
     except TianshuError:
         verify = None  # a corrupt projects.json: verification reports it
-    pin_rules(project_path, st.dir(task_id), data_home(), verify if isinstance(verify, list) else None)
+    pin_rules(work, st.dir(task_id), data_home(), verify if isinstance(verify, list) else None)
     atomic_write_json(path, data)
     # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
     meta = st.read(task_id) or {}
-    maybe_capture_baseline_state(project_path, st.dir(task_id), data_home(), meta.get("acceptanceOverride"))
+    maybe_capture_baseline_state(work, st.dir(task_id), data_home(), meta.get("acceptanceOverride"))
     return data
 
 

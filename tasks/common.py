@@ -31,6 +31,11 @@ def record(task_id: str, **fields: Any) -> dict[str, Any]:
     return store().update(task_id, **fields)
 
 
+def work_path(meta: dict[str, Any]) -> str:
+    """Where a task works: its worktree (``workPath``, isolation ``worktree``) or its project."""
+    return str(meta.get("workPath") or meta["projectPath"])
+
+
 def request_cancel(task_dir: Path, source: str, reason: str | None) -> None:
     """Write the cancel marker ``cancel.json`` ``{source, reason, at}`` (``source``: ``user``,
     ``ui``, ``shutdown``) that the flow checks between steps; an existing marker is kept."""

@@ -17,7 +17,7 @@ from ..core.files import atomic_write_json, read_json_safe
 from ..core.procs import kill_recorded, save_record
 from ..core.reaper import reap_orphans
 from ..core.settings import data_home
-from .common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, cancel_requested, stop_probe, store
+from .common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, cancel_requested, stop_probe, store, work_path
 from .events import ChangeWatch, PromptWatch, RoundEvents, emit
 
 
@@ -55,7 +55,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
                 "killed": False, "timeout": False, "exitCode": None}
     ctx = AgentRunContext(
         task_id=task_id,
-        project_path=meta["projectPath"],
+        project_path=work_path(meta),
         task_dir=tdir,
         round=round,
         task=meta["task"],
@@ -78,7 +78,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
                        on_event=events.send)
     try:
         prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
-        with ChangeWatch(task_id, meta["projectPath"], round, events=events), \
+        with ChangeWatch(task_id, work_path(meta), round, events=events), \
                 PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events):
             result = driver.run_round(ctx, agent, hooks)
     finally:

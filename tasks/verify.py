@@ -18,7 +18,7 @@ from ..core.errors import TianshuError
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
-from .common import stop_probe, store
+from .common import stop_probe, store, work_path
 
 _UNSET: Any = object()
 
@@ -122,7 +122,7 @@ def verify_round_task(
     outcome = verify_round(
         VerifyRequest(
             task_id=task_id,
-            project_path=meta["projectPath"],
+            project_path=work_path(meta),
             task_dir=tdir,
             round=round,
             baseline=load_baseline(baseline),

@@ -1,0 +1,92 @@
+"""The flow run's side of worktree isolation (scale-out issue §1; :mod:`tianshu_mcp.tasks.worktree`).
+
+:func:`open_workspace` runs before the project gate: it takes the task's worktree lock, makes (or
+re-opens) the worktree and records where the task works (``workPath``; the agent's cwd, the
+checks' and the reports' project). :func:`close_workspace` runs when the flow run returns a final
+state: the result is committed to ``tianshu/<taskId>``, ``result.patch`` written, the worktree
+removed and the lock released. A needs_user suspension (an exception out of the flow) keeps it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from filelock import FileLock
+
+from ..core.errors import TianshuError
+from ..core.settings import data_home
+from ..tasks.common import record, store
+from ..tasks.worktree import Workspace, close_worktree, hold, open_worktree
+
+_held: dict[str, tuple[Workspace, FileLock]] = {}
+
+
+def open_workspace(task_id: str, project_path: str, meta: dict[str, Any]) -> str:
+    """Where the task works: ``project_path`` itself (``inplace``), else its worktree.
+
+    Returns:
+        The work path (the worktree's top plus the project's path inside its repository).
+
+    Raises:
+        TianshuError: WORKTREE_UNAVAILABLE (not git, no commit), GIT_FAILED (git refused),
+            INVALID_STATE (another process holds the task's worktree).
+    """
+    if meta.get("isolation") != "worktree" or meta.get("dryRun"):
+        return project_path
+    home = data_home()
+    lock = hold(home, task_id)
+    try:
+        ws = open_worktree(home, task_id, project_path, meta.get("worktreeBase"))
+    except TianshuError:
+        lock.release()
+        raise
+    _held[task_id] = (ws, lock)
+    record(task_id, workPath=ws.work_path, worktreePath=ws.top, worktreeBase=ws.base_commit,
+           resultBranch=ws.branch, **({"dirtyNotCarried": len(ws.dirty_not_carried)} if ws.created else {}))
+    st = store()
+    if ws.created:
+        left = ws.dirty_not_carried
+        said = (f"; {len(left)} uncommitted path(s) of the project are not in it (it starts at HEAD): "
+                + ", ".join(left[:10]) + (" …" if len(left) > 10 else "")) if left else ""
+        st.event(task_id, "note", "running", f"worktree {ws.top} on new branch {ws.branch} from "
+                                             f"{ws.base_commit[:12]}{said}")
+    else:
+        st.event(task_id, "note", "running", f"worktree {ws.top} re-opened on branch {ws.branch}")
+    return ws.work_path
+
+
+def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str, Any] | None:
+    """Commit the task's result to its branch, write ``result.patch``, remove the worktree.
+
+    Args:
+        status: the task's final status. ``succeeded``: commit exactly the files its passing
+            verification counted (``changedFiles``); otherwise every changed path but tool
+            caches, so unverified work is kept on the branch too.
+        commit: False for a verification of a finished task (``verify_task(taskId)``): nothing
+            is committed, the worktree is only removed.
+
+    Returns:
+        What :func:`~tianshu_mcp.tasks.worktree.close_worktree` returned, None for an inplace task.
+    """
+    held = _held.pop(task_id, None)
+    if held is None:
+        return None
+    ws, lock = held
+    st = store()
+    try:
+        meta = st.read(task_id) or {}
+        files = (meta.get("changedFiles") if status == "succeeded" and isinstance(meta.get("changedFiles"), list)
+                 else None) if commit else []
+        brief = str(meta.get("task") or "").strip().splitlines()
+        subject = f"tianshu: {task_id}" + (f" {brief[0][:60]}" if brief else "")
+        out = close_worktree(ws, st.dir(task_id), files, subject)
+        record(task_id, workPath=None, worktreePath=None, resultCommit=out["resultCommit"],
+               resultPatch=out["resultPatch"])
+        what = (f"branch {ws.branch} unchanged" if not commit
+                else f"result committed to {ws.branch} ({out['resultCommit'][:12]})" if out["resultCommit"]
+                else f"no change to commit; branch {ws.branch} stays at the baseline")
+        st.event(task_id, "note", status, f"{what}; patch {out['resultPatch']} ({out['patchBytes']} bytes); "
+                                        f"worktree removed" + (f"; git said: {out['error']}" if out.get("error") else ""))
+        return out
+    finally:
+        lock.release()

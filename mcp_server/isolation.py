@@ -1,0 +1,98 @@
+"""run_task's ``isolation`` and manage_task's ``merge`` (scale-out issue §1).
+
+The work itself is :mod:`tianshu_mcp.tasks.worktree` (git) and :mod:`tianshu_mcp.flows.isolation`
+(the flow run's side); this module decides a call's isolation mode and merges a result branch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from ..core.errors import ErrorCode, TianshuError
+from ..core.taskstore import utc_now
+
+MODES = ("inplace", "worktree")
+
+
+def resolve_isolation(args: dict[str, Any], registered: dict[str, Any], norm: str) -> tuple[str, int | None]:
+    """The call's isolation mode and, for ``worktree``, the repository's parallel limit.
+
+    The argument wins over the project's ``projects.json`` ``isolation``; ``worktreeParallel``
+    there (1..32) overrides config.json's ``concurrency.worktreeParallel``. A worktree needs a git
+    repository with a commit; that is checked here, so a bad call is refused before anything runs.
+
+    Returns:
+        ``(mode, limit)``; ``limit`` None means config.json's value.
+
+    Raises:
+        TianshuError: CONFIG_INVALID (a bad ``projects.json`` value), WORKTREE_UNAVAILABLE.
+    """
+    mode = args.get("isolation") or registered.get("isolation") or "inplace"
+    if mode not in MODES:
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"projects.json: the entry of {norm} has isolation {mode!r}; "
+                           f"use one of {', '.join(MODES)}")
+    limit = registered.get("worktreeParallel")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 32):
+        raise TianshuError(ErrorCode.CONFIG_INVALID, f"projects.json: the entry of {norm} has worktreeParallel "
+                           f"{limit!r}; use an integer 1..32")
+    if mode == "worktree":
+        from ..tasks.worktree import repo_top
+
+        repo_top(norm)  # WORKTREE_UNAVAILABLE: not git, or no commit yet
+    return mode, limit
+
+
+async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
+    """manage_task(action="merge"): merge a succeeded worktree task's ``tianshu/<taskId>`` into
+    the project's current branch (``git merge --no-ff``) and delete the merged branch.
+
+    Returns:
+        ``(merge, text)``: ``{"branch", "mergeCommit", "alreadyMerged"}`` and the answer's text.
+
+    Raises:
+        TianshuError: TASK_NOT_FOUND; INVALID_STATE (not a worktree task, not succeeded, or an
+            unfinished in-place task of the project is editing its work tree); MERGE_CONFLICT;
+            GIT_FAILED (git refused, e.g. uncommitted changes in files the branch changes).
+    """
+    from ..tasks.worktree import merge_result
+
+    view = await service.view(task_id)
+    task = view.task
+    if task.get("isolation") != "worktree":
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} ran in the project's own work tree "
+                           "(isolation inplace): its changes are already there, there is nothing to merge")
+    if view.status != "succeeded":
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} is {view.status}; only a succeeded task's branch is "
+                           f"merged by manage_task (its branch {task.get('resultBranch')} can still be merged by hand "
+                           f"with git merge)")
+    busy = _inplace_editor(service, task["projectPath"], task_id)
+    if busy:
+        raise TianshuError(ErrorCode.INVALID_STATE, f"task {busy} is working in {task['projectPath']} itself "
+                           "(isolation inplace); merge when it has finished")
+    brief = str(task.get("task") or "").strip().splitlines()
+    message = f"Merge {task.get('resultBranch')} (tianshu task {task_id})" + (f": {brief[0][:60]}" if brief else "")
+    merged = await anyio.to_thread.run_sync(merge_result, task["projectPath"], task_id, message)
+    service.store.update(task_id, mergeCommit=merged["mergeCommit"], mergedAt=utc_now())
+    service.store.event(task_id, "note", view.status, f"merged {merged['branch']}"
+                        + (f" as {merged['mergeCommit'][:12]}" if merged["mergeCommit"] else " (already merged)"))
+    text = (f"task {task_id}: {merged['branch']} "
+            + (f"merged into {task['projectPath']} as {merged['mergeCommit']}" if merged["mergeCommit"]
+               else f"was already part of {task['projectPath']}'s branch")
+            + "; the merged branch was deleted.")
+    return merged, text
+
+
+def _inplace_editor(service: Any, norm: str, own: str) -> str | None:
+    """An unfinished in-place task of ``norm``'s repository (it edits the work tree a merge writes)."""
+    from ..core.paths import serial_key
+
+    key = serial_key(norm)
+    store = service.store
+    for record_id in store.list_ids(("tsk_",)):
+        task = store.read(record_id) or {}
+        if (record_id != own and not task.get("finishedAt") and task.get("isolation", "inplace") == "inplace"
+                and task.get("projectPath") and serial_key(task["projectPath"]) == key):
+            return record_id
+    return None

@@ -1,0 +1,390 @@
+"""Worktree isolation (scale-out issue §1): a task that works in a git worktree of its own.
+
+A task with ``isolation: "worktree"`` never touches the user's work tree or index. Its flow run
+adds ``<home>/worktrees/<taskId>`` on a new branch ``tianshu/<taskId>`` from the baseline commit
+(the project's HEAD when the task starts); the agent, the checks, grading and the reports run
+there. When the task ends, what the agent changed (the files its last verification counted, or
+every changed path but tool caches when verification was off) is committed to the branch, the
+diff from the baseline commit is written to ``<taskDir>/result.patch`` and the worktree directory
+is removed. The branch is the result: ``manage_task(action="merge")`` merges it into the project
+(:func:`merge_result`), or by hand ``git merge tianshu/<taskId>`` / ``git apply result.patch``.
+
+The user's uncommitted changes are *not* carried into the worktree (it starts at HEAD); the paths
+left behind are recorded in ``task.json`` (``dirtyNotCarried``) and said in the task's events.
+
+Cleanup policy: the worktree is removed when the task's flow run ends (succeeded, failed,
+needs_attention, cancelled); it stays while the task waits for the user (needs_user) and is
+re-created from the branch for a rework. A flow-run process holds ``<home>/worktrees/<taskId>.lock``
+(an OS lock: released by the kernel even on SIGKILL) while it works there, so
+:func:`sweep_worktrees` can tell a live worktree from one a crash left: an unlocked worktree
+of a task that does not wait for the user is committed (nothing is lost) and removed. Branches stay
+until merged (a merge through ``manage_task`` deletes the merged branch).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from filelock import FileLock, Timeout
+
+from ..acceptance.git import CACHE_PATH_RE, GitFailed, GitResult, git_failed, run_git
+from ..core.errors import ErrorCode, TianshuError
+from ..core.gate import kill_project_processes
+from ..core.paths import norm_path, project_key
+from ..core.settings import home_tag
+
+BRANCH_PREFIX = "tianshu/"
+PATCH_FILE = "result.patch"
+COMMIT_IDENTITY = ("tianshu-mcp", "tianshu-mcp@localhost")
+"""Author of result commits when the repository has no ``user.email`` of its own."""
+LOCK_RETRIES = 8
+"""How often a git command that met another worktree operation's lock is tried again."""
+
+
+def worktrees_root(home: Path) -> Path:
+    """``<home>/worktrees``: one directory (and one ``.lock``) per worktree task."""
+    return home / "worktrees"
+
+
+def worktree_dir(home: Path, task_id: str) -> Path:
+    """``<home>/worktrees/<taskId>``: the task's worktree (top level of its checkout)."""
+    return worktrees_root(home) / task_id
+
+
+def branch_name(task_id: str) -> str:
+    """``tianshu/<taskId>``: the task's result branch."""
+    return BRANCH_PREFIX + task_id
+
+
+def _git(args: list[str], cwd: str | os.PathLike[str], ok: tuple[int, ...] = (0,)) -> GitResult:
+    """``git <args>`` in ``cwd``; retried while another worktree operation holds a lock.
+
+    Raises:
+        GitFailed: git refused (the message quotes it).
+    """
+    for attempt in range(LOCK_RETRIES):
+        r = run_git(args, cwd)
+        if not r.timed_out and r.status in ok:
+            return r
+        said = r.stderr.lower()
+        if ".lock" not in said and "could not lock" not in said and "unable to create" not in said:
+            break
+        time.sleep(0.05 * (2 ** attempt))
+    raise git_failed(args, cwd, r)
+
+
+def repo_top(project: str) -> tuple[str, str]:
+    """The git top level of ``project`` and ``project``'s POSIX path relative to it (``""`` at the top).
+
+    Raises:
+        TianshuError: WORKTREE_UNAVAILABLE when ``project`` is not in a git repository or its
+            HEAD has no commit (a worktree needs a commit to start from).
+    """
+    r = run_git(["rev-parse", "--show-toplevel"], project)
+    if not r.ok or not r.stdout.strip():
+        raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
+                           f"isolation \"worktree\" needs a git repository; {project} is not in one "
+                           f"(git said: {(r.stderr.strip() or 'nothing')[:300]}). Use isolation \"inplace\" or git init it")
+    top = os.path.realpath(r.stdout.strip())
+    if not run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], project).ok:
+        raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
+                           f"isolation \"worktree\" starts from the project's HEAD commit, and {top} has no commit yet; "
+                           "commit once (or use isolation \"inplace\")")
+    rel = os.path.relpath(os.path.realpath(project), top).replace(os.sep, "/")
+    return top, "" if rel == "." else rel
+
+
+def dirty_paths(project_top: str) -> list[str]:
+    """Paths ``git status`` lists in the user's work tree (top-level relative, caches skipped)."""
+    r = run_git(["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"], project_top)
+    if not r.ok:
+        return []
+    out: list[str] = []
+    items = r.stdout.split("\0")
+    i = 0
+    while i < len(items):
+        entry = items[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        if entry[0] in "RC":
+            i += 1  # the rename's source path follows
+        path = entry[3:]
+        if not CACHE_PATH_RE.search(path):
+            out.append(path)
+    return out
+
+
+@dataclass
+class Workspace:
+    """Where a worktree task works.
+
+    Attributes:
+        top: the worktree's top level (``<home>/worktrees/<taskId>``).
+        work_path: ``top`` plus the project's path inside its repository (a monorepo package).
+        branch: ``tianshu/<taskId>``.
+        base_commit: the commit the branch started from (40 hex).
+        project_top: the user's repository top level.
+        created: True when this call made the worktree (False: re-used or re-created).
+        dirty_not_carried: the user's uncommitted paths the worktree does not have (creation only).
+    """
+
+    top: str
+    work_path: str
+    branch: str
+    base_commit: str
+    project_top: str
+    created: bool = False
+    dirty_not_carried: list[str] = field(default_factory=list)
+
+
+def _is_worktree(path: Path) -> bool:
+    r = run_git(["rev-parse", "--show-toplevel"], path) if path.is_dir() else None
+    return bool(r and r.ok and os.path.realpath(r.stdout.strip()) == os.path.realpath(path))
+
+
+def _branch_exists(top: str, branch: str) -> bool:
+    return run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top).ok
+
+
+def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str | None = None) -> Workspace:
+    """Make (or find) the task's worktree: a new branch from HEAD on the first run, the existing
+    branch when the task is reworked, the existing directory when it resumes after needs_user.
+
+    Args:
+        base_commit: the task's recorded baseline commit (a re-run keeps it); None on the first run.
+
+    Raises:
+        TianshuError: WORKTREE_UNAVAILABLE (not a git repository, no commit); GitFailed (git refused).
+    """
+    top, rel = repo_top(project_path)
+    path = worktree_dir(home, task_id)
+    branch = branch_name(task_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = False
+    dirty: list[str] = []
+    if _is_worktree(path):
+        pass
+    elif _branch_exists(top, branch):
+        _discard(top, path)
+        _git(["worktree", "add", "--quiet", str(path), branch], top)
+    else:
+        _discard(top, path)
+        base = base_commit or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
+        dirty = dirty_paths(top)
+        _git(["worktree", "add", "--quiet", "-b", branch, str(path), base], top)
+        created = True
+    base = base_commit or _git(["rev-parse", "--verify", f"{branch}^{{commit}}"], top).stdout.strip()
+    work = str(path / rel) if rel else str(path)
+    return Workspace(str(path), work, branch, base, top, created, dirty)
+
+
+def _discard(project_top: str, path: Path) -> None:
+    """Remove a directory at ``path`` that is not a usable worktree (a crash's leftover) and
+    forget its registration."""
+    if path.exists():
+        run_git(["worktree", "remove", "--force", "--force", str(path)], project_top)
+        shutil.rmtree(path, ignore_errors=True)
+    run_git(["worktree", "prune"], project_top)
+
+
+def hold(home: Path, task_id: str) -> FileLock:
+    """Take the task's worktree lock (held by the flow-run process while it works there).
+
+    Raises:
+        TianshuError: INVALID_STATE when another live process holds it (two runs of one task).
+    """
+    lock = FileLock(str(worktrees_root(home) / f"{task_id}.lock"), timeout=30)
+    worktrees_root(home).mkdir(parents=True, exist_ok=True)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise TianshuError(ErrorCode.INVALID_STATE, f"the worktree of {task_id} is in use by another process") from exc
+    return lock
+
+
+def _commit_identity(top: str) -> list[str]:
+    has_email = run_git(["config", "user.email"], top).stdout.strip()
+    name, email = COMMIT_IDENTITY
+    return [] if has_email else ["-c", f"user.name={name}", "-c", f"user.email={email}"]
+
+
+def commit_result(top: str, files: list[str] | None, message: str) -> str | None:
+    """Commit what the task changed in the worktree at ``top``; return the new commit (None: nothing to commit).
+
+    Args:
+        files: top-level-relative paths to commit (the last verification's changed files); None
+            commits every changed path except tool caches (verification was off).
+
+    The user's hooks and signing are skipped (``--no-verify``, ``commit.gpgsign=false``): the
+    verification already ran, and a prompt for a signing key would hang a flow run.
+
+    Raises:
+        GitFailed: git refused.
+    """
+    paths = files if files is not None else dirty_paths(top)
+    paths = [p for p in paths if not CACHE_PATH_RE.search(p)]
+    if paths:
+        with tempfile.NamedTemporaryFile("wb", suffix=".pathspec", delete=False) as fh:
+            fh.write(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
+        try:
+            _git(["--literal-pathspecs", "add", "-A", "--ignore-errors", f"--pathspec-from-file={fh.name}",
+                  "--pathspec-file-nul"], top, ok=(0, 1, 128))
+        finally:
+            os.unlink(fh.name)
+    if run_git(["diff", "--cached", "--quiet"], top).ok:
+        return None
+    _git([*_commit_identity(top), "-c", "commit.gpgsign=false", "commit", "--quiet", "--no-verify", "-m", message], top)
+    return _git(["rev-parse", "HEAD"], top).stdout.strip()
+
+
+def write_patch(top: str, base_commit: str, out: Path) -> int:
+    """Write ``git diff --binary <base>..HEAD`` of the worktree to ``out``; return its size, bytes."""
+    r = _git(["diff", "--binary", "--no-color", "--no-ext-diff", f"{base_commit}..HEAD"], top)
+    data = r.stdout.encode("utf-8", "surrogateescape")
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, out)
+    return len(data)
+
+
+def remove_worktree(project_top: str, top: str) -> None:
+    """Remove the worktree directory and its registration (the branch stays)."""
+    _discard(project_top, Path(top))
+
+
+def close_worktree(ws: Workspace, task_dir: Path, files: list[str] | None, message: str) -> dict[str, Any]:
+    """Commit the result, write ``result.patch`` and remove the worktree (the end of a task).
+
+    Returns:
+        ``{"resultBranch", "resultCommit" (None when the agent changed nothing), "resultPatch",
+        "patchBytes"}``. On a git refusal the worktree is still removed and ``"error"`` says why.
+    """
+    out: dict[str, Any] = {"resultBranch": ws.branch, "resultCommit": None,
+                           "resultPatch": str(task_dir / PATCH_FILE), "patchBytes": 0}
+    try:
+        commit_result(ws.top, files, message)
+        out["resultCommit"] = _git(["rev-parse", "HEAD"], ws.top).stdout.strip()
+        out["patchBytes"] = write_patch(ws.top, ws.base_commit, task_dir / PATCH_FILE)
+        if out["resultCommit"] == ws.base_commit:
+            out["resultCommit"] = None
+    except GitFailed as exc:
+        out["error"] = exc.message
+    finally:
+        remove_worktree(ws.project_top, ws.top)
+    return out
+
+
+def leftover_worktrees(home: Path) -> list[str]:
+    """Task ids with a worktree directory that no live process holds (its ``.lock`` is free)."""
+    root = worktrees_root(home)
+    found = []
+    for entry in sorted(root.iterdir()) if root.is_dir() else []:
+        if not entry.is_dir():
+            continue
+        lock = FileLock(str(root / f"{entry.name}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue
+        lock.release()
+        found.append(entry.name)
+    return found
+
+
+def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]) -> list[str]:
+    """Commit and remove worktrees that a killed flow run left (cleanup policy in the module doc).
+
+    Args:
+        describe: ``taskId -> task.json`` (None when the record is gone). A task waiting for the
+            user (``pendingQuestion`` set) keeps its worktree.
+
+    Returns:
+        The task ids whose worktree was removed.
+    """
+    removed = []
+    for task_id in leftover_worktrees(home):
+        meta = describe(task_id) or {}
+        if meta.get("pendingQuestion"):
+            continue
+        lock = FileLock(str(worktrees_root(home) / f"{task_id}.lock"), timeout=0)
+        try:
+            lock.acquire()
+        except Timeout:
+            continue  # a flow run took it meanwhile
+        try:
+            path = worktree_dir(home, task_id)
+            # an agent or check of the killed run may still write there (its own session)
+            kill_project_processes(f"{home_tag(home)}/{project_key(norm_path(os.path.realpath(path)))}")
+            project_top = _main_repo(path) or (repo_top(meta["projectPath"])[0] if meta.get("projectPath") else None)
+            if project_top and _is_worktree(path):
+                try:
+                    commit_result(str(path), None, f"tianshu: {task_id} (work left by an interrupted run)")
+                except GitFailed:
+                    pass
+            if project_top:
+                remove_worktree(project_top, str(path))
+            else:
+                shutil.rmtree(path, ignore_errors=True)
+            removed.append(task_id)
+        except TianshuError:
+            shutil.rmtree(worktree_dir(home, task_id), ignore_errors=True)
+            removed.append(task_id)
+        finally:
+            lock.release()
+    return removed
+
+
+def _main_repo(path: Path) -> str | None:
+    """The top level of the repository whose worktree ``path`` is (None: not a worktree)."""
+    if not path.is_dir():
+        return None
+    r = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], path)
+    if not r.ok:
+        return None
+    common = Path(r.stdout.strip())
+    return str(common.parent) if common.name == ".git" else None
+
+
+def merge_result(project_path: str, task_id: str, message: str) -> dict[str, Any]:
+    """Merge the task's result branch into the project's current branch (``git merge --no-ff``),
+    then delete the merged branch.
+
+    Returns:
+        ``{"branch", "mergeCommit", "alreadyMerged"}``.
+
+    Raises:
+        TianshuError: INVALID_STATE (no result branch), MERGE_CONFLICT (the merge was aborted, the
+            project is as it was; the conflicting paths are named); GitFailed (git refused to start
+            the merge, e.g. uncommitted changes in files the branch changes).
+    """
+    top, _ = repo_top(project_path)
+    branch = branch_name(task_id)
+    if not _branch_exists(top, branch):
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} has no result branch {branch} in {top} "
+                           "(merged and deleted already, or the task never ran in a worktree)")
+    if run_git(["merge-base", "--is-ancestor", branch, "HEAD"], top).ok:
+        run_git(["branch", "-d", branch], top)
+        return {"branch": branch, "mergeCommit": None, "alreadyMerged": True}
+    args = [*_commit_identity(top), "-c", "commit.gpgsign=false", "merge", "--no-ff", "--no-edit", "--no-verify",
+            "-m", message, branch]
+    r = run_git(args, top)
+    if not r.ok:
+        conflicts = run_git(["diff", "--name-only", "--diff-filter=U", "-z"], top).stdout.split("\0")
+        conflicts = [c for c in conflicts if c]
+        if run_git(["rev-parse", "--verify", "--quiet", "MERGE_HEAD"], top).ok:
+            run_git(["merge", "--abort"], top)
+            raise TianshuError(ErrorCode.MERGE_CONFLICT,
+                               f"merging {branch} into {top} conflicts in {', '.join(conflicts[:20]) or 'some files'}; "
+                               f"the merge was aborted and the project is unchanged. Resolve by hand: "
+                               f"git -C {top} merge {branch}")
+        raise git_failed(["merge", branch], top, r)
+    commit = _git(["rev-parse", "HEAD"], top).stdout.strip()
+    run_git(["branch", "-d", branch], top)
+    return {"branch": branch, "mergeCommit": commit, "alreadyMerged": False}

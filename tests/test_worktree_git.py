@@ -1,0 +1,179 @@
+"""Worktree isolation's git side on real repositories (scale-out issue §1; tasks/worktree.py).
+
+No Prefect here: the flow-run side and the MCP tools are in test_worktree_e2e.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixture_project import RIGHT_FIX, git, make_calc_repo
+from tianshu_mcp.core.errors import TianshuError
+from tianshu_mcp.tasks import worktree as wt
+
+
+def tree_hash(repo: Path, raw_index: bool = True) -> str:
+    """The user's side of a repository: every file outside .git, the index (its bytes, or with
+    ``raw_index`` False its entries: git rewrites the stat cache) and HEAD."""
+    h = hashlib.sha256()
+    for root, dirs, files in os.walk(repo):
+        dirs[:] = sorted(d for d in dirs if d != ".git")
+        for name in sorted(files):
+            p = Path(root, name)
+            h.update(str(p.relative_to(repo)).encode() + b"\0" + p.read_bytes())
+    h.update((repo / ".git" / "index").read_bytes() if raw_index else git(repo, "ls-files", "-s").encode())
+    h.update(git(repo, "rev-parse", "HEAD").encode() + git(repo, "symbolic-ref", "HEAD").encode())
+    return h.hexdigest()
+
+
+def dirty_repo(tmp_path: Path) -> Path:
+    repo = make_calc_repo(tmp_path / "calc")
+    (repo / "notes.txt").write_text("the user's own notes\n")  # untracked
+    (repo / "staged.txt").write_text("staged by the user\n")
+    git(repo, "add", "staged.txt")  # in the index only
+    return repo
+
+
+def test_a_worktree_starts_at_head_without_the_users_changes_and_leaves_them_alone(tmp_path: Path) -> None:
+    repo = dirty_repo(tmp_path)
+    before = tree_hash(repo)
+    home = tmp_path / "home"
+    ws = wt.open_worktree(home, "tsk_20261201000000_aaaaaa", str(repo))
+    assert ws.created and ws.branch == "tianshu/tsk_20261201000000_aaaaaa"
+    assert ws.base_commit == git(repo, "rev-parse", "HEAD").strip()
+    assert sorted(ws.dirty_not_carried) == ["notes.txt", "staged.txt"]
+    top = Path(ws.top)
+    assert top == home / "worktrees" / "tsk_20261201000000_aaaaaa" and ws.work_path == str(top)
+    assert not (top / "notes.txt").exists() and not (top / "staged.txt").exists()
+    (top / "calc.py").write_text(RIGHT_FIX)
+    (top / "__pycache__").mkdir()
+    (top / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"\0cache")
+    out = wt.close_worktree(ws, tmp_path, ["calc.py"], "tianshu: fix add")
+    assert not top.exists() and out["resultCommit"] and "error" not in out
+    assert git(repo, "show", f"{ws.branch}:calc.py") == RIGHT_FIX
+    assert git(repo, "diff", "--name-only", ws.base_commit, ws.branch).split() == ["calc.py"]
+    patch = Path(out["resultPatch"]).read_text()
+    assert "+    return a + b" in patch and "pycache" not in patch and out["patchBytes"] == len(patch.encode())
+    assert "tsk_20261201000000_aaaaaa" not in git(repo, "worktree", "list")
+    assert tree_hash(repo) == before  # work tree, index and HEAD untouched
+    # the patch applies to the user's tree by hand, too
+    subprocess.run(["git", "-C", str(repo), "apply", "--check", out["resultPatch"]], check=True)
+
+
+def test_a_monorepo_package_works_at_its_path_inside_the_worktree(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "mono" / "packages" / "calc")
+    top = tmp_path / "mono"
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)  # keep the package's own repo out
+    os.rename(repo / ".git", tmp_path / "pkg-git")  # make the monorepo the repository instead
+    git(top, "init", "-q", "-b", "main")
+    git(top, "add", "-A")
+    git(top, "-c", "user.name=x", "-c", "user.email=x@y", "commit", "-qm", "mono")
+    ws = wt.open_worktree(tmp_path / "home", "tsk_20261201000000_bbbbbb", str(repo))
+    assert ws.work_path == str(Path(ws.top) / "packages" / "calc") and Path(ws.work_path, "calc.py").exists()
+    wt.remove_worktree(ws.project_top, ws.top)
+
+
+def test_merge_brings_the_branch_in_and_a_conflict_leaves_the_project_as_it_was(tmp_path: Path) -> None:
+    repo = dirty_repo(tmp_path)
+    home = tmp_path / "home"
+    ws = wt.open_worktree(home, "tsk_20261201000000_cccccc", str(repo))
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    wt.close_worktree(ws, tmp_path, None, "tianshu: fix")
+    before = tree_hash(repo, raw_index=False)
+    with pytest.raises(TianshuError) as err:  # git merges only into an index that matches HEAD
+        wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "Merge it")
+    assert err.value.code.value == "GIT_FAILED" and "staged.txt" in err.value.message
+    assert tree_hash(repo, raw_index=False) == before
+    git(repo, "commit", "-qm", "the user's staged file")
+    merged = wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "Merge it")
+    assert merged["mergeCommit"] and not merged["alreadyMerged"]
+    assert (repo / "calc.py").read_text() == RIGHT_FIX and (repo / "notes.txt").exists()
+    assert git(repo, "show", "-s", "--format=%s", "HEAD").strip() == "Merge it"
+    assert not git(repo, "branch", "--list", ws.branch).strip()  # merged, so deleted
+    with pytest.raises(TianshuError) as err:
+        wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "again")
+    assert err.value.code.value == "INVALID_STATE"
+    # a second task whose change conflicts with what the user committed meanwhile
+    ws2 = wt.open_worktree(home, "tsk_20261201000000_dddddd", str(repo))
+    Path(ws2.top, "calc.py").write_text("def add(a, b):\n    return b + a\n")
+    wt.close_worktree(ws2, tmp_path, None, "tianshu: other fix")
+    (repo / "calc.py").write_text("def add(a, b):\n    return sum((a, b))\n")
+    git(repo, "commit", "-qam", "the user's own fix")
+    before = tree_hash(repo, raw_index=False)
+    with pytest.raises(TianshuError) as err:
+        wt.merge_result(str(repo), "tsk_20261201000000_dddddd", "Merge 2")
+    assert err.value.code.value == "MERGE_CONFLICT" and "calc.py" in err.value.message
+    assert tree_hash(repo, raw_index=False) == before and not (repo / ".git" / "MERGE_HEAD").exists()
+    assert git(repo, "branch", "--list", ws2.branch).strip()  # kept for a merge by hand
+
+
+def test_a_project_that_cannot_have_a_worktree_is_refused_with_a_code(tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    git(empty, "init", "-q")
+    for project, said in ((plain, "needs a git repository"), (empty, "has no commit yet")):
+        with pytest.raises(TianshuError) as err:
+            wt.open_worktree(tmp_path / "home", "tsk_20261201000000_eeeeee", str(project))
+        assert err.value.code.value == "WORKTREE_UNAVAILABLE" and said in err.value.message
+    assert not (tmp_path / "home" / "worktrees" / "tsk_20261201000000_eeeeee").exists()
+
+
+def test_a_crash_leftover_is_replaced_and_a_rework_reopens_the_branch(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    junk = wt.worktree_dir(home, "tsk_20261201000000_ffffff")
+    junk.mkdir(parents=True)
+    (junk / "half-written").write_text("x")  # a directory a crash left, not a worktree
+    ws = wt.open_worktree(home, "tsk_20261201000000_ffffff", str(repo))
+    assert ws.created and not (junk / "half-written").exists()
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    wt.close_worktree(ws, tmp_path, None, "round 1")
+    again = wt.open_worktree(home, "tsk_20261201000000_ffffff", str(repo), ws.base_commit)
+    assert not again.created and again.base_commit == ws.base_commit
+    assert Path(again.top, "calc.py").read_text() == RIGHT_FIX  # the earlier result is there
+    same = wt.open_worktree(home, "tsk_20261201000000_ffffff", str(repo), ws.base_commit)  # resumed: the same
+    assert same.top == again.top
+    wt.remove_worktree(again.project_top, again.top)
+
+
+HOLDER = """
+import sys, time
+from filelock import FileLock
+lock = FileLock(sys.argv[1]); lock.acquire()
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_the_sweep_keeps_live_and_waiting_worktrees_and_commits_and_removes_the_rest(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    ids = ["tsk_20261201000000_a00001", "tsk_20261201000000_a00002", "tsk_20261201000000_a00003"]
+    for task_id in ids:
+        ws = wt.open_worktree(home, task_id, str(repo))
+        Path(ws.top, "calc.py").write_text(RIGHT_FIX)  # work a killed run left uncommitted
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home / "worktrees" / f"{ids[0]}.lock")],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        metas = {ids[0]: {"projectPath": str(repo)}, ids[1]: {"projectPath": str(repo), "pendingQuestion": "which?"},
+                 ids[2]: {"projectPath": str(repo)}}
+        removed = wt.sweep_worktrees(home, metas.get)
+        assert removed == [ids[2]]
+        assert wt.worktree_dir(home, ids[0]).is_dir() and wt.worktree_dir(home, ids[1]).is_dir()
+        assert not wt.worktree_dir(home, ids[2]).exists()
+        assert git(repo, "show", f"tianshu/{ids[2]}:calc.py") == RIGHT_FIX  # nothing lost
+        assert "interrupted" in git(repo, "log", "-1", "--format=%s", f"tianshu/{ids[2]}")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert wt.sweep_worktrees(home, lambda _id: None) == [ids[0], ids[1]]  # the holder died; records gone
+    assert git(repo, "worktree", "list").count("\n") == 1
