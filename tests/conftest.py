@@ -47,9 +47,9 @@ def anyio_backend() -> str:
 #   storm counts the calls of every tool); every other test is scheduled on its own (xdist's
 #   ``xdist_group``/``loadgroup`` cannot be used: it renames ``item._nodeid``, which pytest 9
 #   no longer reads);
-# * tests marked ``own_services`` (they start whole Prefect services of fresh homes and bound
-#   how long that takes) run one at a time, beside the other workers' ordinary tests; they are
-#   the run's critical path, so they are spread through the front of the collection order;
+# * tests marked ``own_services`` (they start whole Prefect services of fresh homes) run at most
+#   two at a time, beside the other workers' ordinary tests; they are the run's critical path,
+#   so they are spread through the front of the collection order;
 # * a test marked ``alone`` (a tight latency bound or a burst of services) runs while no other
 #   test of this run does: every test holds a shared lock, an ``alone`` test the exclusive one,
 #   taken through a gate so that a waiting exclusive test is not starved.
@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     shared_tmp = Path(tempfile.gettempdir())
-    _RUN_LOCKS.update({name: shared_tmp / f"tianshu-tests-{run_id}.{name}" for name in ("services", "gate", "all")})
+    _RUN_LOCKS.update({name: shared_tmp / f"tianshu-tests-{run_id}.{name}" for name in ("services0", "services1", "gate", "all")})
     own_tmp = Path(tempfile.mkdtemp(prefix=f"tianshu-tests-{XDIST_WORKER}-", dir=shared_tmp))
     os.environ["TMPDIR"] = str(own_tmp)
     tempfile.tempdir = None  # recomputed from TMPDIR
@@ -122,13 +122,31 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
             fcntl.flock(f, how)  # released when the file is closed
             return f
 
-        if alone or item.get_closest_marker("own_services") is not None:
-            lock("services", fcntl.LOCK_EX)
+        if alone:  # both service slots
+            lock("services0", fcntl.LOCK_EX)
+            lock("services1", fcntl.LOCK_EX)
+        elif item.get_closest_marker("own_services") is not None:  # one of the two service slots
+            while not any(_try_lock(held, name) for name in ("services0", "services1")):
+                time.sleep(0.2)
         gate = lock("gate", fcntl.LOCK_EX)
         lock("all", fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         if not alone:
             fcntl.flock(gate, fcntl.LOCK_UN)
         yield
+
+
+def _try_lock(held: contextlib.ExitStack, name: str) -> bool:
+    """Take run lock ``name`` exclusively if it is free (kept until ``held`` closes)."""
+    import fcntl
+
+    f = open(_RUN_LOCKS[name], "a+b")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        return False
+    held.enter_context(f)
+    return True
 
 
 def pid_running(pid: int) -> bool:

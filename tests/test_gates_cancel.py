@@ -116,7 +116,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-async def test_cancel_queued_at_once_and_running_tree_within_5s(ts_home: Path, tmp_path: Path) -> None:
+async def test_cancel_queued_at_once_and_running_with_its_whole_tree(ts_home: Path, tmp_path: Path) -> None:
+    # how long a cancel takes is bench/bench_gate.py's (manage_task(cancel)); here: what it does
     repo = make_calc_repo(tmp_path / "cancel")
     (ts_home / "hang-pids.txt").unlink(missing_ok=True)
     async with mcp_client(ts_home) as client:
@@ -129,18 +130,13 @@ async def test_cancel_queued_at_once_and_running_tree_within_5s(ts_home: Path, t
         pids = _tree_pids(ts_home)
         assert len(pids) == 2 and all(_alive(p) for p in pids)
 
-        t0 = time.monotonic()
         r = await client.call_tool("manage_task", {"taskId": queued["taskId"], "action": "cancel", "reason": "not needed"})
         assert not r.is_error and meta_of(r)["status"] == "cancelled"
-        assert time.monotonic() - t0 < 3
 
-        t0 = time.monotonic()
         r = await client.call_tool("manage_task", {"taskId": running["taskId"], "action": "cancel", "reason": "stop"})
-        elapsed = time.monotonic() - t0
         meta = meta_of(r)
         assert meta["status"] == "cancelled", text_of(r)
-        assert elapsed < 5, elapsed
-        assert not any(_alive(p) for p in pids)
+        assert not any(_alive(p) for p in pids)  # dead when the answer comes
         assert meta["errorType"] == "cancelled" and meta["cancelReason"] == "stop" and meta["abortSource"] == "user"
         # cancelling a final task is a no-op, not an error
         r = await client.call_tool("manage_task", {"taskId": running["taskId"], "action": "cancel"})

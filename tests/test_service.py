@@ -24,7 +24,7 @@ from fixture_project import make_calc_repo, scripted_profile
 from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
 
 # every test starts services of fresh homes: one such test at a time in a parallel run (conftest)
-pytestmark = [pytest.mark.anyio, pytest.mark.own_services]
+pytestmark = [pytest.mark.anyio]  # own_services per test: those on ts_daemon start no service
 
 
 def until(cond: Callable[[], Any], timeout: float, what: str, every: float = 0.1) -> Any:
@@ -148,6 +148,7 @@ async def test_one_shot_clients_and_killed_stdio_servers_never_touch_a_task(ts_d
 
 
 # --- 2. instant acceptance on a cold home, nothing lost -------------------------------------------
+@pytest.mark.own_services
 def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: Path) -> None:
     home = new_home(tmp_path, "cold", 4460)
     repo = make_calc_repo(tmp_path / "calc")
@@ -187,6 +188,7 @@ def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: 
 
 
 # --- 3. one home, one Prefect ----------------------------------------------------------------
+@pytest.mark.own_services
 @pytest.mark.alone  # five Prefect services start at once
 def test_five_homes_at_once_get_five_apis_and_a_taken_port_is_skipped(tmp_path: Path) -> None:
     foreign = socket.socket()
@@ -284,6 +286,7 @@ async def test_api_needs_credentials_refuses_other_origins_and_job_overrides(ts_
 
 
 # --- 5. entry points --------------------------------------------------------------------------
+@pytest.mark.own_services
 def test_every_subcommand_has_help_errors_exit_nonzero_and_bad_addresses(tmp_path: Path) -> None:
     home = new_home(tmp_path, "cli", 4470)
     for args in (["--help"], ["server", "--help"], ["service", "--help"], ["schedule", "--help"],
@@ -347,6 +350,7 @@ def test_every_subcommand_has_help_errors_exit_nonzero_and_bad_addresses(tmp_pat
     assert not service_processes(home)
 
 
+@pytest.mark.own_services
 def test_corrupt_database_is_coded_and_task_files_are_untouched(tmp_path: Path) -> None:
     home = new_home(tmp_path, "corrupt", 4475)
     (home / "prefect").mkdir()
@@ -362,6 +366,7 @@ def test_corrupt_database_is_coded_and_task_files_are_untouched(tmp_path: Path) 
     assert not service_processes(home)
 
 
+@pytest.mark.own_services
 def test_two_services_racing_for_one_home(tmp_path: Path) -> None:
     home = new_home(tmp_path, "race", 4480)
     procs = [subprocess.Popen([CONSOLE, "server"], env=server_env(home), stdin=subprocess.DEVNULL,
@@ -380,6 +385,7 @@ def test_two_services_racing_for_one_home(tmp_path: Path) -> None:
 
 
 # --- 6. no stuck pool, missed schedules, UI cancel/delete ----------------------------------------
+@pytest.mark.own_services
 def test_restart_crashes_orphans_and_fires_a_missed_schedule_once(tmp_path: Path) -> None:
     home = new_home(tmp_path, "sweep", 4485)
     repo = make_calc_repo(tmp_path / "calc")
@@ -501,6 +507,7 @@ def test_project_gate_waits_for_a_killed_runs_processes(ts_daemon: dict[str, Any
         raw.close()
 
 
+@pytest.mark.own_services
 @pytest.mark.alone  # latency bounds: the tree dies within 5 s, the next agent starts within 30 s
 def test_kill_minus_9_of_the_service_mid_task(tmp_path: Path) -> None:
     home = new_home(tmp_path, "kill9", 4490)
@@ -536,6 +543,7 @@ def test_kill_minus_9_of_the_service_mid_task(tmp_path: Path) -> None:
         kill_services(home)
 
 
+@pytest.mark.own_services
 def test_idle_service_exits_by_itself(tmp_path: Path) -> None:
     # the pid from start's own report: on a loaded machine service.json can be gone (the service
     # idled out) before the test reads it

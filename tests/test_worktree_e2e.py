@@ -1,6 +1,7 @@
 """Worktree isolation end to end through the MCP client (scale-out issue §1, must-shows 1 and 3).
 
-A home of its own (maxRunning 4, worktreeParallel 3) with its own service: tasks of one
+A home of its own (maxRunning 4, worktreeParallel 3) with its own service for the parallel
+test, the session's daemon for the others: tasks of one
 repository run at once on their own branches, each verified in its own worktree; the user's work
 tree and index are untouched; the result is a branch plus a patch; worktrees are gone after
 success, cancel and kill -9; Prefect's own records show the per-repository limit.
@@ -26,7 +27,7 @@ from fixture_project import RIGHT_FIX, git, make_calc_repo
 from test_service import cli, kill_services, new_home, service_info
 from test_worktree_git import dirty_repo, tree_hash
 
-pytestmark = [pytest.mark.anyio, pytest.mark.own_services]
+pytestmark = [pytest.mark.anyio]
 
 
 @pytest.fixture
@@ -76,6 +77,7 @@ async def until(cond: Any, timeout_s: float, what: str) -> Any:
         await anyio.sleep(0.2)
 
 
+@pytest.mark.own_services  # a pool of 4: the session daemon's is 2
 async def test_worktree_tasks_of_one_repository_run_at_once_on_their_own_branches(wt_home: Path,
                                                                                   tmp_path: Path) -> None:
     trace = tmp_path / "trace.txt"
@@ -137,7 +139,9 @@ def flow_pid(home: Path, task_id: str) -> int:
     return int(json.loads((home / "tasks" / task_id / "flow-proc.json").read_text())["pid"])
 
 
-async def test_worktrees_are_removed_after_cancel_and_after_a_killed_flow_run(wt_home: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("ts_daemon")
+async def test_worktrees_are_removed_after_cancel_and_after_a_killed_flow_run(ts_home: Path, tmp_path: Path) -> None:
+    wt_home = ts_home
     add_scripted_profile(wt_home, "wt-hang", "hang", {"SCRIPTED_PIDFILE": str(tmp_path / "pids.txt")})
     repo = make_calc_repo(tmp_path / "calc")
     before = tree_hash(repo)
@@ -176,7 +180,9 @@ async def test_worktrees_are_removed_after_cancel_and_after_a_killed_flow_run(wt
     assert tree_hash(repo) == before
 
 
-async def test_worktree_isolation_of_a_project_without_git_is_refused_with_a_code(wt_home: Path, tmp_path: Path) -> None:
+@pytest.mark.usefixtures("ts_daemon")
+async def test_worktree_isolation_of_a_project_without_git_is_refused_with_a_code(ts_home: Path, tmp_path: Path) -> None:
+    wt_home = ts_home
     plain = tmp_path / "plain"
     plain.mkdir()
     (plain / "a.txt").write_text("x\n")
@@ -184,7 +190,8 @@ async def test_worktree_isolation_of_a_project_without_git_is_refused_with_a_cod
         r = await client.call_tool("run_task", {"projectPath": str(plain), "task": "x", "agentId": "scripted",
                                                 "isolation": "worktree"})
         assert r.is_error and "[WORKTREE_UNAVAILABLE]" in text_of(r), text_of(r)
-        assert not list((wt_home / "tasks").glob("tsk_*")), "a refused call leaves no task"
+        assert not [t for t in (wt_home / "tasks").glob("tsk_*/task.json") if str(plain) in t.read_text()], \
+            "a refused call leaves no task"
         repo = make_calc_repo(tmp_path / "calc")
         r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted",
                                                 "autoFixRounds": 1})
