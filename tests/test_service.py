@@ -103,7 +103,9 @@ async def start_hanging_task(client: Any, home: Path, repo: Path) -> tuple[dict[
     """run_task with the session's TERM-ignoring agent; wait for its two pids."""
     pidfile = home / "hang-pids.txt"
     pidfile.unlink(missing_ok=True)
-    sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang"}))
+    # the agent's time limit far above how long a loaded machine takes for the test's steps
+    sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang", "agentId": "scripted-hang",
+                                                      "taskTimeoutMs": 900000}))
     pids = _wait_pids(pidfile, 2)
     assert len(pids) == 2
     return sub, pids

@@ -190,7 +190,7 @@ async def test_worktree_isolation_of_a_project_without_git_is_refused_with_a_cod
         r = await client.call_tool("run_task", {"projectPath": str(plain), "task": "x", "agentId": "scripted",
                                                 "isolation": "worktree"})
         assert r.is_error and "[WORKTREE_UNAVAILABLE]" in text_of(r), text_of(r)
-        assert not [t for t in (wt_home / "tasks").glob("tsk_*/task.json") if str(plain) in t.read_text()], \
+        assert not [t for t in (wt_home / "tasks").glob("tsk_*/task.json") if t.is_file() and str(plain) in t.read_text()], \
             "a refused call leaves no task"
         repo = make_calc_repo(tmp_path / "calc")
         r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted",
@@ -201,3 +201,31 @@ async def test_worktree_isolation_of_a_project_without_git_is_refused_with_a_cod
         assert r.is_error and "[INVALID_STATE]" in text_of(r) and "nothing to merge" in text_of(r)
         r = await client.call_tool("manage_task", {"taskId": inplace["taskId"], "action": "merge", "reason": "x"})
         assert r.is_error and "[INVALID_ARGUMENT]" in text_of(r)
+
+
+@pytest.mark.usefixtures("ts_daemon")
+async def test_a_reworked_and_a_verified_worktree_task_work_in_its_worktree_again(ts_home: Path, tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    before = tree_hash(repo)
+    async with mcp_client(ts_home) as client:
+        r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted",
+                                                "isolation": "worktree"})
+        task_id = meta_of(r)["taskId"]
+        first = meta_of(await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 180000}))
+        assert first["status"] == "failed" and first["resultCommit"], first  # the wrong fix, kept on the branch
+        assert "abs(a)" in git(repo, "show", f"tianshu/{task_id}:calc.py")
+        r = await client.call_tool("manage_task", {"taskId": task_id, "action": "rework",
+                                                   "feedback": "test_add_negative fails"})
+        assert not r.is_error, text_of(r)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 180000}))
+        assert done["status"] == "succeeded" and done["round"] == 2, done
+        assert git(repo, "show", f"tianshu/{task_id}:calc.py") == RIGHT_FIX
+        assert git(repo, "rev-list", "--count", f"HEAD..tianshu/{task_id}").strip() == "2"  # one commit per run
+        # verify_task by taskId judges the branch in a re-opened worktree, against the task's baseline
+        v = meta_of(await client.call_tool("verify_task", {"taskId": task_id}))
+        if v["status"] not in ("succeeded", "failed", "needs_attention"):
+            v = meta_of(await client.call_tool("wait_task", {"taskId": v["taskId"], "timeoutMs": 180000}))
+        assert v["status"] == "succeeded", v
+    assert not (ts_home / "worktrees" / task_id).exists()
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    assert tree_hash(repo) == before
