@@ -27,13 +27,21 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ..acceptance.git import CACHE_PATH_RE, GitFailed, GitResult, git_failed, run_git
+from ..acceptance.git import (
+    CACHE_PATH_RE,
+    GitFailed,
+    GitResult,
+    git_failed,
+    run_git,
+    worktree_status,
+)
 from ..core.errors import ErrorCode, TianshuError
 from ..core.gate import kill_project_processes
 from ..core.paths import norm_path, project_key
@@ -101,24 +109,14 @@ def repo_top(project: str) -> tuple[str, str]:
 
 
 def dirty_paths(project_top: str) -> list[str]:
-    """Paths ``git status`` lists in the user's work tree (top-level relative, caches skipped)."""
-    r = run_git(["--no-optional-locks", "status", "--porcelain=v1", "-z", "--untracked-files=all"], project_top)
-    if not r.ok:
-        return []
-    out: list[str] = []
-    items = r.stdout.split("\0")
-    i = 0
-    while i < len(items):
-        entry = items[i]
-        i += 1
-        if len(entry) < 4:
-            continue
-        if entry[0] in "RC":
-            i += 1  # the rename's source path follows
-        path = entry[3:]
-        if not CACHE_PATH_RE.search(path):
-            out.append(path)
-    return out
+    """Paths ``git status`` lists in a work tree (top-level relative, tool caches skipped), read
+    without an index refresh.
+
+    Raises:
+        GitFailed: git refused (never read as a clean tree).
+    """
+    _, entries = worktree_status(project_top)
+    return [path for _, path in entries if not CACHE_PATH_RE.search(path)]
 
 
 @dataclass

@@ -21,9 +21,9 @@ import anyio
 import httpx
 import psutil
 import pytest
-
 from conftest import add_scripted_profile, auth_headers, mcp_client, meta_of, text_of
 from fixture_project import RIGHT_FIX, git, make_calc_repo
+from test_gates_cancel import intervals, max_overlap
 from test_service import cli, kill_services, new_home, service_info
 from test_worktree_git import dirty_repo, tree_hash
 
@@ -41,28 +41,6 @@ def wt_home(tmp_path: Path) -> Any:
     finally:
         cli(home, "service", "stop")
         kill_services(home)
-
-
-def spans(trace: Path) -> list[tuple[str, float, float]]:
-    """(cwd, start, end) of every sleep-mode agent run in the trace."""
-    open_: dict[str, list[float]] = {}
-    out = []
-    for line in trace.read_text().splitlines():
-        kind, cwd, ts = line.split(" ")
-        if kind == "start":
-            open_.setdefault(cwd, []).append(float(ts))
-        else:
-            out.append((cwd, open_[cwd].pop(0), float(ts)))
-    return out
-
-
-def overlap(runs: list[tuple[str, float, float]]) -> int:
-    events = sorted([(s, 1) for _, s, _ in runs] + [(e, -1) for _, _, e in runs])
-    cur = best = 0
-    for _, d in events:
-        cur += d
-        best = max(best, cur)
-    return best
 
 
 async def until(cond: Any, timeout_s: float, what: str) -> Any:
@@ -107,9 +85,10 @@ async def test_worktree_tasks_of_one_repository_run_at_once_on_their_own_branche
         report = json.loads(Path(meta["reportFiles"]["json"]).read_text())
         assert report["projectPath"].startswith(str(wt_home / "worktrees" / meta["taskId"]))
     # at most 3 at once, and 3 did run at once (the agents wait for each other): each in its own worktree
-    runs = spans(trace)
-    assert {cwd for cwd, _, _ in runs} == {str(wt_home / "worktrees" / m["taskId"]) for m in done}
-    assert overlap(runs) == 3, runs
+    trees = [wt_home / "worktrees" / m["taskId"] for m in done]
+    runs = intervals(trace, trees)
+    assert {cwd for cwd, _, _ in runs} == {str(t) for t in trees} and len(runs) == len(trace.read_text().splitlines()) // 2
+    assert max_overlap(runs) == 3, runs
     assert tree_hash(repo) == before  # the user's work tree, index and HEAD: untouched
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert not [p for p in (wt_home / "worktrees").iterdir() if p.is_dir()]  # removed after success

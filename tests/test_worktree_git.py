@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fixture_project import RIGHT_FIX, git, make_calc_repo
 from tianshu_mcp.core.errors import TianshuError
 from tianshu_mcp.tasks import worktree as wt
