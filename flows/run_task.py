@@ -177,7 +177,7 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         work = open_workspace(task_id, project_path, meta)  # project_path itself unless isolation is worktree
     except TianshuError as exc:
         msg = f"the task's worktree could not be made, the agent was not started: {exc.render()}"
-        _finish(task_id, "needs_attention", msg, "git_failed")
+        _finish(task_id, "needs_attention", msg, "git_failed" if exc.code.value == "GIT_FAILED" else "setup_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
     guard_run(task_id, work)
     record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")

@@ -60,20 +60,24 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
 
     view = await service.view(task_id)
     task = view.task
+    if task.get("mergeCommit"):  # merged before: the same answer again, nothing done
+        merged = {"branch": task.get("resultBranch"), "mergeCommit": task["mergeCommit"], "alreadyMerged": True}
+        return merged, f"task {task_id}: {merged['branch']} was merged already, as {task['mergeCommit']}."
     if task.get("isolation") != "worktree":
         raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} ran in the project's own work tree "
                            "(isolation inplace): its changes are already there, there is nothing to merge")
     if view.status != "succeeded":
+        branch = task.get("resultBranch")
         raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} is {view.status}; only a succeeded task's branch is "
-                           f"merged by manage_task (its branch {task.get('resultBranch')} can still be merged by hand "
-                           f"with git merge)")
+                           "merged by manage_task" + (f" (its branch {branch} can still be merged by hand with git merge)"
+                                                      if branch else ""))
     busy = _inplace_editor(service, task["projectPath"], task_id)
     if busy:
         raise TianshuError(ErrorCode.INVALID_STATE, f"task {busy} is working in {task['projectPath']} itself "
                            "(isolation inplace); merge when it has finished")
     brief = str(task.get("task") or "").strip().splitlines()
     message = f"Merge {task.get('resultBranch')} (tianshu task {task_id})" + (f": {brief[0][:60]}" if brief else "")
-    merged = await anyio.to_thread.run_sync(merge_result, task["projectPath"], task_id, message)
+    merged = await anyio.to_thread.run_sync(merge_result, service.runtime.home, task["projectPath"], task_id, message)
     service.store.update(task_id, mergeCommit=merged["mergeCommit"], mergedAt=utc_now())
     service.store.event(task_id, "note", view.status, f"merged {merged['branch']}"
                         + (f" as {merged['mergeCommit'][:12]}" if merged["mergeCommit"] else " (already merged)"))

@@ -51,6 +51,9 @@ BRANCH_PREFIX = "tianshu/"
 PATCH_FILE = "result.patch"
 COMMIT_IDENTITY = ("tianshu-mcp", "tianshu-mcp@localhost")
 """Author of result commits when the repository has no ``user.email`` of its own."""
+NO_HOOKS = ("-c", "core.hooksPath=/dev/null")
+"""The user's hooks (post-checkout, reference-transaction, pre-commit …) never decide our git
+operations: verification judges the work, and a hook's exit 1 would make a worktree half-made."""
 LOCK_RETRIES = 8
 """How often a git command that met another worktree operation's lock is tried again."""
 
@@ -77,14 +80,17 @@ def _git(args: list[str], cwd: str | os.PathLike[str], ok: tuple[int, ...] = (0,
         GitFailed: git refused (the message quotes it).
     """
     for attempt in range(LOCK_RETRIES):
-        r = run_git(args, cwd)
+        r = run_git([*NO_HOOKS, *args], cwd)
         if not r.timed_out and r.status in ok:
             return r
         said = r.stderr.lower()
         if ".lock" not in said and "could not lock" not in said and "unable to create" not in said:
             break
         time.sleep(0.05 * (2 ** attempt))
-    raise git_failed(args, cwd, r)
+    shown = list(args)
+    while len(shown) > 1 and shown[0] == "-c":
+        shown = shown[2:]
+    raise git_failed(shown, cwd, r)
 
 
 def repo_top(project: str) -> tuple[str, str]:
@@ -105,7 +111,16 @@ def repo_top(project: str) -> tuple[str, str]:
                            f"isolation \"worktree\" starts from the project's HEAD commit, and {top} has no commit yet; "
                            "commit once (or use isolation \"inplace\")")
     rel = os.path.relpath(os.path.realpath(project), top).replace(os.sep, "/")
-    return top, "" if rel == "." else rel
+    rel = "" if rel == "." else rel
+    if rel and not run_git(["cat-file", "-e", f"HEAD:{rel}"], top).ok:
+        raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
+                           f"{project} is not part of {top}'s HEAD commit (a new or untracked directory), so a worktree "
+                           "from HEAD would not have it; commit it first or use isolation \"inplace\"")
+    if run_git(["rev-parse", "--verify", "--quiet", "refs/heads/" + BRANCH_PREFIX.rstrip("/")], top).ok:
+        raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
+                           f"{top} has a branch named \"{BRANCH_PREFIX.rstrip('/')}\", so git cannot create the result "
+                           f"branches {BRANCH_PREFIX}<taskId>; rename it or use isolation \"inplace\"")
+    return top, rel
 
 
 def dirty_paths(project_top: str) -> list[str]:
@@ -172,6 +187,10 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
     elif _branch_exists(top, branch):
         _discard(top, path)
         _git(["worktree", "add", "--quiet", str(path), branch], top)
+    elif base_commit:  # a re-run (rework, verify_task) of a task whose result branch is gone
+        raise TianshuError(ErrorCode.INVALID_STATE,
+                           f"the result branch {branch} no longer exists in {top} (merged and deleted, or deleted by "
+                           "hand); there is no work of this task to continue or verify — start a new task")
     else:
         _discard(top, path)
         base = base_commit or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
@@ -184,12 +203,20 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
 
 
 def _discard(project_top: str, path: Path) -> None:
-    """Remove a directory at ``path`` that is not a usable worktree (a crash's leftover) and
-    forget its registration."""
+    """Remove the directory at ``path`` and forget git's registration of *this* worktree only
+    (``git worktree prune`` would also forget the user's own worktrees on an unmounted disk)."""
     if path.exists():
-        run_git(["worktree", "remove", "--force", "--force", str(path)], project_top)
+        run_git([*NO_HOOKS, "worktree", "remove", "--force", "--force", str(path)], project_top)
         shutil.rmtree(path, ignore_errors=True)
-    run_git(["worktree", "prune"], project_top)
+    r = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], project_top)
+    admin = Path(r.stdout.strip()) / "worktrees" if r.ok else None
+    for entry in sorted(admin.iterdir()) if admin and admin.is_dir() else []:
+        try:
+            target = (entry / "gitdir").read_text().strip()
+        except OSError:
+            continue
+        if os.path.realpath(os.path.dirname(target)) == os.path.realpath(path):
+            shutil.rmtree(entry, ignore_errors=True)
 
 
 def hold(home: Path, task_id: str) -> FileLock:
@@ -217,8 +244,11 @@ def commit_result(top: str, files: list[str] | None, message: str) -> str | None
     """Commit what the task changed in the worktree at ``top``; return the new commit (None: nothing to commit).
 
     Args:
-        files: top-level-relative paths to commit (the last verification's changed files); None
-            commits every changed path except tool caches (verification was off).
+        files: top-level-relative paths to commit (the last passing verification's changed
+            files); None commits every changed path except tool caches. Everything git sees is
+            staged first and only what is known to be outside ``files`` (or a tool cache) is
+            unstaged again, so a path whose name does not survive decoding (a non-UTF-8 name)
+            stays in the commit: the agent's verified work is never dropped.
 
     The user's hooks and signing are skipped (``--no-verify``, ``commit.gpgsign=false``): the
     verification already ran, and a prompt for a signing key would hang a flow run.
@@ -226,14 +256,15 @@ def commit_result(top: str, files: list[str] | None, message: str) -> str | None
     Raises:
         GitFailed: git refused.
     """
-    paths = files if files is not None else dirty_paths(top)
-    paths = [p for p in paths if not CACHE_PATH_RE.search(p)]
-    if paths:
+    _git(["add", "-A"], top)
+    staged = [p for p in _git(["diff", "--cached", "--name-only", "-z", "--no-renames"], top).stdout.split("\0") if p]
+    keep = set(files) if files is not None else None
+    drop = [p for p in staged if "\ufffd" not in p and (CACHE_PATH_RE.search(p) or (keep is not None and p not in keep))]
+    if drop:
         with tempfile.NamedTemporaryFile("wb", suffix=".pathspec", delete=False) as fh:
-            fh.write(b"\0".join(p.encode("utf-8", "surrogateescape") for p in paths))
+            fh.write(b"\0".join(p.encode("utf-8", "surrogateescape") for p in drop))
         try:
-            _git(["--literal-pathspecs", "add", "-A", "--ignore-errors", f"--pathspec-from-file={fh.name}",
-                  "--pathspec-file-nul"], top, ok=(0, 1, 128))
+            _git(["--literal-pathspecs", "reset", "-q", f"--pathspec-from-file={fh.name}", "--pathspec-file-nul"], top)
         finally:
             os.unlink(fh.name)
     if run_git(["diff", "--cached", "--quiet"], top).ok:
@@ -242,14 +273,22 @@ def commit_result(top: str, files: list[str] | None, message: str) -> str | None
     return _git(["rev-parse", "HEAD"], top).stdout.strip()
 
 
+def _pin_branch(top: str, branch: str) -> None:
+    """Point ``branch`` at the worktree's HEAD when the agent switched to a branch of its own
+    (its commits, and ours after them, would otherwise never reach the result branch)."""
+    on = run_git(["symbolic-ref", "-q", "HEAD"], top).stdout.strip()
+    if on != f"refs/heads/{branch}":
+        head = _git(["rev-parse", "HEAD"], top).stdout.strip()
+        _git(["update-ref", f"refs/heads/{branch}", head], top)
+
+
 def write_patch(top: str, base_commit: str, out: Path) -> int:
-    """Write ``git diff --binary <base>..HEAD`` of the worktree to ``out``; return its size, bytes."""
-    r = _git(["diff", "--binary", "--no-color", "--no-ext-diff", f"{base_commit}..HEAD"], top)
-    data = r.stdout.encode("utf-8", "surrogateescape")
+    """Write ``git diff --binary <base>..HEAD`` of the worktree to ``out`` (git writes the bytes
+    itself: names and contents in any encoding survive); return its size, bytes."""
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_bytes(data)
+    _git(["diff", "--binary", "--no-color", "--no-ext-diff", f"--output={tmp}", f"{base_commit}..HEAD"], top)
     os.replace(tmp, out)
-    return len(data)
+    return out.stat().st_size
 
 
 def remove_worktree(project_top: str, top: str) -> None:
@@ -268,6 +307,7 @@ def close_worktree(ws: Workspace, task_dir: Path, files: list[str] | None, messa
                            "resultPatch": str(task_dir / PATCH_FILE), "patchBytes": 0}
     try:
         commit_result(ws.top, files, message)
+        _pin_branch(ws.top, ws.branch)
         out["resultCommit"] = _git(["rev-parse", "HEAD"], ws.top).stdout.strip()
         out["patchBytes"] = write_patch(ws.top, ws.base_commit, task_dir / PATCH_FILE)
         if out["resultCommit"] == ws.base_commit:
@@ -350,33 +390,65 @@ def _main_repo(path: Path) -> str | None:
     return str(common.parent) if common.name == ".git" else None
 
 
-def merge_result(project_path: str, task_id: str, message: str) -> dict[str, Any]:
+IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "rebase-merge", "rebase-apply",
+               "BISECT_LOG")
+"""Files in a repository's git dir that say the user is in the middle of an operation."""
+
+
+def merge_result(home: Path, project_path: str, task_id: str, message: str) -> dict[str, Any]:
     """Merge the task's result branch into the project's current branch (``git merge --no-ff``),
-    then delete the merged branch.
+    then delete the merged branch. Merges into one repository run one at a time (a file lock in
+    ``<home>/worktrees``).
 
     Returns:
         ``{"branch", "mergeCommit", "alreadyMerged"}``.
 
     Raises:
-        TianshuError: INVALID_STATE (no result branch), MERGE_CONFLICT (the merge was aborted, the
-            project is as it was; the conflicting paths are named); GitFailed (git refused to start
-            the merge, e.g. uncommitted changes in files the branch changes).
+        TianshuError: INVALID_STATE (no result branch; a detached HEAD or the result branch
+            checked out; the user is in the middle of a merge, rebase, cherry-pick or bisect:
+            nothing is touched), MERGE_CONFLICT (our merge was aborted, the project is as it
+            was; the conflicting paths are named); GitFailed (git refused to start the merge,
+            e.g. a staged change or uncommitted edits of files the branch changes).
     """
     top, _ = repo_top(project_path)
     branch = branch_name(task_id)
+    worktrees_root(home).mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(worktrees_root(home) / f"merge-{project_key(norm_path(top))}.lock"), timeout=300)
+    try:
+        lock.acquire()
+    except Timeout as exc:
+        raise TianshuError(ErrorCode.INVALID_STATE, f"another merge into {top} has held it for 5 minutes") from exc
+    try:
+        return _merge_locked(top, branch, task_id, message)
+    finally:
+        lock.release()
+
+
+def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str, Any]:
     if not _branch_exists(top, branch):
         raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} has no result branch {branch} in {top} "
-                           "(merged and deleted already, or the task never ran in a worktree)")
+                           "(merged and deleted already, or deleted by hand)")
+    on = run_git(["symbolic-ref", "-q", "HEAD"], top).stdout.strip()
+    if not on:
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{top}'s HEAD is detached; check out the branch {branch} should "
+                           "be merged into, then merge again")
+    if on == f"refs/heads/{branch}":
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{top} has {branch} itself checked out; check out the branch it "
+                           "should be merged into, then merge again")
+    git_dir = Path(_git(["rev-parse", "--path-format=absolute", "--git-dir"], top).stdout.strip())
+    busy = [name for name in IN_PROGRESS if (git_dir / name).exists()]
+    if busy:
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{top} is in the middle of a git operation ({', '.join(busy)}); "
+                           "finish or abort it first — nothing was touched")
     if run_git(["merge-base", "--is-ancestor", branch, "HEAD"], top).ok:
-        run_git(["branch", "-d", branch], top)
+        run_git([*NO_HOOKS, "branch", "-d", branch], top)
         return {"branch": branch, "mergeCommit": None, "alreadyMerged": True}
     args = [*_commit_identity(top), "-c", "commit.gpgsign=false", "merge", "--no-ff", "--no-edit", "--no-verify",
             "-m", message, branch]
     r = run_git(args, top)
     if not r.ok:
-        conflicts = run_git(["diff", "--name-only", "--diff-filter=U", "-z"], top).stdout.split("\0")
-        conflicts = [c for c in conflicts if c]
-        if run_git(["rev-parse", "--verify", "--quiet", "MERGE_HEAD"], top).ok:
+        conflicts = [c for c in run_git(["diff", "--name-only", "--diff-filter=U", "-z"], top).stdout.split("\0") if c]
+        if (git_dir / "MERGE_HEAD").exists():  # ours: there was none before
             run_git(["merge", "--abort"], top)
             raise TianshuError(ErrorCode.MERGE_CONFLICT,
                                f"merging {branch} into {top} conflicts in {', '.join(conflicts[:20]) or 'some files'}; "
@@ -384,5 +456,5 @@ def merge_result(project_path: str, task_id: str, message: str) -> dict[str, Any
                                f"git -C {top} merge {branch}")
         raise git_failed(["merge", branch], top, r)
     commit = _git(["rev-parse", "HEAD"], top).stdout.strip()
-    run_git(["branch", "-d", branch], top)
+    run_git([*NO_HOOKS, "branch", "-d", branch], top)
     return {"branch": branch, "mergeCommit": commit, "alreadyMerged": False}

@@ -86,17 +86,17 @@ def test_merge_brings_the_branch_in_and_a_conflict_leaves_the_project_as_it_was(
     wt.close_worktree(ws, tmp_path, None, "tianshu: fix")
     before = tree_hash(repo, raw_index=False)
     with pytest.raises(TianshuError) as err:  # git merges only into an index that matches HEAD
-        wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "Merge it")
+        wt.merge_result(home, str(repo), "tsk_20261201000000_cccccc", "Merge it")
     assert err.value.code.value == "GIT_FAILED" and "staged.txt" in err.value.message
     assert tree_hash(repo, raw_index=False) == before
     git(repo, "commit", "-qm", "the user's staged file")
-    merged = wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "Merge it")
+    merged = wt.merge_result(home, str(repo), "tsk_20261201000000_cccccc", "Merge it")
     assert merged["mergeCommit"] and not merged["alreadyMerged"]
     assert (repo / "calc.py").read_text() == RIGHT_FIX and (repo / "notes.txt").exists()
     assert git(repo, "show", "-s", "--format=%s", "HEAD").strip() == "Merge it"
     assert not git(repo, "branch", "--list", ws.branch).strip()  # merged, so deleted
     with pytest.raises(TianshuError) as err:
-        wt.merge_result(str(repo), "tsk_20261201000000_cccccc", "again")
+        wt.merge_result(home, str(repo), "tsk_20261201000000_cccccc", "again")
     assert err.value.code.value == "INVALID_STATE"
     # a second task whose change conflicts with what the user committed meanwhile
     ws2 = wt.open_worktree(home, "tsk_20261201000000_dddddd", str(repo))
@@ -106,7 +106,7 @@ def test_merge_brings_the_branch_in_and_a_conflict_leaves_the_project_as_it_was(
     git(repo, "commit", "-qam", "the user's own fix")
     before = tree_hash(repo, raw_index=False)
     with pytest.raises(TianshuError) as err:
-        wt.merge_result(str(repo), "tsk_20261201000000_dddddd", "Merge 2")
+        wt.merge_result(home, str(repo), "tsk_20261201000000_dddddd", "Merge 2")
     assert err.value.code.value == "MERGE_CONFLICT" and "calc.py" in err.value.message
     assert tree_hash(repo, raw_index=False) == before and not (repo / ".git" / "MERGE_HEAD").exists()
     assert git(repo, "branch", "--list", ws2.branch).strip()  # kept for a merge by hand
@@ -176,3 +176,114 @@ def test_the_sweep_keeps_live_and_waiting_worktrees_and_commits_and_removes_the_
         holder.wait()
     assert wt.sweep_worktrees(home, lambda _id: None) == [ids[0], ids[1]]  # the holder died; records gone
     assert git(repo, "worktree", "list").count("\n") == 1
+
+
+# --- what a breaker round found ---------------------------------------------------------------
+def test_a_merge_never_touches_the_users_own_unfinished_merge(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    ws = wt.open_worktree(home, "tsk_20261201000000_b00001", str(repo))
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    wt.close_worktree(ws, tmp_path, None, "fix")
+    (repo / "notes.txt").write_text("main\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "notes on main")
+    git(repo, "checkout", "-qb", "feature", "HEAD~1")
+    (repo / "notes.txt").write_text("feature\n")
+    git(repo, "add", "notes.txt")
+    git(repo, "commit", "-qm", "notes on feature")
+    git(repo, "checkout", "-q", "main")
+    subprocess.run(["git", "-C", str(repo), "merge", "feature"], capture_output=True)  # stops on a conflict
+    (repo / "notes.txt").write_text("my careful resolution\n")
+    (repo / "wip.txt").write_text("wip\n")
+    git(repo, "add", "wip.txt")
+    with pytest.raises(TianshuError) as err:
+        wt.merge_result(home, str(repo), "tsk_20261201000000_b00001", "Merge")
+    assert err.value.code.value == "INVALID_STATE" and "MERGE_HEAD" in err.value.message
+    assert (repo / ".git" / "MERGE_HEAD").exists() and (repo / "notes.txt").read_text() == "my careful resolution\n"
+    assert (repo / "wip.txt").exists() and "wip.txt" in git(repo, "diff", "--cached", "--name-only")
+
+
+def test_merges_into_one_repository_run_one_at_a_time(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    repo = make_calc_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    ids = [f"tsk_20261201000000_c0000{n}" for n in range(6)]
+    for n, task_id in enumerate(ids):
+        ws = wt.open_worktree(home, task_id, str(repo))
+        Path(ws.top, f"big{n}.txt").write_text(f"file {n}\n" * 1000)
+        wt.close_worktree(ws, tmp_path, None, f"add big{n}")
+    with ThreadPoolExecutor(6) as pool:
+        merged = list(pool.map(lambda t: wt.merge_result(home, str(repo), t, f"Merge {t}"), ids))
+    assert all(m["mergeCommit"] for m in merged)
+    assert git(repo, "status", "--porcelain") == "" and all((repo / f"big{n}.txt").exists() for n in range(6))
+
+
+def test_the_users_own_worktree_on_an_unmounted_disk_keeps_its_registration(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    mine = tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", "--detach", str(mine))
+    (mine / "staged.txt").write_text("mine\n")
+    git(mine, "add", "staged.txt")
+    os.rename(mine, tmp_path / "unmounted")
+    ws = wt.open_worktree(tmp_path / "home", "tsk_20261201000000_d00001", str(repo))
+    wt.close_worktree(ws, tmp_path, None, "nothing")
+    os.rename(tmp_path / "unmounted", mine)
+    assert "staged.txt" in git(mine, "diff", "--cached", "--name-only")  # still a worktree with its index
+
+
+def test_odd_names_a_branch_switch_and_hooks_never_lose_the_result(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    hooks = repo / ".git" / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for hook in ("post-checkout", "pre-commit", "reference-transaction"):
+        (hooks / hook).write_text("#!/bin/sh\nexit 1\n")
+        (hooks / hook).chmod(0o755)
+    home = tmp_path / "home"
+    ws = wt.open_worktree(home, "tsk_20261201000000_e00001", str(repo))  # the hooks do not decide
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    with open(os.path.join(os.fsencode(ws.top), b"caf\xe9.txt"), "wb") as fh:  # a Latin-1 name
+        fh.write(b"x\n")
+    # the verified set as the report has it: the odd name decoded lossily
+    out = wt.close_worktree(ws, tmp_path, ["calc.py", "caf\ufffd.txt"], "fix")
+    assert out["resultCommit"] and out["patchBytes"] > 0 and "error" not in out, out
+    assert git(repo, "show", f"{ws.branch}:calc.py") == RIGHT_FIX
+    assert b"caf\xe9.txt" in subprocess.run(["git", "-C", str(repo), "ls-tree", "--name-only", "-z", ws.branch],
+                                            capture_output=True, check=True).stdout
+    # an agent that commits on a branch of its own: the result branch follows it
+    ws2 = wt.open_worktree(home, "tsk_20261201000000_e00002", str(repo))
+    git(Path(ws2.top), "-c", "core.hooksPath=/dev/null", "checkout", "-qb", "agent-branch")
+    Path(ws2.top, "calc.py").write_text(RIGHT_FIX)
+    git(Path(ws2.top), "-c", "core.hooksPath=/dev/null", "commit", "-qam", "the agent's own commit")
+    out2 = wt.close_worktree(ws2, tmp_path, ["calc.py"], "fix")
+    assert git(repo, "rev-parse", ws2.branch).strip() == out2["resultCommit"] != ws2.base_commit
+    assert git(repo, "show", f"{ws2.branch}:calc.py") == RIGHT_FIX
+
+
+def test_refusals_before_anything_is_made(tmp_path: Path) -> None:
+    repo = make_calc_repo(tmp_path / "calc")
+    (repo / "newpkg").mkdir()
+    (repo / "newpkg" / "a.py").write_text("x = 1\n")
+    with pytest.raises(TianshuError) as err:  # a directory HEAD does not have
+        wt.open_worktree(tmp_path / "home", "tsk_20261201000000_f00001", str(repo / "newpkg"))
+    assert err.value.code.value == "WORKTREE_UNAVAILABLE" and "not part of" in err.value.message
+    git(repo, "branch", "tianshu")
+    with pytest.raises(TianshuError) as err:  # refs/heads/tianshu blocks refs/heads/tianshu/<id>
+        wt.open_worktree(tmp_path / "home", "tsk_20261201000000_f00002", str(repo))
+    assert err.value.code.value == "WORKTREE_UNAVAILABLE" and "branch named" in err.value.message
+    git(repo, "branch", "-D", "tianshu")
+    ws = wt.open_worktree(tmp_path / "home", "tsk_20261201000000_f00003", str(repo))
+    wt.close_worktree(ws, tmp_path, None, "nothing")
+    git(repo, "branch", "-D", ws.branch)
+    with pytest.raises(TianshuError) as err:  # a re-run whose result branch is gone: never a fresh one
+        wt.open_worktree(tmp_path / "home", "tsk_20261201000000_f00003", str(repo), ws.base_commit)
+    assert err.value.code.value == "INVALID_STATE" and "no longer exists" in err.value.message
+    assert not git(repo, "branch", "--list", ws.branch).strip()
+    ws = wt.open_worktree(tmp_path / "home", "tsk_20261201000000_f00004", str(repo))
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    wt.close_worktree(ws, tmp_path, None, "fix")
+    git(repo, "checkout", "-q", "--detach")
+    with pytest.raises(TianshuError) as err:
+        wt.merge_result(tmp_path / "home", str(repo), "tsk_20261201000000_f00004", "Merge")
+    assert err.value.code.value == "INVALID_STATE" and "detached" in err.value.message
