@@ -56,8 +56,9 @@ class ErrorCode(str, Enum):
     program, a broken index, a held index.lock): the message quotes git's own text and hint; the
     task needs attention, never a pass and never "clean"."""
     WORKTREE_UNAVAILABLE = "WORKTREE_UNAVAILABLE"
-    """``isolation: "worktree"`` for a project that cannot have one: not in a git repository, or
-    its HEAD has no commit to start the task's branch from."""
+    """``isolation: "worktree"`` for a project that cannot have one: not in a git repository, its
+    HEAD has no commit to start the task's branch from or does not contain the project's
+    directory, or a branch named ``tianshu`` blocks the ``tianshu/<taskId>`` branches."""
     MERGE_CONFLICT = "MERGE_CONFLICT"
     """``manage_task(action="merge")``: the result branch conflicts with the project's branch; the
     merge was aborted and the project is unchanged (the paths are named)."""

@@ -251,7 +251,12 @@ class HomeService:
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check
                         log.warning("watchdog check failed: %s", exc)
                     try:  # worktrees a killed flow run left (tasks.worktree's cleanup policy)
-                        removed = await anyio.to_thread.run_sync(sweep_worktrees, self.home, TaskStore(self.home).read)
+                        store = TaskStore(self.home)
+                        removed = await anyio.to_thread.run_sync(
+                            sweep_worktrees, self.home, store.read,
+                            lambda task_id, out: store.update(task_id, workPath=None, worktreePath=None,
+                                                              resultCommit=out["resultCommit"],
+                                                              resultPatch=out["resultPatch"]))
                         if removed:
                             log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check

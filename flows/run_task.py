@@ -160,7 +160,10 @@ def run_task_flow(
     finally:
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
         if state is not None:  # a final state (a needs_user suspension leaves by an exception)
-            close_workspace(task_id, status_from_state(state.type.value, state.name, None))
+            try:
+                close_workspace(task_id, status_from_state(state.type.value, state.name, None))
+            except Exception as exc:  # noqa: BLE001 - the task's end stands; the sweep removes what is left
+                get_run_logger().warning("the task's worktree could not be closed: %s", exc)
 
 
 def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,

@@ -165,12 +165,14 @@ class Handlers:
         return await self.service.view(task_id)
 
     def _unfinished(self, norm: str) -> dict[str, Any] | None:
-        """The newest other record of this project without ``finishedAt`` (task files only, no
-        Prefect call: run_task answers before the service is up)."""
+        """The newest other in-place record of this project without ``finishedAt`` (task files
+        only, no Prefect call: run_task answers before the service is up); worktree tasks run
+        beside it and are not waited for."""
         store = self.service.store
         for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
             task = store.read(record_id)
-            if task and task.get("projectPath") == norm and not task.get("finishedAt"):
+            if (task and task.get("projectPath") == norm and not task.get("finishedAt")
+                    and task.get("isolation") != "worktree"):
                 return task
         return None
 

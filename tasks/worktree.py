@@ -336,12 +336,16 @@ def leftover_worktrees(home: Path) -> list[str]:
     return found
 
 
-def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]) -> list[str]:
+def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None],
+                    closed: Callable[[str, dict[str, Any]], None] | None = None) -> list[str]:
     """Commit and remove worktrees that a killed flow run left (cleanup policy in the module doc).
 
     Args:
         describe: ``taskId -> task.json`` (None when the record is gone). A task waiting for the
             user (``pendingQuestion`` set) keeps its worktree.
+        closed: called with ``(taskId, close_worktree's result)`` when the task's record names its
+            baseline commit (``worktreeBase``): the result was committed, pinned to the branch and
+            ``result.patch`` written into ``<home>/tasks/<taskId>``, as at a flow run's own end.
 
     Returns:
         The task ids whose worktree was removed.
@@ -361,15 +365,24 @@ def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]
             # an agent or check of the killed run may still write there (its own session)
             kill_project_processes(f"{home_tag(home)}/{project_key(norm_path(os.path.realpath(path)))}")
             project_top = _main_repo(path) or (repo_top(meta["projectPath"])[0] if meta.get("projectPath") else None)
-            if project_top and _is_worktree(path):
-                try:
-                    commit_result(str(path), None, f"tianshu: {task_id} (work left by an interrupted run)")
-                except GitFailed:
-                    pass
-            if project_top:
-                remove_worktree(project_top, str(path))
+            message = f"tianshu: {task_id} (work left by an interrupted run)"
+            task_dir = home / "tasks" / task_id
+            if project_top and _is_worktree(path) and meta.get("worktreeBase") and task_dir.is_dir():
+                ws = Workspace(str(path), str(path), branch_name(task_id), str(meta["worktreeBase"]), project_top)
+                out = close_worktree(ws, task_dir, None, message)
+                if closed is not None:
+                    closed(task_id, out)
             else:
-                shutil.rmtree(path, ignore_errors=True)
+                if project_top and _is_worktree(path):
+                    try:
+                        commit_result(str(path), None, message)
+                        _pin_branch(str(path), branch_name(task_id))
+                    except GitFailed:
+                        pass
+                if project_top:
+                    remove_worktree(project_top, str(path))
+                else:
+                    shutil.rmtree(path, ignore_errors=True)
             removed.append(task_id)
         except TianshuError:
             shutil.rmtree(worktree_dir(home, task_id), ignore_errors=True)

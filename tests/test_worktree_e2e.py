@@ -156,6 +156,10 @@ async def test_worktrees_are_removed_after_cancel_and_after_a_killed_flow_run(ts
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     for task_id in ids:
         assert git(repo, "rev-parse", "--verify", f"tianshu/{task_id}").strip()
+    # the sweep closed the killed run's worktree as the run itself would have: patch and record
+    killed = wt_home / "tasks" / ids[1] / "task.json"
+    await until(lambda: json.loads(killed.read_text()).get("resultPatch"), 60, "the sweep's record")
+    assert Path(json.loads(killed.read_text())["resultPatch"]).is_file() and "worktreePath" not in json.loads(killed.read_text())
     assert tree_hash(repo) == before
 
 

@@ -159,14 +159,17 @@ def test_the_sweep_keeps_live_and_waiting_worktrees_and_commits_and_removes_the_
     for task_id in ids:
         ws = wt.open_worktree(home, task_id, str(repo))
         Path(ws.top, "calc.py").write_text(RIGHT_FIX)  # work a killed run left uncommitted
+    (home / "tasks" / ids[2]).mkdir(parents=True)
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(home / "worktrees" / f"{ids[0]}.lock")],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         metas = {ids[0]: {"projectPath": str(repo)}, ids[1]: {"projectPath": str(repo), "pendingQuestion": "which?"},
-                 ids[2]: {"projectPath": str(repo)}}
-        removed = wt.sweep_worktrees(home, metas.get)
-        assert removed == [ids[2]]
+                 ids[2]: {"projectPath": str(repo), "worktreeBase": ws.base_commit}}
+        closed: dict[str, dict] = {}
+        removed = wt.sweep_worktrees(home, metas.get, lambda task_id, out: closed.update({task_id: out}))
+        assert removed == [ids[2]] and list(closed) == [ids[2]]
+        assert closed[ids[2]]["resultCommit"] and "+    return a + b" in Path(closed[ids[2]]["resultPatch"]).read_text()
         assert wt.worktree_dir(home, ids[0]).is_dir() and wt.worktree_dir(home, ids[1]).is_dir()
         assert not wt.worktree_dir(home, ids[2]).exists()
         assert git(repo, "show", f"tianshu/{ids[2]}:calc.py") == RIGHT_FIX  # nothing lost
