@@ -14,7 +14,7 @@ and timeout tests), ``new-file`` (only add an untracked file), ``noop`` (change 
 ``noisy`` (normal, plus chatter on stdout/stderr and a read of stdin), ``sleep`` (append start
 and end times to ``$SCRIPTED_TRACE``, sleeping ``$SCRIPTED_SLEEP`` seconds between — after, with
 ``$SCRIPTED_RENDEZVOUS=N``, waiting until N starts are in the trace, and with ``$SCRIPTED_GATE``
-until that file exists — then fix),
+until that file exists, each at most ``$SCRIPTED_WAIT_S`` s (default 120) — then fix),
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
 ``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix),
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
@@ -93,7 +93,7 @@ def main() -> int:
         with open(trace, "a") as fh:
             fh.write(f"start {os.getcwd()} {time.time()}\n")
         meet = int(os.environ.get("SCRIPTED_RENDEZVOUS", "0"))
-        deadline = time.time() + 120
+        deadline = time.time() + float(os.environ.get("SCRIPTED_WAIT_S", "120"))
         while meet and time.time() < deadline:  # wait until that many agents have started
             with open(trace) as fh:
                 if fh.read().count("start ") >= meet:

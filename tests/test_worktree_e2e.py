@@ -60,14 +60,15 @@ async def test_worktree_tasks_of_one_repository_run_at_once_on_their_own_branche
                                                                                   tmp_path: Path) -> None:
     trace = tmp_path / "trace.txt"
     add_scripted_profile(wt_home, "wt-sleep", "sleep", {"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "0.5",
-                                                        "SCRIPTED_RENDEZVOUS": "3"})
+                                                        "SCRIPTED_RENDEZVOUS": "3", "SCRIPTED_WAIT_S": "280"})
     repo = dirty_repo(tmp_path)  # an untracked file and a staged one: never carried, never touched
     before = tree_hash(repo)
     async with mcp_client(wt_home) as client:
         subs = []
         for n in range(4):
             r = await client.call_tool("run_task", {"projectPath": str(repo), "task": f"Fix add ({n})",
-                                                    "agentId": "wt-sleep", "autoFixRounds": 1, "isolation": "worktree"})
+                                                    "agentId": "wt-sleep", "autoFixRounds": 1, "isolation": "worktree",
+                                                    "taskTimeoutMs": 400000})
             assert not r.is_error, text_of(r)
             assert "isolation: worktree on branch tianshu/" in text_of(r) and "starts at HEAD without them" in text_of(r)
             subs.append(meta_of(r))
