@@ -10,6 +10,7 @@ fake's chat page); the session's service runs them as Prefect flow runs.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import signal
@@ -53,9 +54,12 @@ def kill_app(udd: Path) -> None:
 
 
 async def until(cond: Any, timeout_s: float, what: str) -> Any:
+    """Poll ``cond()`` (a plain or an async callable) until it is truthy; fail after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = cond()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

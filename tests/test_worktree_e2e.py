@@ -9,20 +9,18 @@ success, cancel and kill -9; Prefect's own records show the per-repository limit
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import signal
-import time
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import psutil
 import pytest
 from conftest import add_scripted_profile, auth_headers, mcp_client, meta_of, text_of
 from fixture_project import RIGHT_FIX, git, make_calc_repo
+from test_desktop_e2e import until
 from test_gates_cancel import intervals, max_overlap
 from test_service import cli, kill_services, new_home, service_info
 from test_worktree_git import dirty_repo, tree_hash
@@ -41,18 +39,6 @@ def wt_home(tmp_path: Path) -> Any:
     finally:
         cli(home, "service", "stop")
         kill_services(home)
-
-
-async def until(cond: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await anyio.sleep(0.2)
 
 
 @pytest.mark.own_services  # a pool of 4: the session daemon's is 2
