@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up tianshu-mcp from a clone: system packages (git; optional toolchains, chromium) when run as root with apt,
+# Set up tianshu-mcp from a clone: system packages (git; optional toolchains, chromium, postgresql) when run as root with apt,
 # a virtualenv in .venv and the package with its test extras. Idempotent; safe to re-run.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,6 +14,8 @@ optional=()
 command -v go >/dev/null 2>&1 || optional+=(golang)
 command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
 [ -x /usr/lib/chromium/chromium ] || optional+=(chromium)
+# PostgreSQL: the scale-out tests run a Prefect server on it (skipped without it)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || optional+=(postgresql)
 # a CJK font: without one Chinese renders as identical boxes and visual acceptance cannot see a change
 command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q . || optional+=(fonts-wqy-zenhei)
 APT_WAIT="-o DPkg::Lock::Timeout=300"

@@ -62,6 +62,16 @@ class ErrorCode(str, Enum):
     MERGE_CONFLICT = "MERGE_CONFLICT"
     """``manage_task(action="merge")``: the result branch conflicts with the project's branch; the
     merge was aborted and the project is unchanged (the paths are named)."""
+    REMOTE_UNAVAILABLE = "REMOTE_UNAVAILABLE"
+    """A remote task's ``repoUrl`` could not be cloned or fetched by the worker: it does not
+    exist, or the host cannot be reached (git's own words are quoted)."""
+    REMOTE_AUTH_FAILED = "REMOTE_AUTH_FAILED"
+    """The remote needs credentials the worker's environment does not give (git credential
+    helper, SSH key, ``GIT_ASKPASS``): nothing prompts, the task ends with git's words."""
+    REF_NOT_FOUND = "REF_NOT_FOUND"
+    """A remote task's ``ref`` names no branch, tag or commit of its ``repoUrl``."""
+    NO_WORKER = "NO_WORKER"
+    """A task's work pool had no worker to take it within ``remote.queueTimeoutMs``."""
     IDEMPOTENCY_STORE_CORRUPT = "IDEMPOTENCY_STORE_CORRUPT"
     """``<home>/idempotency.json`` exists but cannot be parsed, or its lock cannot be taken: keyed
     calls fail closed (never a silent reset that would dispatch a second task); the message names

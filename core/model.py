@@ -67,6 +67,7 @@ _META_KEYS = (
     "pendingVisualVerification", "progressSummary", "guiStop", "flowRunId", "flowRunUrl",
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
     "isolation", "worktreePath", "resultBranch", "resultCommit", "resultPatch", "dirtyNotCarried", "mergeCommit",
+    "workPool", "repoUrl", "ref", "remoteCommit", "resultPushed", "pushError",
 )
 
 

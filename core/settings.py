@@ -100,6 +100,19 @@ class PrefectConfig(BaseModel):
     ready_timeout_ms: int = Field(120000, gt=0, alias="readyTimeoutMs")
 
 
+class RemoteConfig(BaseModel):
+    """``remote`` section (scale-out issue §2): tasks for a work pool (``workPool``) on workers
+    that may run on other machines.
+
+    * ``queueTimeoutMs`` → a task no worker of its pool has taken this long ends ``failed``
+      (``NO_WORKER``); checked whenever the task is read (query_task, wait_task, list). Default
+      30 minutes; until then the task stays ``queued`` and says that no worker serves the pool.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    queue_timeout_ms: int = Field(1800000, ge=10000, alias="queueTimeoutMs")
+
+
 WebhookEvent = Literal["done", "failed", "needs_human", "needs_user", "cancelled"]
 """A subscribable webhook event (40-agents-tasks §2.12)."""
 DEFAULT_WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("done", "failed", "needs_human")
@@ -179,6 +192,7 @@ class ServerConfig(BaseModel):
     """A Running flow-run process that shows no progress this long is ended by the service's
     watchdog (:mod:`tianshu_mcp.deployments.watchdog`), ms."""
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
+    remote: RemoteConfig = Field(default_factory=RemoteConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
 
 

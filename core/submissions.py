@@ -40,16 +40,20 @@ def entry_path(home: Path, record_id: str) -> Path:
 
 
 def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, Any], tags: list[str],
-            project_key: str, created_at: str, queue_limit: int = 1) -> dict[str, Any]:
+            project_key: str, created_at: str, queue_limit: int = 1, work_pool: str | None = None) -> dict[str, Any]:
     """Write the submission entry of ``record_id`` (atomic) and return it.
 
     Args:
         project_key: names the work queue (``project-<key>``): the serial key of the work tree
             (``<key>-wt`` for the worktree tasks of a repository).
         queue_limit: that queue's concurrency limit (1: one task at a time).
+        work_pool: the pool whose queue and deployment take the flow run (a remote task's
+            ``workPool``); None: the home's own pool.
     """
     entry = {"id": record_id, "deployment": deployment, "flowRunName": record_id, "parameters": parameters,
              "tags": tags, "projectKey": project_key, "createdAt": created_at, "queueLimit": queue_limit}
+    if work_pool:
+        entry["workPool"] = work_pool
     atomic_write_json(entry_path(home, record_id), entry)
     return entry
 

@@ -19,7 +19,7 @@ from filelock import Timeout
 
 from ..core import submissions
 from ..core.taskstore import TaskStore, utc_now
-from .setup import ensure_project_queue
+from .setup import ensure_pool_deployment, ensure_project_queue
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -52,7 +52,11 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
             submissions.remove(home, record_id)
             return str(task["flowRunId"])
         try:
-            queue = await ensure_project_queue(client, str(entry["projectKey"]), int(entry.get("queueLimit") or 1))
+            pool = entry.get("workPool")
+            if pool:  # a remote task: its pool and the pool's deployment may not exist yet
+                await ensure_pool_deployment(client, str(pool))
+            queue = await ensure_project_queue(client, str(entry["projectKey"]), int(entry.get("queueLimit") or 1),
+                                               **({"pool": str(pool)} if pool else {}))
             dep = await client.read_deployment_by_name(str(entry["deployment"]))
             run = await client.create_flow_run_from_deployment(
                 dep.id, name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
@@ -80,7 +84,8 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
         except httpx.HTTPError:
             raise
         store.update(record_id, flowRunId=str(run.id), workQueue=queue, submittedAt=utc_now(),
-                     lastMessage="queued: waiting for the project's slot and the global limit")
+                     lastMessage=f"queued: waiting for a worker of work pool {pool}" if pool else
+                     "queued: waiting for the project's slot and the global limit")
         submissions.remove(home, record_id)
         return str(run.id)
     finally:

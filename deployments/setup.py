@@ -20,7 +20,7 @@ from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.utilities.callables import parameter_schema
 from prefect.workers.process import ProcessWorker
 
-from .topology import WORK_POOL
+from .topology import WORK_POOL, pool_deployment
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -53,46 +53,57 @@ def locked_job_template() -> dict[str, Any]:
     return template
 
 
-async def ensure_work_pool(client: PrefectClient, max_running: int) -> None:
-    """Create work pool ``tianshu`` (process type) with :func:`locked_job_template`, or bring an
-    existing pool's concurrency limit and template back to ours."""
+KEEP_LIMIT = object()
+
+
+async def ensure_work_pool(client: PrefectClient, max_running: int | None | object, pool_name: str = WORK_POOL) -> None:
+    """Create work pool ``pool_name`` (process type) with :func:`locked_job_template`, or bring an
+    existing pool's concurrency limit and template back to ours.
+
+    Args:
+        max_running: the pool's concurrency limit (None: unlimited; ``KEEP_LIMIT``: keep an existing
+            pool's limit, none for a new pool).
+    """
     template = locked_job_template()
     try:
-        pool = await client.read_work_pool(WORK_POOL)
+        pool = await client.read_work_pool(pool_name)
     except ObjectNotFound:
+        limit = None if max_running is KEEP_LIMIT else max_running
         try:
             await client.create_work_pool(
-                WorkPoolCreate(name=WORK_POOL, type="process", base_job_template=template,
-                               concurrency_limit=max_running, description="tianshu-mcp tasks")
+                WorkPoolCreate(name=pool_name, type="process", base_job_template=template,
+                               concurrency_limit=limit, description="tianshu-mcp tasks")  # type: ignore[arg-type]
             )
-            log.info("created work pool %s (concurrency limit %d)", WORK_POOL, max_running)
+            log.info("created work pool %s (concurrency limit %s)", pool_name, limit)
             return
         except ObjectAlreadyExists:
-            pool = await client.read_work_pool(WORK_POOL)
-    if pool.concurrency_limit != max_running or pool.base_job_template != template:
-        await client.update_work_pool(WORK_POOL, WorkPoolUpdate(concurrency_limit=max_running,
+            pool = await client.read_work_pool(pool_name)
+    limit = pool.concurrency_limit if max_running is KEEP_LIMIT else max_running
+    if pool.concurrency_limit != limit or pool.base_job_template != template:
+        await client.update_work_pool(pool_name, WorkPoolUpdate(concurrency_limit=limit,  # type: ignore[arg-type]
                                                                 base_job_template=template))
-        log.info("work pool %s: concurrency limit %s -> %d, job template locked", WORK_POOL,
-                 pool.concurrency_limit, max_running)
+        log.info("work pool %s: concurrency limit %s -> %s, job template locked", pool_name,
+                 pool.concurrency_limit, limit)
 
 
-async def ensure_project_queue(client: PrefectClient, project_key: str, limit: int = 1) -> str:
+async def ensure_project_queue(client: PrefectClient, project_key: str, limit: int = 1, pool: str = WORK_POOL) -> str:
     """Create the project's work queue when missing, or set its concurrency limit to ``limit``
     when it differs (a changed ``worktreeParallel``); return its name. ≈30 ms.
 
     ``project-<key>`` (limit 1) serialises the tasks of one work tree; ``project-<key>-wt``
-    runs up to ``limit`` worktree tasks of one repository at once (scale-out issue §1).
+    runs up to ``limit`` worktree tasks of one repository at once (scale-out issue §1), in work
+    pool ``pool`` (a remote task's queue lives in the pool it names).
     """
     name = queue_name(project_key)
     try:
-        queue = await client.read_work_queue_by_name(name, work_pool_name=WORK_POOL)
+        queue = await client.read_work_queue_by_name(name, work_pool_name=pool)
         if queue.concurrency_limit != limit:
             await client.update_work_queue(queue.id, concurrency_limit=limit)
         return name
     except ObjectNotFound:
         pass
     try:
-        await client.create_work_queue(name, work_pool_name=WORK_POOL, concurrency_limit=limit,
+        await client.create_work_queue(name, work_pool_name=pool, concurrency_limit=limit,
                                        description="one task at a time per work tree" if limit == 1
                                        else f"up to {limit} worktree tasks of one repository")
     except ObjectAlreadyExists:
@@ -100,8 +111,8 @@ async def ensure_project_queue(client: PrefectClient, project_key: str, limit: i
     return name
 
 
-async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypoint: str) -> Any:
-    """Create deployment ``<flow.name>/<name>`` on work pool ``tianshu``, or update its entrypoint
+async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypoint: str, pool: str = WORK_POOL) -> Any:
+    """Create deployment ``<flow.name>/<name>`` on work pool ``pool``, or update its entrypoint
     and parameter schema in place; return its id.
 
     An existing deployment is updated, never re-created: an upsert without ``schedules`` would
@@ -116,13 +127,13 @@ async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypo
         existing = None
     if existing is not None:
         await client.update_deployment(existing.id, DeploymentUpdate(
-            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=WORK_POOL, job_variables={}))
+            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=pool, job_variables={}))
         return existing.id
     flow_id = await client.create_flow_from_name(flow.name)
     return await client.create_deployment(
         flow_id=flow_id,
         name=name,
-        work_pool_name=WORK_POOL,
+        work_pool_name=pool,
         entrypoint=entrypoint,
         parameter_openapi_schema=schema,
         enforce_parameter_schema=False,
@@ -179,3 +190,17 @@ async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
         "verify/verify": await ensure_deployment(client, verify_flow, "verify", VERIFY_ENTRYPOINT),
         "reverify/reverify": await ensure_deployment(client, reverify_flow, "reverify", REVERIFY_ENTRYPOINT),
     }
+
+
+async def ensure_pool_deployment(client: PrefectClient, pool: str, pool_limit: int | None | object = KEEP_LIMIT) -> str:
+    """Make work pool ``pool`` (locked template) and its ``run-task`` deployment exist; return the
+    deployment's name. Used by the caller before the first remote task of a pool and by
+    ``tianshu-mcp worker`` when it starts (and sets ``--pool-limit``). Also makes the zombie-run
+    automation exist: a dead worker's flow runs end Crashed on the shared server too."""
+    from ..flows.run_task import run_task_flow
+
+    await ensure_work_pool(client, pool_limit, pool)
+    await ensure_zombie_automation(client)
+    name = pool_deployment(pool)
+    await ensure_deployment(client, run_task_flow, name.split("/", 1)[1], RUN_TASK_ENTRYPOINT, pool)
+    return name

@@ -16,6 +16,14 @@ from ..core.settings import ServerConfig
 WORK_POOL = "tianshu"
 RUN_TASK_DEPLOYMENT = "run-task/run-task"
 
+
+def pool_deployment(pool: str) -> str:
+    """The ``run-task`` deployment of work pool ``pool``: ``run-task/run-task`` for the home's own
+    pool, ``run-task/pool-<pool>`` for any other (one deployment per pool routes a flow run to
+    that pool's workers)."""
+    return "run-task/run-task" if pool == WORK_POOL else f"run-task/pool-{pool}"
+
+
 # Settings forced in every mode (measured pitfalls, 50-prefect-lab §12).
 FORCED_ENV = {
     # the in-memory default leaks concurrency slots forever across an API restart (P1)

@@ -39,13 +39,14 @@ class EngineJobConfiguration(ProcessJobConfiguration):
         super().prepare_for_flow_run(flow_run, *args, **kwargs)
 
 
-def process_worker(name: str) -> ProcessWorker:
-    """A ``ProcessWorker`` on pool ``tianshu`` that starts one engine process per flow run.
+def process_worker(name: str, pool: str = WORK_POOL, limit: int | None = None) -> ProcessWorker:
+    """A ``ProcessWorker`` on work pool ``pool`` (default ``tianshu``) that starts one engine
+    process per flow run, at most ``limit`` at once (None: no limit of its own).
 
     The job configuration class is set on the instance, not through a subclass: a subclass of
     ``ProcessWorker`` would replace Prefect's registered ``process`` worker type for the whole
     interpreter.
     """
-    worker = ProcessWorker(work_pool_name=WORK_POOL, name=name)
+    worker = ProcessWorker(work_pool_name=pool, name=name, limit=limit)
     worker.job_configuration = EngineJobConfiguration  # type: ignore[misc]
     return worker

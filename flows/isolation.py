@@ -36,7 +36,7 @@ def open_workspace(task_id: str, project_path: str, meta: dict[str, Any]) -> str
     home = data_home()
     lock = hold(home, task_id)
     try:
-        ws = open_worktree(home, task_id, project_path, meta.get("worktreeBase"))
+        ws = open_worktree(home, task_id, project_path, meta.get("worktreeBase"), meta.get("worktreeStart"))
     except TianshuError:
         lock.release()
         raise

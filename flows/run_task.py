@@ -33,6 +33,7 @@ from ..tasks.repair import write_repair_plan
 from ..tasks.verify import artifact_key, freeze_visual, preflight_acceptance, run_verify_round
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
+from .remote import enter_remote, leave_remote, publish_record, remote_error_type
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends, status_from_state
 from .visual_resume import reverify
 from .watch import guard_run
@@ -138,6 +139,7 @@ def run_task_flow(
     auto_fix_rounds: int = 0,
     task_timeout_ms: int = 1800000,
     feedback: str | None = None,
+    remote: dict[str, Any] | None = None,
 ) -> State:
     """Run task ``task_id`` to a final state.
 
@@ -149,14 +151,24 @@ def run_task_flow(
         auto_fix_rounds: rework rounds allowed after a failed verification (0..10).
         task_timeout_ms: the agent's wall-clock limit per round, ms.
         feedback: manual rework feedback for the first round of this run.
+        remote: a remote task's ``{"repoUrl", "ref", "pool", "record"}`` (:mod:`.remote`): the
+            worker seeds the task from ``record``, works in a worktree of its own clone and
+            pushes ``tianshu/<taskId>``; ``project_path`` is then the remote's URL.
 
     Returns:
         The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
     """
     state: State | None = None
     try:
-        state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
-        return state
+        if remote is not None:
+            try:
+                project_path = enter_remote(task_id, remote)
+            except TianshuError as exc:
+                msg = f"the remote repository could not be prepared, the agent was not started: {exc.render()}"
+                _finish(task_id, "failed", msg, remote_error_type(exc))
+                state = Failed(message=msg)
+        if state is None:
+            state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
         if state is not None:  # a final state (a needs_user suspension leaves by an exception)
@@ -164,6 +176,9 @@ def run_task_flow(
                 close_workspace(task_id, status_from_state(state.type.value, state.name, None))
             except Exception as exc:  # noqa: BLE001 - the task's end stands; the sweep removes what is left
                 get_run_logger().warning("the task's worktree could not be closed: %s", exc)
+        if remote is not None:
+            state = leave_remote(task_id, state)  # push the result branch, publish the record
+    return state
 
 
 def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
@@ -284,6 +299,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             diffstat=verdict["diffstat"],
         )
         st.event(task_id, "verify_round", "verify_start", f"round {rnd}: {'passed' if verdict['passed'] else 'failed'}")
+        if meta.get("remoteCommit"):
+            publish_record(task_id)  # a remote task's caller sees the round's report while the task goes on
         logger.info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict["passed"] else "failed",
                     verdict["round"], verdict["message"])
         if _cancel_marker(task_id):

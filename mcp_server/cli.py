@@ -3,6 +3,7 @@
 * ``tianshu-mcp`` — the stdio MCP server (a client of the home's service, started on demand).
 * ``tianshu-mcp service start|stop|status`` — the home's background service (see :mod:`.commands`).
 * ``tianshu-mcp server`` — that service in the foreground, until SIGINT/SIGTERM.
+* ``tianshu-mcp worker --pool NAME`` — a worker of a shared Prefect server (:mod:`..deployments.remote_worker`).
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 * ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual_cli`.
@@ -25,6 +26,7 @@ log = logging.getLogger("tianshu_mcp")
 USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (what an MCP host runs)
        tianshu-mcp service start|stop|status     the home's background service (Prefect API + UI + worker)
        tianshu-mcp server                       run that service in the foreground until stopped
+       tianshu-mcp worker --pool NAME [--limit N]   serve a work pool of a shared Prefect server (scale-out)
        tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
        tianshu-mcp config acceptance [projectPath] [--task ID]   show the acceptance layers (JSON)
        tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
@@ -122,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         from .visual_cli import main as visual_main
 
         return visual_main(args[1:])
+    if args and args[0] == "worker":
+        from ..deployments.remote_worker import main as worker_main
+
+        return worker_main(args[1:])
     if args and args[0] == "demo":
         from .demo import main as demo_main
 

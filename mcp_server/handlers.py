@@ -28,6 +28,7 @@ from .format import clip, ok_result
 from .phrases import status_phrase
 from .resume import continue_task
 from .isolation import merge_task, resolve_isolation
+from .remote import remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .waiting import wait_task
 
@@ -80,6 +81,9 @@ class Handlers:
             _validate_override(args["acceptanceOverride"])
         home = self.runtime.home
         check_config(home)  # a broken config.json refuses (CONFIG_INVALID) before anything is written
+        target = await anyio.to_thread.run_sync(remote_target, args, home)
+        if target is not None:  # a work pool's worker clones repoUrl (scale-out issue §2)
+            return await run_remote(self, args, target)
         agent_id = args.get("agentId") or "codex"
         raw_path = args.get("projectPath")
         if raw_path is None:

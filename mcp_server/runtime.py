@@ -57,7 +57,9 @@ class Runtime:
         self.api_url = remote or ""
         self.ui_url = (remote[: -len("/api")] if remote and remote.endswith("/api") else remote) or ""
         self.home_tag = home_tag(home)
-        self.auth: str | None = None
+        # a remote server's credentials come from this process's environment (the host's env
+        # block), never from a file of ours; the home's service has its own (identity.auth_string)
+        self.auth: str | None = (os.environ.get("PREFECT_API_AUTH_STRING") or None) if remote else None
         self._ready = threading.Event()
         self._error: TianshuError | None = None
         self._host: Any = None  # HomeService in in-process hosting
@@ -218,7 +220,8 @@ class Runtime:
 
     def _wait_remote(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        with httpx.Client(timeout=2.0) as client:
+        auth = tuple(self.auth.split(":", 1)) if self.auth and ":" in self.auth else None
+        with httpx.Client(timeout=2.0, auth=auth) as client:  # type: ignore[arg-type]
             while time.monotonic() < deadline:
                 try:
                     if client.get(f"{self.api_url}/health").status_code == 200:

@@ -157,24 +157,8 @@ class TaskService:
         cfg = load_config(self.runtime.home)
         task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
-        fields: dict[str, Any] = {
-            "workspaceMode": "project",
-            "projectPath": project.norm,
-            "displayPath": project.raw,
-            "projectKey": project.key,
-            "agentId": agent.id,
-            "task": args["task"],
-            "autoVerify": args.get("autoVerify", True),
-            "autoFixRounds": int(args.get("autoFixRounds", 0)),
-            "taskTimeoutMs": int(timeout_ms),
-            "homeTag": self.runtime.home_tag,
-            "lastMessage": WAITING_FOR_SERVICE,
-        }
-        for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
-            if args.get(key) is not None:
-                fields[key] = args[key]
-        if args.get("dryRun") is True:
-            fields["dryRun"] = True
+        fields = self.task_fields(args, agent.id, int(timeout_ms))
+        fields.update(workspaceMode="project", projectPath=project.norm, displayPath=project.raw, projectKey=project.key)
         worktree = args.get("isolation") == "worktree"
         fields["isolation"] = "worktree" if worktree else "inplace"
         record = self.store.create(task_id, fields)
@@ -193,9 +177,28 @@ class TaskService:
         submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags,
                             serial_key(project.norm) + ("-wt" if worktree else ""), record["createdAt"],
                             queue_limit=limit if worktree else 1)
-        return TaskView(await self._submit_now(task_id), "queued", None, None)
+        return TaskView(await self.submit_now(task_id), "queued", None, None)
 
-    async def _submit_now(self, record_id: str) -> dict[str, Any]:
+    def task_fields(self, args: dict[str, Any], agent_id: str, timeout_ms: int) -> dict[str, Any]:
+        """The brief-side fields of a new ``task.json`` from run_task's arguments (the caller adds
+        where the task works: project fields, or a remote task's repository and pool)."""
+        fields: dict[str, Any] = {
+            "agentId": agent_id,
+            "task": args["task"],
+            "autoVerify": args.get("autoVerify", True),
+            "autoFixRounds": int(args.get("autoFixRounds", 0)),
+            "taskTimeoutMs": int(timeout_ms),
+            "homeTag": self.runtime.home_tag,
+            "lastMessage": WAITING_FOR_SERVICE,
+        }
+        for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
+            if args.get(key) is not None:
+                fields[key] = args[key]
+        if args.get("dryRun") is True:
+            fields["dryRun"] = True
+        return fields
+
+    async def submit_now(self, record_id: str) -> dict[str, Any]:
         """Create the flow run now if the API is up and answers within ≈0.7 s; else leave the
         entry to the background submitters. Returns the current ``task.json``."""
         import anyio
@@ -244,6 +247,10 @@ class TaskService:
                     if run.state is not None:
                         states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
                                                _iso_z(run.state.timestamp))
+            if any(t.get("workPool") for t in tasks):
+                from .remote_sync import sync_remote  # a remote task's details come from its artifacts
+
+                tasks = await sync_remote(self, client, tasks, states)
         return [self._view_of(t, states) for t in tasks]
 
     def _view_of(self, t: dict[str, Any], states: dict[str, tuple[str, str, str | None, str | None]]) -> TaskView:
@@ -376,6 +383,19 @@ class TaskService:
                 )
             self._finish_cancel(task_id, msg, interrupted)
             return await self.view(task_id), True, f"cancelled {task_id}" if not interrupted else msg
+        if view.task.get("workPool") and flow_run_id:
+            # a remote task runs on a worker that cannot see the marker: Prefect's Cancelling
+            # state makes that worker end the flow-run process (its hook kills the agent tree)
+            from prefect.states import Cancelling
+
+            await client.set_flow_run_state(flow_run_id, Cancelling(message=reason or "cancelled"), force=True)
+            deadline = anyio.current_time() + wait_s
+            while (view := await self.view(task_id)).status not in TERMINAL and anyio.current_time() < deadline:
+                await anyio.sleep(0.5)
+            if view.status not in TERMINAL:
+                return view, False, (f"cancel requested for {task_id} (its worker ends it), not final yet after "
+                                     f"{wait_s:.0f} s; check again with query_task")
+            return view, True, f"cancelled {task_id}"
         # running: kill the agent tree now (same host); the flow sees the marker and the killed
         # agent and ends itself Cancelled — an orderly end, no crash in its log. Only a flow
         # that does not end within the grace gets its final state written for it (its process
@@ -453,7 +473,7 @@ class TaskService:
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
                             {"record_id": record_id, "project_path": project_norm, **params}, tags, serial_key(project_norm),
                             record["createdAt"])
-        return TaskView(await self._submit_now(record_id), "queued")
+        return TaskView(await self.submit_now(record_id), "queued")
 
     async def wait_final(self, task_id: str, timeout_s: float) -> TaskView:
         """Poll a task or record every 0.5 s until it is final or ``timeout_s`` passes (a service

@@ -121,6 +121,16 @@ RUN_TASK = ToolDef(
                           "on a new branch tianshu/<taskId> from HEAD (uncommitted changes are not carried over), "
                           "several tasks of one repository at once; the result is that branch plus result.patch, "
                           "merged with manage_task(action=\"merge\")."},
+            "repoUrl": {**STR1, "maxLength": 2048, "description": "A git remote (https://, ssh://, user@host:path, "
+                        "file:// or a path on the worker's machine) for a worker that cannot see projectPath: the worker "
+                        "clones it, works in a worktree from ref and pushes the result branch tianshu/<taskId> back. "
+                        "Credentials in the URL are refused; the worker's environment provides them. Default with "
+                        "workPool: the projects.json entry's repoUrl, else projectPath's remote 'origin'."},
+            "ref": {**STR1, "maxLength": 255, "description": "Branch, tag or commit of repoUrl the task starts from "
+                    "(default HEAD: the remote's default branch)."},
+            "workPool": {**STR1, "maxLength": 63, "description": "The Prefect work pool whose workers run the task "
+                         "(default: the local pool \"tianshu\"). A pool other than the local one makes the task remote "
+                         "(repoUrl); it stays queued until a `tianshu-mcp worker --pool <name>` takes it."},
             "dryRun": {"type": "boolean", "description": "Static dry run: report which agent invocation and checks "
                        "would run and what would block the task (dry-run-report-<n>); no agent starts, the project "
                        "is not changed, no round is used."},

@@ -166,12 +166,15 @@ def _branch_exists(top: str, branch: str) -> bool:
     return run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top).ok
 
 
-def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str | None = None) -> Workspace:
+def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str | None = None,
+                  start: str | None = None) -> Workspace:
     """Make (or find) the task's worktree: a new branch from HEAD on the first run, the existing
     branch when the task is reworked, the existing directory when it resumes after needs_user.
 
     Args:
         base_commit: the task's recorded baseline commit (a re-run keeps it); None on the first run.
+        start: the commit a new branch starts from instead of HEAD (a remote task's ``ref``, in a
+            worker's clone whose checkout is not the user's: nothing is "not carried").
 
     Raises:
         TianshuError: WORKTREE_UNAVAILABLE (not a git repository, no commit); GitFailed (git refused).
@@ -193,8 +196,8 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
                            "hand); there is no work of this task to continue or verify — start a new task")
     else:
         _discard(top, path)
-        base = base_commit or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
-        dirty = dirty_paths(top)
+        base = start or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
+        dirty = [] if start else dirty_paths(top)
         _git(["worktree", "add", "--quiet", "-b", branch, str(path), base], top)
         created = True
     base = base_commit or _git(["rev-parse", "--verify", f"{branch}^{{commit}}"], top).stdout.strip()

@@ -54,7 +54,8 @@ def anyio_backend() -> str:
 #   test of this run does: every test holds a shared lock, an ``alone`` test the exclusive one,
 #   taken through a gate so that a waiting exclusive test is not starved.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-ONE_WORKER = ("tests/test_fuzz_tools.py",)
+ONE_WORKER = ("tests/test_fuzz_tools.py", "tests/test_remote_e2e.py")
+"""Modules that run in one xdist worker, in a row (a module-scoped cluster serves all their tests)."""
 LONG_FIRST = ("test_fuzz_tools.py", "test_verify_task.py", "test_e2e_run_task.py", "test_desktop_e2e.py",
               "test_adapter_contract.py", "test_acp_e2e.py", "test_hostile_input.py", "test_agent_failures.py")
 _RUN_LOCKS: dict[str, Path] = {}
@@ -95,16 +96,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not XDIST_WORKER:
         return
     rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    own = [item for item in items if item.get_closest_marker("own_services")]
+    together = {f"tests/{item.path.name}" for item in items} & set(ONE_WORKER)
+    own: list[list[pytest.Item]] = []  # units: one test, or a whole ONE_WORKER module in a row
+    for item in items:
+        if not item.get_closest_marker("own_services"):
+            continue
+        if f"tests/{item.path.name}" in together and own and own[-1][0].path == item.path:
+            own[-1].append(item)
+        else:
+            own.append([item])
     rest = sorted((item for item in items if not item.get_closest_marker("own_services")),
                   key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable
     gap = max(1, len(rest) // max(1, 2 * len(own)))
     merged: list[pytest.Item] = []
     for n, item in enumerate(rest):
         if n % gap == 0 and own:
-            merged.append(own.pop(0))
+            merged.extend(own.pop(0))
         merged.append(item)
-    items[:] = merged + own
+    items[:] = merged + [item for unit in own for item in unit]
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -1,0 +1,95 @@
+"""What a remote task names: a git remote (``repoUrl``), a ``ref`` and a work pool (scale-out issue §2).
+
+Plain validation, no git and no Prefect: the MCP server refuses a bad call with a coded error
+before anything is written, and the worker re-checks what reaches it in flow-run parameters.
+
+Credentials never travel with a task: a ``repoUrl`` with a password or token in it
+(``https://user:token@host/…``) is refused; the worker's own environment authenticates (git
+credential helper, SSH key, ``GIT_ASKPASS``). Flow-run parameters are visible in the Prefect UI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from urllib.parse import urlsplit
+
+from .errors import ErrorCode, TianshuError
+
+LOCAL_POOL = "tianshu"
+"""The work pool of the home's own worker (:data:`tianshu_mcp.deployments.topology.WORK_POOL`)."""
+
+CALLER_KEYS = ("projectPath", "displayPath", "projectKey", "homeTag", "flowRunId", "workQueue", "submittedAt",
+               "remote", "workPath", "worktreePath", "worktreeStart", "clientEnv")
+"""Keys of ``task.json`` that belong to one side of a remote task only (caller or worker): never sent, never taken over."""
+PATH_KEYS = ("reportMd", "reportJson", "reportHtml", "logFile", "resultPatch", "dryRunReportMd", "dryRunReportJson")
+"""Keys holding a path under the task directory (rewritten to the receiving side's directory)."""
+_POOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_SCP = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
+_SCHEMES = ("https", "http", "ssh", "git", "file")
+
+
+def check_pool(pool: str) -> str:
+    """A work pool name: 1..63 of ``[A-Za-z0-9_.-]``, starting with a letter or digit.
+
+    Raises:
+        TianshuError: INVALID_ARGUMENT.
+    """
+    if not isinstance(pool, str) or not _POOL.match(pool):
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                           f"workPool: {str(pool)[:80]!r} is not a work pool name (letters, digits, '_', '.', '-'; ≤ 63)")
+    return pool
+
+
+def check_repo_url(url: str) -> str:
+    """A git remote a worker can clone: ``https://``, ``http://``, ``ssh://``, ``git://``,
+    ``file://``, scp-like ``user@host:path``, or an absolute path on the worker's machine.
+
+    Returns:
+        The URL, stripped.
+
+    Raises:
+        TianshuError: INVALID_ARGUMENT — empty, an unknown scheme, whitespace or a control
+            character, an option-like value (``-…``), or credentials in the URL.
+    """
+    url = (url or "").strip() if isinstance(url, str) else ""
+    if not url or len(url) > 2048 or any(ord(c) < 32 or c.isspace() for c in url) or url.startswith("-"):
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: give a git remote URL (https://…, ssh://…, "
+                           "user@host:path, file://… or an absolute path) without spaces")
+    if url.startswith("/"):
+        return url
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.scheme not in _SCHEMES:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"repoUrl: scheme {parts.scheme!r} is not supported; "
+                               f"use one of {', '.join(_SCHEMES)}")
+        if parts.password is not None or (parts.scheme in ("http", "https") and parts.username):
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                               "repoUrl: credentials in the URL are refused (flow-run parameters are visible in the "
+                               "Prefect UI); give them to the worker's environment: a git credential helper, an SSH "
+                               "key or GIT_ASKPASS")
+        if parts.scheme != "file" and not parts.hostname:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"repoUrl: {url[:200]!r} names no host")
+        return url
+    if _SCP.match(url):
+        return url
+    raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"repoUrl: {url[:200]!r} is not a git remote URL")
+
+
+def check_ref(ref: str) -> str:
+    """A branch, tag or commit name as ``git check-ref-format`` would accept it (or ``HEAD``).
+
+    Raises:
+        TianshuError: INVALID_ARGUMENT.
+    """
+    bad = (not isinstance(ref, str) or not ref or len(ref) > 255 or ref.startswith(("-", "/")) or ref.endswith(("/", ".", ".lock"))
+           or ".." in ref or "@{" in ref or "//" in ref
+           or any(ord(c) < 32 or c.isspace() or c in "~^:?*[\\\x7f" for c in ref))
+    if bad:
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"ref: {str(ref)[:80]!r} is not a branch, tag or commit name")
+    return ref
+
+
+def repo_key(url: str) -> str:
+    """16 hex digits naming a remote repository (its work queue ``project-<key>-wt``, its cache)."""
+    return hashlib.sha256(url.rstrip("/").removesuffix(".git").encode("utf-8")).hexdigest()[:16]

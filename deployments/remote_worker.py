@@ -1,0 +1,121 @@
+"""``tianshu-mcp worker --pool NAME``: a worker for a shared Prefect server (scale-out issue §2).
+
+One per machine (or more): it serves one work pool of the Prefect server named by
+``TIANSHU_PREFECT_API_URL`` (or ``prefect.apiUrl`` in its home's ``config.json``), with its own
+data home (``TIANSHU_MCP_HOME``: task records, the clones of remotes, worktrees, agent
+profiles). It shares no file with the MCP server that submitted the task: a remote task names a
+git remote, the worker clones it, works in a worktree, pushes ``tianshu/<taskId>`` and publishes
+the record as an artifact (:mod:`tianshu_mcp.flows.remote`).
+
+Credentials come from the worker's environment only: ``PREFECT_API_AUTH_STRING`` (or
+``PREFECT_API_KEY``) for the API, and git's own (credential helper, SSH key, ``GIT_ASKPASS``) for
+the remotes. The flow-run processes it starts inherit that environment; agents and checks get it
+scrubbed of every ``PREFECT_*`` variable (:mod:`tianshu_mcp.core.childenv`).
+
+The worker is Prefect's process worker (:func:`.worker.process_worker`); a worker that dies
+leaves its flow runs without heartbeat, and the zombie-run automation
+(:func:`.setup.ensure_zombie_automation`) ends them Crashed — ``interrupted`` for the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import sys
+
+from ..core.log import setup_logging
+from ..core.remotes import check_pool
+from ..core.errors import TianshuError
+from ..core.settings import data_home, load_config
+from .topology import export_env, remote_api_url
+
+log = logging.getLogger("tianshu_mcp")
+
+USAGE = """usage: tianshu-mcp worker --pool NAME [--limit N] [--pool-limit N] [--name NAME]
+
+Serve work pool NAME of the Prefect server named by TIANSHU_PREFECT_API_URL (or prefect.apiUrl in
+the home's config.json), with this machine's data home (TIANSHU_MCP_HOME) and agent profiles,
+until SIGINT/SIGTERM. Creates the pool and its run-task deployment when missing.
+  --limit N        at most N flow runs of this worker at once (default: no limit of its own)
+  --pool-limit N   set the pool's concurrency limit (all its workers together) to N
+  --name NAME      the worker's name in the Prefect UI (default tianshu-<host>-<pid>)
+credentials: PREFECT_API_AUTH_STRING / PREFECT_API_KEY for the API and git's own (credential
+helper, SSH key, GIT_ASKPASS) for the remotes, from this process's environment only."""
+
+
+def _int(value: str, flag: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise SystemExit(f"tianshu-mcp worker: {flag} needs a whole number, got {value!r}") from None
+    if not 1 <= n <= 1000:
+        raise SystemExit(f"tianshu-mcp worker: {flag} must be 1..1000, got {n}")
+    return n
+
+
+def parse(argv: list[str]) -> dict[str, object]:
+    """``{"pool", "limit", "pool_limit", "name"}`` from the command line.
+
+    Raises:
+        SystemExit: a usage error (its text says which).
+    """
+    out: dict[str, object] = {"pool": None, "limit": None, "pool_limit": None, "name": None}
+    flags = {"--pool": "pool", "--limit": "limit", "--pool-limit": "pool_limit", "--name": "name"}
+    i = 0
+    while i < len(argv):
+        flag = argv[i]
+        if flag not in flags or i + 1 >= len(argv):
+            raise SystemExit(f"tianshu-mcp worker: unknown or incomplete argument {flag!r} (see --help)")
+        value = argv[i + 1]
+        key = flags[flag]
+        out[key] = _int(value, flag) if key in ("limit", "pool_limit") else value
+        i += 2
+    if not out["pool"]:
+        raise SystemExit("tianshu-mcp worker: --pool NAME is required")
+    try:
+        check_pool(str(out["pool"]))
+    except TianshuError as exc:
+        raise SystemExit(f"tianshu-mcp worker: {exc.message}") from None
+    return out
+
+
+async def _serve(pool: str, name: str, limit: int | None, pool_limit: int | None) -> None:
+    from prefect.client.orchestration import get_client
+
+    from .setup import KEEP_LIMIT, ensure_pool_deployment
+    from .worker import process_worker
+
+    async with get_client() as client:
+        await ensure_pool_deployment(client, pool, pool_limit if pool_limit is not None else KEEP_LIMIT)
+    worker = process_worker(name, pool, limit)
+    log.info("worker %s serves work pool %s (limit %s)", name, pool, limit)
+    await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
+
+
+def main(argv: list[str]) -> int:
+    """``tianshu-mcp worker …``; returns the exit code (2: usage, 1: no API configured)."""
+    if argv and argv[0] in ("--help", "-h"):
+        print(USAGE)
+        return 0
+    try:
+        opts = parse(argv)
+    except SystemExit as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    home = data_home()
+    home.mkdir(parents=True, exist_ok=True)
+    api = remote_api_url(load_config(home))
+    if not api:
+        print("tianshu-mcp worker: no Prefect server is named; set TIANSHU_PREFECT_API_URL "
+              "(e.g. http://prefect-host:4200/api) or prefect.apiUrl in config.json", file=sys.stderr)
+        return 1
+    export_env(home, api, None)
+    setup_logging(home, file_name="worker.log")
+    name = str(opts["name"] or f"tianshu-{socket.gethostname()}-{os.getpid()}")
+    try:
+        asyncio.run(_serve(str(opts["pool"]), name, opts["limit"], opts["pool_limit"]))  # type: ignore[arg-type]
+    except KeyboardInterrupt:
+        pass
+    return 0

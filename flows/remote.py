@@ -1,0 +1,149 @@
+"""The worker's side of a remote task (scale-out issue §2).
+
+A remote task's flow run carries ``remote = {"repoUrl", "ref", "pool", "record"}`` in its
+parameters: ``record`` is the caller's ``task.json`` without the caller's paths (the brief, the
+agent id, the verification settings; never a credential — the caller refuses a ``repoUrl`` with
+one, :func:`tianshu_mcp.core.remotes.check_repo_url`). On the worker:
+
+1. :func:`enter_remote` writes the task's ``task.json`` into the worker's own data home, fetches
+   the remote into the worker's clone (:mod:`tianshu_mcp.tasks.remote_repo`) and points the task
+   at that clone with isolation ``worktree`` starting at ``ref``'s commit;
+2. the flow runs as for a local worktree task (agent, checks, grading in the worktree);
+3. :func:`leave_remote` pushes ``tianshu/<taskId>`` to the remote and publishes the task's
+   record and reports as the artifact ``<taskId>-record`` (:func:`publish_record`), which the
+   caller turns back into its own ``task.json`` and report files
+   (:mod:`tianshu_mcp.mcp_server.remote_sync`).
+
+The record is also published when a round's verification ends, so ``query_task`` shows a remote
+task's progress while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from prefect.artifacts import create_markdown_artifact
+from prefect.states import Failed, State
+
+from ..core.errors import ErrorCode, TianshuError
+from ..core.files import read_text_tail
+from ..core.remotes import CALLER_KEYS, PATH_KEYS, check_ref, check_repo_url
+from ..core.settings import data_home
+from ..tasks.common import record, store
+from ..tasks.remote_repo import push_result, sync_clone
+from ..tasks.verify import artifact_key
+from .states import NEEDS_ATTENTION
+
+log = logging.getLogger("tianshu_mcp")
+
+RECORD_FORMAT = "tianshu-remote-record/1"
+"""The ``format`` of a published record (a caller refuses one it does not know)."""
+MAX_FILE_BYTES = 256 * 1024
+"""A published file (report, agent log) keeps at most its last this many bytes."""
+MAX_FILES_BYTES = 1024 * 1024
+"""All published files of one record together, bytes (the newest rounds first)."""
+
+
+def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
+    """Seed the task in the worker's home and make its clone ready; return the clone's path.
+
+    A re-run of the task (rework, resumed question) on the same worker keeps the worker's own
+    record and only takes the caller's newer brief-side fields.
+
+    Raises:
+        TianshuError: INVALID_ARGUMENT (a damaged ``remote`` parameter), REMOTE_UNAVAILABLE,
+            REMOTE_AUTH_FAILED, REF_NOT_FOUND.
+    """
+    st = store()
+    sent = dict(remote.get("record") or {})
+    own = st.read(task_id)
+    fields = {k: v for k, v in sent.items() if k not in CALLER_KEYS and k not in PATH_KEYS and k != "taskId"}
+    if own is None:
+        st.create(task_id, {**fields, "projectPath": "", "isolation": "worktree"})
+    else:
+        record(task_id, **{k: v for k, v in fields.items() if k not in own or k in ("task", "context", "autoFixRounds")})
+    url = check_repo_url(str(remote.get("repoUrl") or ""))
+    ref = check_ref(str(remote.get("ref") or "HEAD"))
+    record(task_id, phase="fetching", lastMessage=f"fetching {url} ({ref}) into this worker's clone")
+    clone, commit = sync_clone(data_home(), url, ref, task_id)
+    record(task_id, projectPath=clone, isolation="worktree", worktreeStart=commit, remoteCommit=commit,
+           repoUrl=url, ref=ref)
+    st.event(task_id, "note", "running", f"{url} {ref} = {commit[:12]}; clone {clone}")
+    return clone
+
+
+def leave_remote(task_id: str, state: State | None) -> State | None:
+    """Push the result branch and publish the record; return the task's final state.
+
+    A result that cannot be pushed turns a ``succeeded`` task into ``needs_attention`` (the
+    caller would otherwise see a pass whose work it cannot reach); the branch stays in the
+    worker's clone and the message says so.
+    """
+    meta = store().read(task_id) or {}
+    branch, url = meta.get("resultBranch"), meta.get("repoUrl")
+    if state is not None and branch and url and meta.get("projectPath"):
+        try:
+            push_result(str(meta["projectPath"]), str(branch), str(url))
+            record(task_id, resultPushed=True, pushError=None)
+            store().event(task_id, "note", "running", f"result branch {branch} pushed to {url}")
+        except TianshuError as exc:
+            record(task_id, resultPushed=False, pushError=exc.render())
+            if state.is_completed():
+                msg = (f"{state.message or 'succeeded'} — but the result branch {branch} could not be pushed to {url} "
+                       f"(it stays in the worker's clone {meta['projectPath']}): {exc.render()}")
+                record(task_id, lastMessage=msg, errorType=exc.code.value.lower())
+                state = Failed(name=NEEDS_ATTENTION, message=msg)
+    publish_record(task_id)
+    return state
+
+
+def record_payload(task_id: str) -> dict[str, Any] | None:
+    """What :func:`publish_record` sends: ``{"format", "taskDir", "record", "files": {name: text}}``.
+
+    ``files`` holds the task directory's ``result.patch``, its reports (``report-<n>.md``/``.json``,
+    newest first) and the tail of the agent's log, within :data:`MAX_FILES_BYTES`. None when the task has no record.
+    """
+    st = store()
+    meta = st.read(task_id)
+    if meta is None:
+        return None
+    tdir = st.dir(task_id)
+    names = sorted((p.name for p in tdir.glob("report-*.*") if p.suffix in (".md", ".json")), reverse=True)
+    if (tdir / "result.patch").is_file():
+        names.insert(0, "result.patch")
+    log_file = meta.get("logFile")
+    if isinstance(log_file, str) and log_file.startswith(str(tdir) + "/"):
+        names.insert(0, log_file[len(str(tdir)) + 1:])
+    files: dict[str, str] = {}
+    total = 0
+    for name in names:
+        text = read_text_tail(tdir / name, MAX_FILE_BYTES)
+        if text is None or total + len(text) > MAX_FILES_BYTES:
+            continue
+        files[name] = text
+        total += len(text)
+    return {"format": RECORD_FORMAT, "taskDir": str(tdir),
+            "record": {k: v for k, v in meta.items() if k not in ("clientEnv",)}, "files": files}
+
+
+def publish_record(task_id: str) -> None:
+    """Publish the task's record as the markdown artifact ``<taskId>-record`` (a JSON block):
+    the caller's copy of a remote task (query_task, wait_task, query_info(type=report))."""
+    payload = record_payload(task_id)
+    if payload is None:
+        return
+    try:
+        create_markdown_artifact(
+            key=artifact_key(task_id, "record"),
+            markdown="```json\n" + json.dumps(payload, ensure_ascii=False, indent=1) + "\n```\n",
+            description=f"The record of remote task {task_id} (read by the MCP server that submitted it)",
+        )
+    except Exception as exc:  # noqa: BLE001 - the caller then shows the flow run's state and message
+        log.warning("could not publish the record of %s: %s", task_id, exc)
+
+
+def remote_error_type(exc: TianshuError) -> str:
+    """The task's ``errorType`` for a failed :func:`enter_remote` (the code, lower case)."""
+    return exc.code.value.lower() if exc.code != ErrorCode.INVALID_ARGUMENT else "setup_failed"
