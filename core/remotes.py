@@ -58,6 +58,9 @@ def check_repo_url(url: str) -> str:
                            "user@host:path, file://… or an absolute path) without spaces")
     if url.startswith("/"):
         return url
+    if re.match(r"^[A-Za-z0-9+.-]+::", url):  # git's <transport>::<address> runs a remote helper program
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: the <transport>::<address> form (a git remote "
+                           "helper) is refused; give an https://, ssh://, git://, file:// URL or user@host:path")
     if "://" in url:
         parts = urlsplit(url)
         if parts.scheme not in _SCHEMES:

@@ -266,13 +266,10 @@ class PrefectHost:
     def _start_forkserver(self, path: Path) -> None:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
         and point flow-run launchers at it. Launchers fall back to a plain engine until it listens."""
-        from .engine_cmd import SOCKET_ENV
+        from .forkserver import spawn
 
         self._forkserver_socket = path
-        self._forkserver = subprocess.Popen(
-            [sys.executable, "-m", "tianshu_mcp.deployments.forkserver", str(path), str(os.getpid())],
-            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-        os.environ[SOCKET_ENV] = str(path)
+        self._forkserver = spawn(path)
 
     def check_forkserver(self) -> bool:
         """Restart the fork server if it died (reaped, logged); True when one was restarted.

@@ -32,6 +32,7 @@ import select
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -57,6 +58,19 @@ class Request:
 def socket_path(home: Path) -> Path:
     """Where the home's fork server listens: ``<home>/prefect/engine.sock``."""
     return home / "prefect" / "engine.sock"
+
+
+def spawn(path: Path) -> subprocess.Popen[bytes]:
+    """Start a fork server at ``path`` for this process (it exits when this process does) in a
+    session of its own (a terminal's Ctrl-C is its parent's business), and point this process's
+    flow-run launchers at it (``TIANSHU_MCP_ENGINE_SOCKET``). Launchers start plain engines until
+    it listens, and whenever it is gone."""
+    from .engine_cmd import SOCKET_ENV
+
+    proc = subprocess.Popen([sys.executable, "-m", "tianshu_mcp.deployments.forkserver", str(path), str(os.getpid())],
+                            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    os.environ[SOCKET_ENV] = str(path)
+    return proc
 
 
 def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:

@@ -91,7 +91,36 @@ async def _serve(pool: str, name: str, limit: int | None, pool_limit: int | None
         await ensure_pool_deployment(client, pool, pool_limit if pool_limit is not None else KEEP_LIMIT)
     worker = process_worker(name, pool, limit)
     log.info("worker %s serves work pool %s (limit %s)", name, pool, limit)
-    await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
+    sweeper = asyncio.create_task(_maintain_forever())
+    try:
+        await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
+    finally:
+        sweeper.cancel()
+
+
+async def _maintain_forever(every_s: float = 5.0) -> None:
+    """Keep a fork server beside the worker (warm flow-run engines, :mod:`.forkserver`; restarted
+    when it dies), and sweep the worktrees a killed flow run of this worker left (a crash, a
+    restart after power loss): committed to their branch in the worker's clone, then removed
+    (tasks.worktree's policy)."""
+    from ..tasks.worktree import sweep_home
+    from .forkserver import socket_path, spawn
+
+    forkserver = None
+    starts = 0
+    while True:
+        if (forkserver is None or forkserver.poll() is not None) and starts < 5:  # then plain engines only
+            if forkserver is not None:
+                log.warning("the fork server exited with %s; restarting it", forkserver.returncode)
+            forkserver = spawn(socket_path(data_home()))
+            starts += 1
+        try:
+            removed = await asyncio.to_thread(sweep_home, data_home())
+            if removed:
+                log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
+        except Exception as exc:  # noqa: BLE001 - looked at again next time
+            log.warning("worktree sweep failed: %s", exc)
+        await asyncio.sleep(every_s)
 
 
 def main(argv: list[str]) -> int:

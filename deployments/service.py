@@ -39,7 +39,6 @@ from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
 from ..core.settings import ServerConfig
-from ..core.taskstore import TaskStore
 from .dbseed import seed_database
 from .identity import (
     ServiceInfo,
@@ -225,7 +224,7 @@ class HomeService:
         a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
         (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
         from ..core.webhooks import WebhookDrainer
-        from ..tasks.worktree import sweep_worktrees
+        from ..tasks.worktree import sweep_home
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
         idle_since: float | None = None
@@ -251,12 +250,7 @@ class HomeService:
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check
                         log.warning("watchdog check failed: %s", exc)
                     try:  # worktrees a killed flow run left (tasks.worktree's cleanup policy)
-                        store = TaskStore(self.home)
-                        removed = await anyio.to_thread.run_sync(
-                            sweep_worktrees, self.home, store.read,
-                            lambda task_id, out: store.update(task_id, workPath=None, worktreePath=None,
-                                                              resultCommit=out["resultCommit"],
-                                                              resultPatch=out["resultPatch"]))
+                        removed = await anyio.to_thread.run_sync(sweep_home, self.home)
                         if removed:
                             log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check

@@ -21,7 +21,7 @@ in a ``note`` event (an answer is never silently dropped and the question never 
 from __future__ import annotations
 
 import logging
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import suspend_flow_run

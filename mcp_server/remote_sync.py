@@ -170,3 +170,24 @@ async def _queued(service: Any, client: Any, t: dict[str, Any]) -> dict[str, Any
     if t.get("lastMessage") != msg:
         t = service.store.update(t["taskId"], lastMessage=msg)
     return t
+
+
+async def cancel_remote(service: Any, client: Any, task_id: str, flow_run_id: str, reason: str | None,
+                        wait_s: float) -> tuple[Any, bool, str]:
+    """Cancel a running remote task: Prefect's ``Cancelling`` state makes its worker end the
+    flow-run process (whose hook kills the agent's tree); wait ≤ ``wait_s`` s for the end.
+
+    Returns:
+        ``(view, settled, text)`` as :meth:`~tianshu_mcp.mcp_server.taskops.TaskService.cancel`.
+    """
+    import anyio
+    from prefect.states import Cancelling
+
+    await client.set_flow_run_state(flow_run_id, Cancelling(message=reason or "cancelled"), force=True)
+    deadline = anyio.current_time() + wait_s
+    while (view := await service.view(task_id)).status not in TERMINAL and anyio.current_time() < deadline:
+        await anyio.sleep(0.5)
+    if view.status not in TERMINAL:
+        return view, False, (f"cancel requested for {task_id} (its worker ends it), not final yet after {wait_s:.0f} s; "
+                             "check again with query_task")
+    return view, True, f"cancelled {task_id}"

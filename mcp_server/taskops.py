@@ -383,19 +383,10 @@ class TaskService:
                 )
             self._finish_cancel(task_id, msg, interrupted)
             return await self.view(task_id), True, f"cancelled {task_id}" if not interrupted else msg
-        if view.task.get("workPool") and flow_run_id:
-            # a remote task runs on a worker that cannot see the marker: Prefect's Cancelling
-            # state makes that worker end the flow-run process (its hook kills the agent tree)
-            from prefect.states import Cancelling
+        if view.task.get("workPool") and flow_run_id:  # on a worker that cannot see the marker
+            from .remote_sync import cancel_remote
 
-            await client.set_flow_run_state(flow_run_id, Cancelling(message=reason or "cancelled"), force=True)
-            deadline = anyio.current_time() + wait_s
-            while (view := await self.view(task_id)).status not in TERMINAL and anyio.current_time() < deadline:
-                await anyio.sleep(0.5)
-            if view.status not in TERMINAL:
-                return view, False, (f"cancel requested for {task_id} (its worker ends it), not final yet after "
-                                     f"{wait_s:.0f} s; check again with query_task")
-            return view, True, f"cancelled {task_id}"
+            return await cancel_remote(self, client, task_id, flow_run_id, reason, wait_s)
         # running: kill the agent tree now (same host); the flow sees the marker and the killed
         # agent and ends itself Cancelled — an orderly end, no crash in its log. Only a flow
         # that does not end within the grace gets its final state written for it (its process

@@ -395,6 +395,17 @@ def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]
     return removed
 
 
+def sweep_home(home: Path) -> list[str]:
+    """:func:`sweep_worktrees` for the tasks of ``home``: a swept task's ``task.json`` records its
+    result as a flow run's own end would (``resultCommit``, ``resultPatch``, no ``workPath``).
+    Run by the per-home service and by ``tianshu-mcp worker`` every few seconds."""
+    from ..core.taskstore import TaskStore
+
+    store = TaskStore(home)
+    return sweep_worktrees(home, store.read, lambda task_id, out: store.update(
+        task_id, workPath=None, worktreePath=None, resultCommit=out["resultCommit"], resultPatch=out["resultPatch"]))
+
+
 def _main_repo(path: Path) -> str | None:
     """The top level of the repository whose worktree ``path`` is (None: not a worktree)."""
     if not path.is_dir():

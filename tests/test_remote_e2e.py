@@ -16,8 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import mcp_client, meta_of, text_of
-from fixture_project import RIGHT_FIX, git
+from conftest import mcp_client, meta_of, pid_running, text_of
+from fixture_project import RIGHT_FIX
 from remote_cluster import AUTH, Cluster, bare_remote, branch_file, pg_bin, sleepy_profiles, until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.own_services,
@@ -174,9 +174,12 @@ async def test_killed_worker_interrupts_its_task_and_the_other_keeps_going(clust
         # zombie detection: heartbeat every 30 s, a missing one seen within 75 s
         final = await wait_all(client, [tid], 400)
         assert final[tid]["status"] == "interrupted", final[tid]
-    # the survivor still serves the pool; restart the victim for the next tests
+    # the machine comes back: its worker sweeps the worktree the dead run left (committed to the
+    # task's branch in its clone, then removed) and serves the pool again
     cluster.start_worker(victim, POOL, sleepy_profiles(cluster.root / "trace", 1.0), "--limit", str(WORKER_LIMIT))
     cluster.wait_workers(POOL, ["w1", "w2"])
+    until(lambda: not (cluster.root / f"home-{victim}" / "worktrees" / tid).exists(), 60,
+          "the restarted worker to sweep the dead run's worktree")
 
 
 class _NeedsLogin(http.server.BaseHTTPRequestHandler):
@@ -252,3 +255,23 @@ async def test_unserved_pool_stays_queued_then_ends_no_worker(cluster: Cluster) 
         assert final[tid]["status"] == "failed" and final[tid]["errorType"] == "no_worker", final[tid]
     run = flow_runs(cluster, f"tianshu-task:{tid}")[0]
     assert run["state"]["type"] == "FAILED" and run["work_pool_name"] == "nobody-serves"
+
+
+async def test_cancel_of_a_running_remote_task_ends_it_on_its_worker(cluster: Cluster) -> None:
+    """manage_task(cancel) of a remote task that runs: the worker ends the flow run (Prefect's
+    Cancelling state) and the agent's whole tree with it; the task is ``cancelled``."""
+    remote = bare_remote(cluster.root, "calc-cancel")
+    home = caller_home(cluster, "cancel")
+    pidfile = cluster.root / "trace.hang"
+    before = pidfile.read_text().splitlines() if pidfile.exists() else []
+    async with mcp_client(home, env=cluster.caller_env()) as client:
+        tid = meta_of(await client.call_tool("run_task", {"task": BRIEF, "repoUrl": str(remote), "workPool": POOL,
+                                                          "agentId": "scripted-hang"}))["taskId"]
+        until(lambda: pidfile.exists() and len(pidfile.read_text().splitlines()) > len(before), 180,
+              "the hanging agent to start on a worker")
+        pids = [int(p) for line in pidfile.read_text().splitlines()[len(before):] for p in line.split()]
+        out = await client.call_tool("manage_task", {"taskId": tid, "action": "cancel", "reason": "changed my mind"})
+        assert not out.is_error, text_of(out)
+        final = await wait_all(client, [tid], 120)
+        assert final[tid]["status"] == "cancelled", final[tid]
+    until(lambda: not any(pid_running(p) for p in pids), 60, f"the agent tree {pids} to be gone")
