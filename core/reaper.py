@@ -130,12 +130,23 @@ def exit_when_host_dies() -> bool:
     return watch_host(gone)
 
 
+def export_host() -> None:
+    """Make this process the host its flow-run processes follow (:func:`watch_host`): the
+    per-home service and ``tianshu-mcp worker`` call it before their worker starts, so a host
+    that dies takes its flow runs' agents with it."""
+    import psutil
+
+    me = psutil.Process()
+    os.environ["TIANSHU_MCP_HOST_PID"] = str(me.pid)
+    os.environ["TIANSHU_MCP_HOST_CTIME"] = repr(me.create_time())
+
+
 def watch_host(on_gone: Callable[[], None], interval_s: float = 1.0) -> bool:
     """Call ``on_gone`` once when the hosting tianshu-mcp process dies.
 
-    The host exports ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` to the flow-run
-    processes its worker starts; without them (scale-out workers) nothing is watched and False is
-    returned. A daemon thread polls every ``interval_s`` seconds; a reused pid does not count as
+    The host exports ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` (:func:`export_host`)
+    to the flow-run processes its worker starts; without them (a plain ``prefect worker``)
+    nothing is watched and False is returned. A daemon thread polls every ``interval_s`` seconds; a reused pid does not count as
     alive (create time is compared).
     """
     try:

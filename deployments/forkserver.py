@@ -208,14 +208,19 @@ def _become_engine(conn: socket.socket, payload: dict[str, object], fds: list[in
 
 
 def _follow_launcher(conn: socket.socket) -> None:
-    """In the engine: when the launcher is gone (the worker killed it), end the engine's group
-    as a kill of the engine itself would have."""
+    """In the engine: when the launcher is gone (the worker, or the whole machine's worker
+    side, was killed), kill every descendant — the agent and the checks run in sessions of their
+    own, and the engine is their subreaper — then end the engine's group as a kill of the engine
+    itself would have."""
     def watch() -> None:
         try:
             while conn.recv(4096):
                 pass
         except OSError:
             pass
+        from ..core.reaper import kill_descendants
+
+        kill_descendants()
         os.killpg(0, signal.SIGKILL)
 
     threading.Thread(target=watch, name="tianshu-launcher-watch", daemon=True).start()

@@ -26,6 +26,7 @@ import socket
 import sys
 
 from ..core.log import setup_logging
+from ..core.reaper import export_host
 from ..core.remotes import check_pool
 from ..core.errors import TianshuError
 from ..core.settings import data_home, load_config
@@ -141,6 +142,7 @@ def main(argv: list[str]) -> int:
               "(e.g. http://prefect-host:4200/api) or prefect.apiUrl in config.json", file=sys.stderr)
         return 1
     export_env(home, api, None)
+    export_host()  # its flow runs stop their agents when the worker dies (then Crashed: interrupted)
     setup_logging(home, file_name="worker.log")
     name = str(opts["name"] or f"tianshu-{socket.gethostname()}-{os.getpid()}")
     try:

@@ -38,6 +38,7 @@ from filelock import FileLock, Timeout
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
+from ..core.reaper import export_host
 from ..core.settings import ServerConfig
 from .dbseed import seed_database
 from .identity import (
@@ -142,9 +143,7 @@ class HomeService:
         api = f"http://127.0.0.1:{port}/api"
         export_env(self.home, api, auth, server_port=port)
         me = psutil.Process()
-        # flow-run processes follow this process: when it dies they stop their agents
-        os.environ["TIANSHU_MCP_HOST_PID"] = str(me.pid)
-        os.environ["TIANSHU_MCP_HOST_CTIME"] = repr(me.create_time())
+        export_host()  # flow-run processes follow this process: when it dies they stop their agents
         self.info = ServiceInfo(me.pid, me.create_time(), port, api, f"http://127.0.0.1:{port}", hid, "starting", self.mode)
         self.info.publish(self.home)
         from .embedded import PrefectHost

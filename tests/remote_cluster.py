@@ -166,21 +166,10 @@ class Cluster:
 
         until(online, timeout_s, f"workers {names} of pool {pool}")
 
-    def kill_machine(self, name: str) -> None:
-        """SIGKILL a worker with every process it started, whatever their session (its fork
-        server, the flow runs, their agents): what a machine's power loss looks like to the server."""
-        import psutil
-
+    def kill_worker(self, name: str) -> None:
+        """``kill -9`` of a worker's process group (the worker and the flow-run launchers it
+        started; its fork server, forked engines and agents live in sessions of their own)."""
         proc = self.procs[f"worker-{name}"]
-        try:
-            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            tree = []
-        for p in tree:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:

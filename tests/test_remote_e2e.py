@@ -146,11 +146,14 @@ async def test_twenty_tasks_over_four_remotes_on_two_workers(cluster: Cluster) -
 
 
 async def test_killed_worker_interrupts_its_task_and_the_other_keeps_going(cluster: Cluster) -> None:
-    """Must show 2 (worker death): a machine dies mid-task (worker, flow run and agent SIGKILLed):
-    its task ends ``interrupted`` within the zombie-detection window; the other worker runs the
-    next task to ``succeeded``."""
+    """Must show 2 (worker death): a worker is killed (-9, its process group) mid-task: the
+    agent it ran dies with it (no orphan edits a worktree unsupervised), the task ends
+    ``interrupted`` within the zombie-detection window, the other worker runs the next task to
+    ``succeeded``, and the restarted worker sweeps the dead run's worktree."""
     remote = bare_remote(cluster.root, "calc-kill")
     home = caller_home(cluster, "kill")
+    pidfile = cluster.root / "trace.hang"
+    before = pidfile.read_text().splitlines() if pidfile.exists() else []
     async with mcp_client(home, env=cluster.caller_env()) as client:
         hang = meta_of(await client.call_tool("run_task", {
             "task": BRIEF, "repoUrl": str(remote), "workPool": POOL, "agentId": "scripted-hang"}))
@@ -164,8 +167,11 @@ async def test_killed_worker_interrupts_its_task_and_the_other_keeps_going(clust
 
         victim = until(running_on, 180, "the hanging task to start on a worker")
         survivor = "w2" if victim == "w1" else "w1"
-        await anyio.sleep(0)  # the agent has its worktree: kill the machine now
-        cluster.kill_machine(victim)
+        until(lambda: pidfile.exists() and len(pidfile.read_text().splitlines()) > len(before), 120,
+              "the hanging agent to start")
+        pids = [int(p) for line in pidfile.read_text().splitlines()[len(before):] for p in line.split()]
+        cluster.kill_worker(victim)
+        until(lambda: not any(pid_running(p) for p in pids), 60, f"the dead worker's agent tree {pids} to be gone")
         nxt = meta_of(await client.call_tool("run_task", {
             "task": BRIEF, "repoUrl": str(remote), "workPool": POOL, "agentId": "scripted-sleep"}))
         later = await wait_all(client, [nxt["taskId"]], 300)
