@@ -24,6 +24,16 @@ CALLER_KEYS = ("projectPath", "displayPath", "projectKey", "homeTag", "flowRunId
 """Keys of ``task.json`` that belong to one side of a remote task only (caller or worker): never sent, never taken over."""
 PATH_KEYS = ("reportMd", "reportJson", "reportHtml", "logFile", "resultPatch", "dryRunReportMd", "dryRunReportJson")
 """Keys holding a path under the task directory (rewritten to the receiving side's directory)."""
+RECORD_FORMAT = "tianshu-remote-record/1"
+"""The ``format`` of a remote task's published record (a caller refuses one it does not know)."""
+
+
+def record_artifact_key(task_id: str) -> str:
+    """``<taskid>-record``: the key of a remote task's record artifact (Prefect allows lowercase
+    letters, digits and dashes only)."""
+    return f"{task_id}-record".lower().replace("_", "-")
+
+
 _POOL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _SCP = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+:(?!//)[^\s]+$")
 _SCHEMES = ("https", "http", "ssh", "git", "file")

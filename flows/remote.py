@@ -29,17 +29,14 @@ from prefect.states import Failed, State
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_text_tail
-from ..core.remotes import CALLER_KEYS, PATH_KEYS, check_ref, check_repo_url
+from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, check_ref, check_repo_url, record_artifact_key
 from ..core.settings import data_home
 from ..tasks.common import record, store
 from ..tasks.remote_repo import push_result, sync_clone
-from ..tasks.verify import artifact_key
 from .states import NEEDS_ATTENTION
 
 log = logging.getLogger("tianshu_mcp")
 
-RECORD_FORMAT = "tianshu-remote-record/1"
-"""The ``format`` of a published record (a caller refuses one it does not know)."""
 MAX_FILE_BYTES = 256 * 1024
 """A published file (report, agent log) keeps at most its last this many bytes."""
 MAX_FILES_BYTES = 1024 * 1024
@@ -136,7 +133,7 @@ def publish_record(task_id: str) -> None:
         return
     try:
         create_markdown_artifact(
-            key=artifact_key(task_id, "record"),
+            key=record_artifact_key(task_id),
             markdown="```json\n" + json.dumps(payload, ensure_ascii=False, indent=1) + "\n```\n",
             description=f"The record of remote task {task_id} (read by the MCP server that submitted it)",
         )

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.files import atomic_write_text
-from ..core.remotes import CALLER_KEYS, PATH_KEYS
+from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, record_artifact_key
 from ..core.settings import load_config
 from ..core.taskstore import utc_now
 from ..flows.states import status_from_state
@@ -29,16 +29,10 @@ from ..core.model import TERMINAL
 
 log = logging.getLogger("tianshu_mcp")
 
-RECORD_FORMAT = "tianshu-remote-record/1"
-"""The published record's ``format`` this caller reads (:data:`tianshu_mcp.flows.remote.RECORD_FORMAT`)."""
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
 _NOT_TAKEN = frozenset(CALLER_KEYS) | {"taskId", "createdAt"}
 
 State = tuple[str, str, "str | None", "str | None"]
-
-
-def _record_key(task_id: str) -> str:
-    return f"{task_id}-record".lower().replace("_", "-")
 
 
 def parse_record(data: Any) -> dict[str, Any] | None:
@@ -114,7 +108,7 @@ async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: State) 
         return await _queued(service, client, t)
     task_id = t["taskId"]
     found = await client.read_latest_artifacts(
-        artifact_filter=ArtifactCollectionFilter(key=ArtifactCollectionFilterKey(any_=[_record_key(task_id)])), limit=1)
+        artifact_filter=ArtifactCollectionFilter(key=ArtifactCollectionFilterKey(any_=[record_artifact_key(task_id)])), limit=1)
     fields: dict[str, Any] = {}
     if found and str(found[0].latest_id) != t.get("remoteRecordId"):
         payload = parse_record(found[0].data)
