@@ -8,7 +8,8 @@ than its own lives. :func:`scrub` removes, from a copy of an environment:
   other Prefect setting of ours (hosting issue: "agents and checks do not receive the API
   address or credentials");
 * ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` / ``TIANSHU_MCP_HOME`` /
-  ``TIANSHU_MCP_ENGINE_SOCKET`` — our own plumbing;
+  ``TIANSHU_MCP_ENGINE_SOCKET`` / ``TIANSHU_PREFECT_API_URL`` — our own plumbing (the last one is
+  the shared API's address on a scale-out worker);
 * the git location variables ``GIT_DIR``, ``GIT_WORK_TREE``, ``GIT_INDEX_FILE``,
   ``GIT_COMMON_DIR``, ``GIT_OBJECT_DIRECTORY``, ``GIT_ALTERNATE_OBJECT_DIRECTORIES``,
   ``GIT_NAMESPACE``, ``GIT_CEILING_DIRECTORIES`` — inherited from a server started inside a git
@@ -36,7 +37,8 @@ GIT_LOCATION_VARS = (
 )
 GIT_CONFIG_VARS = ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
 GIT_CONFIG_PREFIXES = ("GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_")
-OWN_VARS = ("TIANSHU_MCP_HOST_PID", "TIANSHU_MCP_HOST_CTIME", "TIANSHU_MCP_HOME", "TIANSHU_MCP_ENGINE_SOCKET")
+OWN_VARS = ("TIANSHU_MCP_HOST_PID", "TIANSHU_MCP_HOST_CTIME", "TIANSHU_MCP_HOME", "TIANSHU_MCP_ENGINE_SOCKET",
+            "TIANSHU_PREFECT_API_URL")
 SCRUBBED_PREFIXES = ("PREFECT_",)
 
 

@@ -63,7 +63,9 @@ def check_repo_url(url: str) -> str:
             character, an option-like value (``-…``), or credentials in the URL.
     """
     url = (url or "").strip() if isinstance(url, str) else ""
-    if not url or len(url) > 2048 or any(ord(c) < 32 or c.isspace() for c in url) or url.startswith("-"):
+    if url.startswith("-"):
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: a value starting with '-' would be read as a git option")
+    if not url or len(url) > 2048 or any(ord(c) < 32 or c.isspace() for c in url):
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: give a git remote URL (https://…, ssh://…, "
                            "user@host:path, file://… or an absolute path) without spaces")
     if url.startswith("/"):
@@ -81,10 +83,17 @@ def check_repo_url(url: str) -> str:
                                "repoUrl: credentials in the URL are refused (flow-run parameters are visible in the "
                                "Prefect UI); give them to the worker's environment: a git credential helper, an SSH "
                                "key or GIT_ASKPASS")
+        if parts.query or parts.fragment:
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: a query string or fragment is refused (it may carry "
+                               "a token, and flow-run parameters are visible in the Prefect UI)")
         if parts.scheme != "file" and not parts.hostname:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"repoUrl: {url[:200]!r} names no host")
         return url
     if _SCP.match(url):
+        head = url.split("/", 1)[0]
+        if head.count("@") > 1 or ("@" in head and ":" in head.split("@", 1)[0]):
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "repoUrl: credentials in the URL are refused (flow-run "
+                               "parameters are visible in the Prefect UI); give them to the worker's environment")
         return url
     raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"repoUrl: {url[:200]!r} is not a git remote URL")
 
@@ -95,7 +104,7 @@ def check_ref(ref: str) -> str:
     Raises:
         TianshuError: INVALID_ARGUMENT.
     """
-    bad = (not isinstance(ref, str) or not ref or len(ref) > 255 or ref.startswith(("-", "/")) or ref.endswith(("/", ".", ".lock"))
+    bad = (not isinstance(ref, str) or not ref or ref == "@" or len(ref) > 255 or ref.startswith(("-", "/")) or ref.endswith(("/", ".", ".lock"))
            or ".." in ref or "@{" in ref or "//" in ref
            or any(ord(c) < 32 or c.isspace() or c in "~^:?*[\\\x7f" for c in ref))
     if bad:
@@ -104,5 +113,6 @@ def check_ref(ref: str) -> str:
 
 
 def repo_key(url: str) -> str:
-    """16 hex digits naming a remote repository (its work queue ``project-<key>-wt``, its cache)."""
-    return hashlib.sha256(url.rstrip("/").removesuffix(".git").encode("utf-8")).hexdigest()[:16]
+    """16 hex digits naming a remote repository (its work queue ``project-<key>-wt``, its clone).
+    Only a trailing ``/`` is ignored: ``r`` and ``r.git`` may be different repositories."""
+    return hashlib.sha256(url.rstrip("/").encode("utf-8")).hexdigest()[:16]

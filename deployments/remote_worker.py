@@ -64,6 +64,7 @@ def parse(argv: list[str]) -> dict[str, object]:
     """
     out: dict[str, object] = {"pool": None, "limit": None, "pool_limit": None, "name": None}
     flags = {"--pool": "pool", "--limit": "limit", "--pool-limit": "pool_limit", "--name": "name"}
+    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
     i = 0
     while i < len(argv):
         flag = argv[i]
@@ -149,4 +150,11 @@ def main(argv: list[str]) -> int:
         asyncio.run(_serve(str(opts["pool"]), name, opts["limit"], opts["pool_limit"]))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         pass
+    except Exception as exc:  # noqa: BLE001 - a clear line, not a traceback: usually the address or the auth
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        why = ("the API refused the credentials: set PREFECT_API_AUTH_STRING" if status in (401, 403)
+               else f"{type(exc).__name__}: {exc}")
+        log.error("worker stopped: %s", why)
+        print(f"tianshu-mcp worker: cannot serve pool {opts['pool']} at {api}: {why}", file=sys.stderr)
+        return 1
     return 0

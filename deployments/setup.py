@@ -195,12 +195,20 @@ async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
 async def ensure_pool_deployment(client: PrefectClient, pool: str, pool_limit: int | None | object = KEEP_LIMIT) -> str:
     """Make work pool ``pool`` (locked template) and its ``run-task`` deployment exist; return the
     deployment's name. Used by the caller before the first remote task of a pool and by
-    ``tianshu-mcp worker`` when it starts (and sets ``--pool-limit``). Also makes the zombie-run
-    automation exist: a dead worker's flow runs end Crashed on the shared server too."""
+    ``tianshu-mcp worker`` when it starts (and sets ``--pool-limit`` on the pool and, enforced
+    strictly by the server, on the deployment). Also makes the zombie-run automation exist: a
+    dead worker's flow runs end Crashed on the shared server too."""
     from ..flows.run_task import run_task_flow
+
+    from prefect.client.schemas.actions import DeploymentUpdate
 
     await ensure_work_pool(client, pool_limit, pool)
     await ensure_zombie_automation(client)
     name = pool_deployment(pool)
-    await ensure_deployment(client, run_task_flow, name.split("/", 1)[1], RUN_TASK_ENTRYPOINT, pool)
+    dep_id = await ensure_deployment(client, run_task_flow, name.split("/", 1)[1], RUN_TASK_ENTRYPOINT, pool)
+    if pool_limit is not KEEP_LIMIT:
+        # the pool's own limit is applied when a worker polls, and two workers polling at once
+        # can both take the last slot (measured: 5 running with limit 4); the deployment's limit
+        # is taken atomically by the server when a run becomes Pending
+        await client.update_deployment(dep_id, DeploymentUpdate(concurrency_limit=pool_limit))  # type: ignore[arg-type]
     return name

@@ -68,6 +68,8 @@ def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
     record(task_id, projectPath=clone, isolation="worktree", worktreeStart=commit, remoteCommit=commit,
            repoUrl=url, ref=ref)
     st.event(task_id, "note", "running", f"{url} {ref} = {commit[:12]}; clone {clone}")
+    record(task_id, lastMessage=f"running on this worker: {url} at {commit[:12]}")
+    publish_record(task_id)  # the caller sees that a worker took the task
     return clone
 
 
@@ -99,7 +101,7 @@ def leave_remote(task_id: str, state: State | None) -> State | None:
 def record_payload(task_id: str) -> dict[str, Any] | None:
     """What :func:`publish_record` sends: ``{"format", "taskDir", "record", "files": {name: text}}``.
 
-    ``files`` holds the task directory's ``result.patch``, its reports (``report-<n>.md``/``.json``,
+    ``files`` holds the task directory's ``result.patch``, its reports (``report-<n>.md``/``.json``/``.html``,
     newest first) and the tail of the agent's log, within :data:`MAX_FILES_BYTES`. None when the task has no record.
     """
     st = store()
@@ -107,7 +109,7 @@ def record_payload(task_id: str) -> dict[str, Any] | None:
     if meta is None:
         return None
     tdir = st.dir(task_id)
-    names = sorted((p.name for p in tdir.glob("report-*.*") if p.suffix in (".md", ".json")), reverse=True)
+    names = sorted((p.name for p in tdir.glob("report-*.*") if p.suffix in (".md", ".json", ".html")), reverse=True)
     if (tdir / "result.patch").is_file():
         names.insert(0, "result.patch")
     log_file = meta.get("logFile")

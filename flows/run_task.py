@@ -254,6 +254,13 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             if result.get("guiStop") is not None:
                 record(task_id, guiStop=result["guiStop"])  # a desktop app's stop: clicked, went idle
             return _end_killed(task_id)
+        if result.get("question") and meta.get("remoteCommit"):
+            # a suspended remote run may resume on another worker, which has neither the question
+            # nor the answer's handoff: end the task with the question instead of waiting
+            msg = (f"the agent asked (round {rnd}): {str(result['question'])[:1500]} — a remote task cannot wait for an "
+                   "answer yet; rework it with the answer as feedback")
+            _finish(task_id, "needs_attention", msg, "needs_user_unsupported", roundsUsed=rnd + 1)
+            return Failed(name=NEEDS_ATTENTION, message=msg)
         if result.get("question"):
             end_agent_session(task_id)  # the flow-run process exits while it waits
             ask_user(task_id, rnd, result["question"], next_feedback, result.get("questionKind"))  # suspends the flow run

@@ -237,6 +237,10 @@ class Handlers:
                                        "give its projectPath instead")
                 raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
             target = self.service.read_task(task_id)
+            if target.get("workPool"):
+                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} ran on a worker of pool {target['workPool']} "
+                                   "and its worktree lives there; verify its pushed branch by projectPath in a checkout, "
+                                   "or rework it (the worker verifies every round)")
             norm = str(target["projectPath"])
             if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
                 raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} has no saved pre-work baseline "

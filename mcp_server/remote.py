@@ -73,6 +73,9 @@ def remote_target(args: dict[str, Any], home: Any) -> RemoteTarget | None:
                            f"a task for work pool {pool!r} runs where {args.get('projectPath') or 'the caller'} cannot be "
                            "seen: give repoUrl (a git remote the worker can clone), or set repoUrl in the project's "
                            "projects.json entry, or give the repository a remote 'origin'")
+    if args.get("dryRun") is True:
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "dryRun is not available for a remote task yet (the worker would "
+                           "inspect its clone, not the ref); run the dry run on a checkout with projectPath")
     if args.get("isolation") == "inplace":
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, "isolation \"inplace\" is not possible for a remote task: the "
                            "worker works in a worktree of its own clone and pushes the result branch")

@@ -224,12 +224,20 @@ class Runtime:
         with httpx.Client(timeout=2.0, auth=auth) as client:  # type: ignore[arg-type]
             while time.monotonic() < deadline:
                 try:
-                    if client.get(f"{self.api_url}/health").status_code == 200:
-                        return
-                except httpx.HTTPError:
+                    health = client.get(f"{self.api_url}/health")
+                    if health.status_code == 200 and health.json() is True:
+                        probe = client.post(f"{self.api_url}/work_pools/filter", json={"limit": 1})
+                        if probe.status_code in (401, 403):
+                            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE,
+                                               f"the Prefect API at {self.api_url} refused this server's credentials "
+                                               f"(HTTP {probe.status_code}); set PREFECT_API_AUTH_STRING in the host's env block")
+                        if probe.status_code == 200:
+                            return
+                except (httpx.HTTPError, ValueError):
                     pass
                 time.sleep(0.25)
-        raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"no ready Prefect API at {self.api_url} after {timeout_s:.0f} s")
+        raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"no ready Prefect API at {self.api_url} after {timeout_s:.0f} s "
+                           "(TIANSHU_PREFECT_API_URL must name the API, e.g. http://host:4200/api)")
 
     async def wait_ready(self, timeout_s: float | None = None) -> int:
         """Wait until Prefect is usable; return the connection generation (it grows on reconnects).

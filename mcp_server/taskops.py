@@ -32,18 +32,13 @@ from ..core.procs import kill_recorded
 from ..core.settings import load_config
 from ..core.taskstore import TaskStore, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
-from ..flows.states import INTERRUPTED, status_from_state
+from ..flows.states import status_from_state
 from ..flows.watch import DELETED_MESSAGE
-from ..adapters.drivers import agent_stop_grace_ms
-from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, request_cancel
+from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE
 from .format import clip
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
-
-ORDERLY_CANCEL_GRACE_S = 3.0
-"""How long a cancelled running flow gets to end itself before its final state is written for it, s."""
-
 
 @dataclass
 class TaskView:
@@ -200,13 +195,18 @@ class TaskService:
 
     async def submit_now(self, record_id: str) -> dict[str, Any]:
         """Create the flow run now if the API is up and answers within ≈0.7 s; else leave the
-        entry to the background submitters. Returns the current ``task.json``."""
+        entry to the background submitters. Returns the current ``task.json``.
+
+        With a remote Prefect server no service drains the entries — a host that starts a server
+        per call would leave them forever — so this call waits for the API (≤ 25 s) and the
+        creation (≤ 20 s) itself."""
         import anyio
 
-        if await self.runtime.settle(0.5):
+        remote = self.runtime.mode == "remote"
+        if await self.runtime.settle(25.0 if remote else 0.5):
             from ..deployments.intake import submit_one
 
-            with anyio.move_on_after(0.7):
+            with anyio.move_on_after(20.0 if remote else 0.7):
                 try:
                     await submit_one(await self.client(0.1), self.runtime.home, record_id)
                 except Exception as exc:  # noqa: BLE001 - the background submitters retry
@@ -233,6 +233,10 @@ class TaskService:
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
         """Attach the flow-run status to each task (one batched Prefect read; none when no task
         has a flow run yet)."""
+        if self.runtime.mode == "remote":  # no service submits for us: whoever reads does
+            for t in tasks:
+                if not t.get("flowRunId") and submissions.is_pending(self.runtime.home, t["taskId"]):
+                    t.update(await self.submit_now(t["taskId"]))
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
         states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
@@ -264,6 +268,9 @@ class TaskService:
                 if self.runtime.error is not None:
                     t = {**t, "lastMessage": f"{WAITING_FOR_SERVICE}, but the service cannot start: {self.runtime.error.render()}"}
                 return TaskView(t, "queued")
+            fresh = self.store.read(t["taskId"]) or t  # its flow run may have been created since t was read
+            if fresh.get("flowRunId"):
+                return TaskView(fresh, "queued")
             return self._finish_missing(t, "interrupted", "interrupted: the task was accepted but never submitted")
         if run_id not in states:
             if t.get("finalStatus"):
@@ -340,114 +347,10 @@ class TaskService:
 
     # --- cancel ------------------------------------------------------------------------------
     async def cancel(self, task_id: str, reason: str | None, source: str = "user", wait_s: float = 30.0) -> tuple[TaskView, bool, str]:
-        """Cancel a task (40-agents-tasks §2.7).
+        """Cancel a task (40-agents-tasks §2.7): :func:`.cancel.cancel_task`. Returns ``(view, settled, text)``."""
+        from .cancel import cancel_task
 
-        queued/needs_user → Cancelled at once; running → cancel marker + kill of the agent's
-        process tree, the flow ends itself ``Cancelled`` (written for it after
-        :data:`ORDERLY_CANCEL_GRACE_S`); wait ≤ ``wait_s`` for the terminal state. Terminal → no-op.
-
-        Returns:
-            ``(view, settled, text)``.
-        """
-        import anyio
-
-        view = await self.view(task_id)
-        if view.status in TERMINAL:
-            return view, True, f"task is already final ({view.status}); nothing to cancel"
-        if not view.task.get("flowRunId"):
-            withdrawn = await self._withdraw(task_id, reason)
-            if withdrawn is not None:
-                return withdrawn, True, f"cancelled {task_id}"
-            view = await self.view(task_id)  # its flow run was created meanwhile
-        client = await self.client()
-        from prefect.states import Cancelled
-
-        tdir = self.store.dir(task_id)
-        now = utc_now()
-        interrupted = source == "shutdown"
-        (tdir / CANCEL_FILE).unlink(missing_ok=True)  # this request's source and reason win
-        request_cancel(tdir, source, reason)
-        fields: dict[str, Any] = {"cancelRequestedAt": now, "abortSource": source}
-        if reason:
-            fields["cancelReason"] = reason
-        self.store.update(task_id, **fields)
-        self.store.event(task_id, "cancel_requested", view.status, f"cancel requested: {reason}" if reason else "cancel requested (no reason)")
-        flow_run_id = view.task.get("flowRunId")
-        if view.status in ("queued", "needs_user"):
-            was = "queued" if view.status == "queued" else "waiting for the user"
-            msg = (f"server exited; {was} task archived" if interrupted
-                   else f"cancelled ({was})" + (f": {reason}" if reason else ""))
-            if flow_run_id:
-                await client.set_flow_run_state(
-                    flow_run_id, Cancelled(name=INTERRUPTED if interrupted else "Cancelled", message=msg), force=True
-                )
-            self._finish_cancel(task_id, msg, interrupted)
-            return await self.view(task_id), True, f"cancelled {task_id}" if not interrupted else msg
-        if view.task.get("workPool") and flow_run_id:  # on a worker that cannot see the marker
-            from .remote_sync import cancel_remote
-
-            return await cancel_remote(self, client, task_id, flow_run_id, reason, wait_s)
-        # running: kill the agent tree now (same host); the flow sees the marker and the killed
-        # agent and ends itself Cancelled — an orderly end, no crash in its log. Only a flow
-        # that does not end within the grace gets its final state written for it (its process
-        # is then aborted by Prefect on its next state change, its watcher kills what it
-        # started, and a process that hangs is ended by the service's watchdog).
-        # an ACP agent or a desktop app is first asked to stop its own way (session/cancel, the
-        # stop button: guiStop is reported), for at most its driver's grace
-        grace_ms = await anyio.to_thread.run_sync(agent_stop_grace_ms, self.runtime.home, view.task.get("agentId"))
-        stop_deadline = anyio.current_time() + min(grace_ms / 1000, wait_s / 2)
-        while anyio.current_time() < stop_deadline and (await self.view(task_id)).status not in TERMINAL:
-            await anyio.sleep(0.2)
-        await anyio.to_thread.run_sync(kill_recorded, tdir / AGENT_PROC_FILE)
-        deadline = anyio.current_time() + wait_s
-        forced = False
-        grace = anyio.current_time() + ORDERLY_CANCEL_GRACE_S
-        while anyio.current_time() < deadline:
-            view = await self.view(task_id)
-            if view.status in TERMINAL:
-                break
-            if not forced and anyio.current_time() > grace and flow_run_id:
-                forced = True
-                await client.set_flow_run_state(
-                    flow_run_id,
-                    Cancelled(name=INTERRUPTED if interrupted else "Cancelled",
-                              message="server exited" if interrupted else (reason or "cancelled")),
-                    force=True,
-                )
-                continue
-            await anyio.sleep(0.2)
-        settled = view.status in TERMINAL
-        if settled:
-            task = self.read_task(task_id)
-            if view.status in ("cancelled", "interrupted") and (
-                    not task.get("finishedAt") or task.get("errorType") not in ("cancelled", "interrupted")):
-                msg = "server exited; the agent process was terminated" if interrupted else (
-                    "cancelled" + (f": {reason}" if reason else ""))
-                self._finish_cancel(task_id, msg, interrupted)
-            view = await self.view(task_id)
-            return view, True, f"cancelled {task_id}" if not interrupted else "interrupted"
-        return view, False, (f"cancel requested for {task_id}, not final yet after {wait_s:.0f} s; "
-                             "check again with query_task")
-
-    async def _withdraw(self, task_id: str, reason: str | None) -> TaskView | None:
-        """Cancel a task whose flow run does not exist yet: drop its submission entry under the
-        submitters' lock. None when a flow run was created meanwhile (cancel that instead)."""
-        import anyio
-
-        lock = submissions.entry_lock(self.runtime.home, task_id, timeout_s=10)
-        await anyio.to_thread.run_sync(lock.acquire)
-        try:
-            task = self.read_task(task_id)
-            if task.get("flowRunId"):
-                return None
-            submissions.remove(self.runtime.home, task_id)
-            msg = "cancelled (queued, before its flow run was created)" + (f": {reason}" if reason else "")
-            self.store.update(task_id, finalStatus="cancelled", cancelRequestedAt=utc_now(), abortSource="user",
-                              **({"cancelReason": reason} if reason else {}))
-            self._finish_cancel(task_id, msg, False)
-        finally:
-            lock.release()
-        return await self.view(task_id)
+        return await cancel_task(self, task_id, reason, source, wait_s)
 
     # --- verify ------------------------------------------------------------------------------
     async def submit_verify(self, record_id: str, project_norm: str, project_key_: str, params: dict[str, Any],
@@ -527,16 +430,10 @@ class TaskService:
         save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
                           cancelRequestedAt=None, phase=None, lastMessage="manual rework queued",
-                          **NO_QUESTION)  # a question left unanswered (timed out) is not re-asked
+                          remoteFinal=None, **NO_QUESTION)  # a remote task's record is read again  # a question left unanswered (timed out) is not re-asked
         detail = ("rework requested, feedback: " + feedback.strip()[:200]) if feedback and feedback.strip() else "rework requested (no extra feedback)"
         if repair_hint:
             detail += f", structured hint {len(repair_hint)} chars"
         self.store.event(task_id, "rework_triggered", "queued", detail, {"mode": "manual"})
         await client.set_flow_run_state(flow_run.id, Scheduled(name="AwaitingRework"), force=True)
         return await self.view(task_id)
-
-    def _finish_cancel(self, task_id: str, msg: str, interrupted: bool) -> None:
-        status = "interrupted" if interrupted else "cancelled"
-        self.store.update(task_id, lastMessage=msg, errorType=status, finishedAt=utc_now(), phase=None, **NO_QUESTION)
-        self.store.event(task_id, status, status, msg)
-

@@ -107,7 +107,9 @@ def _resolve(path: Path, ref: str, url: str) -> str:
     if ref == "HEAD":
         candidates = ["refs/remotes/origin/HEAD", "HEAD"]
     else:
-        candidates = [f"refs/remotes/origin/{ref}", f"refs/tags/{ref}", ref]
+        short = ref.removeprefix("refs/heads/")
+        candidates = [f"refs/remotes/origin/{short}", f"refs/tags/{ref.removeprefix('refs/tags/')}",
+                      *([ref] if not ref.startswith("refs/") or ref.startswith("refs/tags/") else [])]
     for name in candidates:
         r = run_git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}"], path)
         if r.status == 0 and r.stdout.strip():

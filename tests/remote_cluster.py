@@ -212,6 +212,7 @@ def sleepy_profiles(trace: Path, sleep_s: float = 1.0, **env: str) -> dict[str, 
     return {
         "scripted-sleep": scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": str(sleep_s), **env}),
         "scripted": scripted_profile(),
+        "scripted-ask": scripted_profile(mode="ask"),
         "scripted-hang": scripted_profile(mode="hang", extra_env={"SCRIPTED_PIDFILE": str(trace) + ".hang"}),
     }
 

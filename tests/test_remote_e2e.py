@@ -237,6 +237,16 @@ async def test_bad_remote_inputs_end_coded(cluster: Cluster, tmp_path: Path) -> 
             bad_ref = await client.call_tool("run_task", {"task": BRIEF, "workPool": POOL, "repoUrl": str(remote),
                                                           "ref": "--upload-pack=evil"})
             assert bad_ref.is_error and "[INVALID_ARGUMENT]" in text_of(bad_ref)
+            token = await client.call_tool("run_task", {"task": BRIEF, "workPool": POOL,
+                                                        "repoUrl": "user:tok3n@example.com:r.git"})
+            assert token.is_error and "tok3n" not in text_of(token)
+            dry = await client.call_tool("run_task", {"task": BRIEF, "workPool": POOL, "repoUrl": str(remote), "dryRun": True})
+            assert dry.is_error and "dryRun is not available for a remote task" in text_of(dry)
+            tid = ids["ref_not_found"]
+            merge = await client.call_tool("manage_task", {"taskId": tid, "action": "merge"})
+            assert merge.is_error and "[INVALID_STATE]" in text_of(merge) and "git fetch origin" in text_of(merge)
+            verify = await client.call_tool("verify_task", {"taskId": tid})
+            assert verify.is_error and "[INVALID_STATE]" in text_of(verify) and "worker" in text_of(verify)
     finally:
         server.shutdown()
     assert not list((home / "tasks").glob("*/agent-proc.json"))
@@ -281,3 +291,32 @@ async def test_cancel_of_a_running_remote_task_ends_it_on_its_worker(cluster: Cl
         final = await wait_all(client, [tid], 120)
         assert final[tid]["status"] == "cancelled", final[tid]
     until(lambda: not any(pid_running(p) for p in pids), 60, f"the agent tree {pids} to be gone")
+
+
+async def test_rework_and_a_question_of_a_remote_task(cluster: Cluster) -> None:
+    """A remote task that fails, reworked with feedback: the caller's copy follows the new run
+    (status, verdict, report, result.patch). An agent's question ends a remote task
+    ``needs_attention`` with the question (an answer cannot reach another worker yet)."""
+    remote = bare_remote(cluster.root, "calc-rework")
+    home = caller_home(cluster, "rework")
+    async with mcp_client(home, env=cluster.caller_env()) as client:
+        first = meta_of(await client.call_tool("run_task", {"task": "Fix the add function in calc.py.", "workPool": POOL,
+                                                            "repoUrl": str(remote), "agentId": "scripted"}))
+        tid = first["taskId"]
+        failed = (await wait_all(client, [tid], 300))[tid]
+        assert failed["status"] == "failed" and failed["latestVerificationVerdict"] == "failed", failed
+        assert "abs(a)" in (home / "tasks" / tid / "result.patch").read_text()
+        out = await client.call_tool("manage_task", {"taskId": tid, "action": "rework",
+                                                     "feedback": "test_add_negative still fails: add(-2, -3) must be -5"})
+        assert not out.is_error, text_of(out)
+        done = (await wait_all(client, [tid], 300))[tid]
+        assert done["status"] == "succeeded" and done["latestVerificationVerdict"] == "passed", done
+        assert "+    return a + b" in (home / "tasks" / tid / "result.patch").read_text()
+        report = text_of(await client.call_tool("query_info", {"type": "report", "taskId": tid}))
+        assert "[PASS] pytest" in report, report[:600]
+        assert branch_file(remote, f"tianshu/{tid}", "calc.py") == RIGHT_FIX
+        ask = meta_of(await client.call_tool("run_task", {"task": BRIEF, "workPool": POOL, "repoUrl": str(remote),
+                                                          "agentId": "scripted-ask"}))
+        asked = (await wait_all(client, [ask["taskId"]], 300))[ask["taskId"]]
+        assert asked["status"] == "needs_attention" and asked["errorType"] == "needs_user_unsupported", asked
+        assert "the agent asked" in asked["message"] and "rework it with the answer" in asked["message"]

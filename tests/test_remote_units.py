@@ -29,10 +29,13 @@ def test_repo_urls_a_worker_can_clone_are_accepted(url: str) -> None:
 
 
 @pytest.mark.parametrize("url,why", [
-    ("", "give a git remote"), ("relative/path", "not a git remote"), ("-uevil", "give a git remote"),
+    ("", "give a git remote"), ("relative/path", "not a git remote"), ("-uevil", "git option"),
     ("https://u:tok3n@example.com/r.git", "credentials"), ("https://tok3n@example.com/r.git", "credentials"),
     ("ftp://example.com/r.git", "not supported"), ("https:///r.git", "names no host"), ("/a b/r.git", "give a git remote"),
     ("ext::sh -c evil", "give a git remote"), ("ext::sh", "remote helper"), ("fd::17", "remote helper"),
+    ("user:tok3n@example.com:r.git", "credentials"), ("a@b@example.com:r.git", "not a git remote"),
+    ("https://example.com/r.git?access_token=tok3n", "query string"), ("https://example.com/r.git#tok3n", "query string"),
+    ("-uX", "git option"),
 ])
 def test_bad_repo_urls_are_refused_without_echoing_secrets(url: str, why: str) -> None:
     with pytest.raises(TianshuError) as err:
@@ -41,7 +44,7 @@ def test_bad_repo_urls_are_refused_without_echoing_secrets(url: str, why: str) -
     assert "tok3n" not in err.value.message
 
 
-@pytest.mark.parametrize("ref", ["--upload-pack=x", "a..b", "a b", "x~1", "x^", "a:b", "", "/x", "x/", "x.lock", "@{-1}"])
+@pytest.mark.parametrize("ref", ["--upload-pack=x", "a..b", "a b", "x~1", "x^", "a:b", "", "/x", "x/", "x.lock", "@{-1}", "@"])
 def test_bad_refs_are_refused(ref: str) -> None:
     with pytest.raises(TianshuError) as err:
         check_ref(ref)
@@ -58,9 +61,10 @@ def test_ref_and_pool_checks_never_crash_and_what_passes_git_accepts(text: str) 
             assert exc.code == ErrorCode.INVALID_ARGUMENT
 
 
-def test_repo_key_ignores_a_trailing_slash_and_dot_git() -> None:
-    assert repo_key("https://h/r.git") == repo_key("https://h/r/") == repo_key("https://h/r")
-    assert repo_key("https://h/r") != repo_key("https://h/s")
+def test_repo_key_ignores_only_a_trailing_slash() -> None:
+    """``r`` and ``r.git`` can be two repositories (a breaker shared one clone between them)."""
+    assert repo_key("https://h/r.git") == repo_key("https://h/r.git/")
+    assert repo_key("https://h/r") != repo_key("https://h/r.git") and repo_key("https://h/r") != repo_key("https://h/s")
 
 
 def _bare(tmp: Path) -> Path:
@@ -82,6 +86,8 @@ def test_clone_then_fetch_resolves_branch_tag_commit_and_head(tmp_path: Path) ->
     clone, head = sync_clone(home, str(bare), "HEAD", "tsk_1")
     assert clone == str(clone_dir(home, str(bare))) and head == git(bare, "rev-parse", "main").strip()
     assert sync_clone(home, str(bare), "feature", "tsk_1")[1] == git(bare, "rev-parse", "feature").strip()
+    assert sync_clone(home, str(bare), "refs/heads/feature", "tsk_1")[1] == git(bare, "rev-parse", "feature").strip()
+    assert sync_clone(home, str(bare), "refs/tags/v1", "tsk_1")[1] == head
     assert sync_clone(home, str(bare), "v1", "tsk_1")[1] == head
     assert sync_clone(home, str(bare), head[:10], "tsk_1")[1] == head
     with pytest.raises(TianshuError) as err:
