@@ -28,7 +28,7 @@ from .format import clip, ok_result
 from .phrases import status_phrase
 from .resume import continue_task
 from .isolation import merge_task, resolve_isolation
-from .remote import remote_target, run_remote
+from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .waiting import wait_task
 
@@ -237,10 +237,7 @@ class Handlers:
                                        "give its projectPath instead")
                 raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
             target = self.service.read_task(task_id)
-            if target.get("workPool"):
-                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} ran on a worker of pool {target['workPool']} "
-                                   "and its worktree lives there; verify its pushed branch by projectPath in a checkout, "
-                                   "or rework it (the worker verifies every round)")
+            refuse_remote(target, "verify")
             norm = str(target["projectPath"])
             if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
                 raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} has no saved pre-work baseline "

@@ -12,6 +12,7 @@ import anyio
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.taskstore import utc_now
+from .remote import refuse_remote
 
 MODES = ("inplace", "worktree")
 
@@ -63,10 +64,7 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
     if task.get("mergeCommit"):  # merged before: the same answer again, nothing done
         merged = {"branch": task.get("resultBranch"), "mergeCommit": task["mergeCommit"], "alreadyMerged": True}
         return merged, f"task {task_id}: {merged['branch']} was merged already, as {task['mergeCommit']}."
-    if task.get("workPool"):
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} ran on a worker of pool {task['workPool']}: its result "
-                           f"is the branch {task.get('resultBranch') or 'tianshu/' + task_id} pushed to {task.get('repoUrl')}; "
-                           f"merge it there (git fetch origin {task.get('resultBranch') or 'tianshu/' + task_id} && git merge FETCH_HEAD)")
+    refuse_remote(task, "merge")
     if task.get("isolation") != "worktree":
         raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} ran in the project's own work tree "
                            "(isolation inplace): its changes are already there, there is nothing to merge")

@@ -112,7 +112,7 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
     """Write ``task.json`` and the submission entry on the pool's deployment; ``(task, lines)``."""
     home = service.runtime.home
     agent_id = str(args.get("agentId") or "codex")
-    if target.pool == LOCAL_POOL:  # the local worker runs it: its agent must exist here
+    if target.pool == LOCAL_POOL and service.runtime.mode != "remote":  # the home's own worker: its agent is here
         from ..adapters.profiles import resolve_agent
 
         agent = resolve_agent(agent_id, home)
@@ -152,3 +152,21 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
         f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
     ]
     return task, lines
+
+
+def refuse_remote(task: dict[str, Any], action: str) -> None:
+    """Refuse ``merge`` or ``verify`` (``verify_task(taskId)``) of a remote task, saying why and
+    what to do instead: its worktree and clone live on the worker, its result is the pushed branch.
+
+    Raises:
+        TianshuError: INVALID_STATE for a remote task (one with ``workPool``); nothing otherwise.
+    """
+    if not task.get("workPool"):
+        return
+    branch = task.get("resultBranch") or f"tianshu/{task['taskId']}"
+    where = f"task {task['taskId']} ran on a worker of pool {task['workPool']}"
+    if action == "merge":
+        raise TianshuError(ErrorCode.INVALID_STATE, f"{where}: its result is the branch {branch} pushed to "
+                           f"{task.get('repoUrl')}; merge it there (git fetch origin {branch} && git merge FETCH_HEAD)")
+    raise TianshuError(ErrorCode.INVALID_STATE, f"{where} and its worktree lives there; verify its pushed branch by "
+                       "projectPath in a checkout, or rework it (the worker verifies every round)")

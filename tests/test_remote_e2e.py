@@ -320,3 +320,16 @@ async def test_rework_and_a_question_of_a_remote_task(cluster: Cluster) -> None:
         asked = (await wait_all(client, [ask["taskId"]], 300))[ask["taskId"]]
         assert asked["status"] == "needs_attention" and asked["errorType"] == "needs_user_unsupported", asked
         assert "the agent asked" in asked["message"] and "rework it with the answer" in asked["message"]
+
+
+async def test_wrong_credentials_of_the_caller_are_said_not_waited_on(cluster: Cluster) -> None:
+    """A caller whose PREFECT_API_AUTH_STRING the server refuses: the task it accepted says so
+    (PREFECT_UNAVAILABLE, the env variable named) instead of reading queued forever."""
+    home = caller_home(cluster, "wrongauth")
+    env = {**cluster.caller_env(), "PREFECT_API_AUTH_STRING": "admin:wrong"}
+    async with mcp_client(home, env=env) as client:
+        meta = meta_of(await client.call_tool("run_task", {"task": BRIEF, "workPool": POOL,
+                                                           "repoUrl": str(cluster.root / "remotes" / "x.git")}))
+        seen = meta_of(await client.call_tool("query_task", {"taskId": meta["taskId"]}))
+        assert seen["status"] == "queued", seen
+        assert "refused this server's credentials" in seen["message"] and "PREFECT_API_AUTH_STRING" in seen["message"]
