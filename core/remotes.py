@@ -99,13 +99,15 @@ def check_repo_url(url: str) -> str:
 
 
 def check_ref(ref: str) -> str:
-    """A branch, tag or commit name as ``git check-ref-format`` would accept it (or ``HEAD``).
+    """A branch, tag or commit name as ``git check-ref-format --allow-onelevel`` accepts it
+    (a test holds the two together), or ``HEAD``.
 
     Raises:
         TianshuError: INVALID_ARGUMENT.
     """
     bad = (not isinstance(ref, str) or not ref or ref == "@" or len(ref) > 255 or ref.startswith(("-", "/")) or ref.endswith(("/", ".", ".lock"))
            or ".." in ref or "@{" in ref or "//" in ref
+           or any(part.startswith(".") or part.endswith(".lock") for part in ref.split("/"))
            or any(ord(c) < 32 or c.isspace() or c in "~^:?*[\\\x7f" for c in ref))
     if bad:
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"ref: {str(ref)[:80]!r} is not a branch, tag or commit name")

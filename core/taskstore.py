@@ -26,6 +26,15 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def age_s(iso: str | None) -> float | None:
+    """Seconds since an ISO-8601 timestamp such as :func:`utc_now` writes; None when unreadable."""
+    try:
+        at = datetime.fromisoformat((iso or "").replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (datetime.now(timezone.utc) - at).total_seconds()
+
+
 class TaskStore:
     """Reads and writes task directories under ``<home>/tasks``.
 

@@ -23,6 +23,10 @@ from .setup import ensure_pool_deployment, ensure_project_queue
 
 log = logging.getLogger("tianshu_mcp")
 
+_READY_POOLS: set[tuple[str, str]] = set()
+"""``(API URL, pool)`` whose pool and deployment this process has made sure of (one check per
+pool, not per task; forgotten when the deployment turns out to be gone)."""
+
 
 async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
     """Create the flow run of ``record_id``'s entry; return its id (None: nothing to do or not now).
@@ -32,7 +36,7 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
         usable right now (the entry stays).
     """
     import httpx
-    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 
     lock = submissions.entry_lock(home, record_id)
     try:
@@ -53,11 +57,17 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
             return str(task["flowRunId"])
         try:
             pool = entry.get("workPool")
-            if pool:  # a remote task: its pool and the pool's deployment may not exist yet
+            ready = (str(client.api_url), str(pool))
+            if pool and ready not in _READY_POOLS:  # a remote task: its pool and deployment may not exist yet
                 await ensure_pool_deployment(client, str(pool))
+                _READY_POOLS.add(ready)
             queue = await ensure_project_queue(client, str(entry["projectKey"]), int(entry.get("queueLimit") or 1),
                                                **({"pool": str(pool)} if pool else {}))
-            dep = await client.read_deployment_by_name(str(entry["deployment"]))
+            try:
+                dep = await client.read_deployment_by_name(str(entry["deployment"]))
+            except ObjectNotFound:
+                _READY_POOLS.discard(ready)  # deleted meanwhile: made again on the next attempt
+                raise
             run = await client.create_flow_run_from_deployment(
                 dep.id, name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
                 tags=list(entry["tags"]), work_queue_name=queue,

@@ -23,65 +23,14 @@ import asyncio
 import logging
 import os
 import socket
-import sys
 
 from ..core.log import setup_logging
 from ..core.reaper import export_host
-from ..core.remotes import check_pool
 from ..core.errors import TianshuError
 from ..core.settings import data_home, load_config
 from .topology import export_env, remote_api_url
 
 log = logging.getLogger("tianshu_mcp")
-
-USAGE = """usage: tianshu-mcp worker --pool NAME [--limit N] [--pool-limit N] [--name NAME]
-
-Serve work pool NAME of the Prefect server named by TIANSHU_PREFECT_API_URL (or prefect.apiUrl in
-the home's config.json), with this machine's data home (TIANSHU_MCP_HOME) and agent profiles,
-until SIGINT/SIGTERM. Creates the pool and its run-task deployment when missing.
-  --limit N        at most N flow runs of this worker at once (default: no limit of its own)
-  --pool-limit N   set the pool's concurrency limit (all its workers together) to N
-  --name NAME      the worker's name in the Prefect UI (default tianshu-<host>-<pid>)
-credentials: PREFECT_API_AUTH_STRING / PREFECT_API_KEY for the API and git's own (credential
-helper, SSH key, GIT_ASKPASS) for the remotes, from this process's environment only."""
-
-
-def _int(value: str, flag: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise SystemExit(f"tianshu-mcp worker: {flag} needs a whole number, got {value!r}") from None
-    if not 1 <= n <= 1000:
-        raise SystemExit(f"tianshu-mcp worker: {flag} must be 1..1000, got {n}")
-    return n
-
-
-def parse(argv: list[str]) -> dict[str, object]:
-    """``{"pool", "limit", "pool_limit", "name"}`` from the command line.
-
-    Raises:
-        SystemExit: a usage error (its text says which).
-    """
-    out: dict[str, object] = {"pool": None, "limit": None, "pool_limit": None, "name": None}
-    flags = {"--pool": "pool", "--limit": "limit", "--pool-limit": "pool_limit", "--name": "name"}
-    argv = [part for arg in argv for part in (arg.split("=", 1) if arg.startswith("--") and "=" in arg else [arg])]
-    i = 0
-    while i < len(argv):
-        flag = argv[i]
-        if flag not in flags or i + 1 >= len(argv):
-            raise SystemExit(f"tianshu-mcp worker: unknown or incomplete argument {flag!r} (see --help)")
-        value = argv[i + 1]
-        key = flags[flag]
-        out[key] = _int(value, flag) if key in ("limit", "pool_limit") else value
-        i += 2
-    if not out["pool"]:
-        raise SystemExit("tianshu-mcp worker: --pool NAME is required")
-    try:
-        check_pool(str(out["pool"]))
-    except TianshuError as exc:
-        raise SystemExit(f"tianshu-mcp worker: {exc.message}") from None
-    return out
-
 
 async def _serve(pool: str, name: str, limit: int | None, pool_limit: int | None) -> None:
     from prefect.client.orchestration import get_client
@@ -95,7 +44,7 @@ async def _serve(pool: str, name: str, limit: int | None, pool_limit: int | None
     log.info("worker %s serves work pool %s (limit %s)", name, pool, limit)
     sweeper = asyncio.create_task(_maintain_forever())
     try:
-        await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
+        await worker.start(printer=lambda *a, **k: log.info(" ".join(str(x) for x in a)))
     finally:
         sweeper.cancel()
 
@@ -125,36 +74,37 @@ async def _maintain_forever(every_s: float = 5.0) -> None:
         await asyncio.sleep(every_s)
 
 
-def main(argv: list[str]) -> int:
-    """``tianshu-mcp worker …``; returns the exit code (2: usage, 1: no API configured)."""
-    if argv and argv[0] in ("--help", "-h"):
-        print(USAGE)
-        return 0
-    try:
-        opts = parse(argv)
-    except SystemExit as exc:
-        print(exc, file=sys.stderr)
-        return 2
+def run_worker(pool: str, name: str | None = None, limit: int | None = None, pool_limit: int | None = None) -> None:
+    """Serve ``pool`` with this process's data home until SIGINT/SIGTERM (blocks).
+
+    Args:
+        name: the worker's name in the UI (default ``tianshu-<host>-<pid>``). limit: this
+            worker's concurrent flow runs (None: no limit of its own). pool_limit: set the pool's
+            and its deployment's concurrency limit (None: keep them).
+
+    Raises:
+        TianshuError: PREFECT_UNAVAILABLE — no server is named, or it refused the credentials
+            (``PREFECT_API_AUTH_STRING``) or could not be reached.
+    """
+    from ..core.errors import ErrorCode
+
     home = data_home()
     home.mkdir(parents=True, exist_ok=True)
     api = remote_api_url(load_config(home))
     if not api:
-        print("tianshu-mcp worker: no Prefect server is named; set TIANSHU_PREFECT_API_URL "
-              "(e.g. http://prefect-host:4200/api) or prefect.apiUrl in config.json", file=sys.stderr)
-        return 1
+        raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, "no Prefect server is named; set TIANSHU_PREFECT_API_URL "
+                           "(e.g. http://prefect-host:4200/api) or prefect.apiUrl in config.json")
     export_env(home, api, None)
     export_host()  # its flow runs stop their agents when the worker dies (then Crashed: interrupted)
     setup_logging(home, file_name="worker.log")
-    name = str(opts["name"] or f"tianshu-{socket.gethostname()}-{os.getpid()}")
+    name = name or f"tianshu-{socket.gethostname()}-{os.getpid()}"
     try:
-        asyncio.run(_serve(str(opts["pool"]), name, opts["limit"], opts["pool_limit"]))  # type: ignore[arg-type]
+        asyncio.run(_serve(pool, name, limit, pool_limit))
     except KeyboardInterrupt:
         pass
-    except Exception as exc:  # noqa: BLE001 - a clear line, not a traceback: usually the address or the auth
+    except Exception as exc:  # noqa: BLE001 - one coded line, not a traceback: usually the address or the auth
         status = getattr(getattr(exc, "response", None), "status_code", None)
         why = ("the API refused the credentials: set PREFECT_API_AUTH_STRING" if status in (401, 403)
                else f"{type(exc).__name__}: {exc}")
         log.error("worker stopped: %s", why)
-        print(f"tianshu-mcp worker: cannot serve pool {opts['pool']} at {api}: {why}", file=sys.stderr)
-        return 1
-    return 0
+        raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, f"cannot serve pool {pool} at {api}: {why}") from exc

@@ -3,7 +3,7 @@
 * ``tianshu-mcp`` — the stdio MCP server (a client of the home's service, started on demand).
 * ``tianshu-mcp service start|stop|status`` — the home's background service (see :mod:`.commands`).
 * ``tianshu-mcp server`` — that service in the foreground, until SIGINT/SIGTERM.
-* ``tianshu-mcp worker --pool NAME`` — a worker of a shared Prefect server (:mod:`..deployments.remote_worker`).
+* ``tianshu-mcp worker --pool NAME`` — a worker of a shared Prefect server (:mod:`.worker_cli`).
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 * ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual_cli`.
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return visual_main(args[1:])
     if args and args[0] == "worker":
-        from ..deployments.remote_worker import main as worker_main
+        from .worker_cli import main as worker_main
 
         return worker_main(args[1:])
     if args and args[0] == "demo":

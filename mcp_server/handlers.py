@@ -81,12 +81,13 @@ class Handlers:
             _validate_override(args["acceptanceOverride"])
         home = self.runtime.home
         check_config(home)  # a broken config.json refuses (CONFIG_INVALID) before anything is written
-        target = await anyio.to_thread.run_sync(remote_target, args, home)
+        raw_path = args.get("projectPath")
+        project = check_project_path(raw_path, home) if raw_path is not None else None
+        target = await anyio.to_thread.run_sync(remote_target, args, home, project)
         if target is not None:  # a work pool's worker clones repoUrl (scale-out issue §2)
             return await run_remote(self, args, target)
         agent_id = args.get("agentId") or "codex"
-        raw_path = args.get("projectPath")
-        if raw_path is None:
+        if project is None:
             agent = resolve_agent(agent_id, home)
             if not agent.ok:
                 return self._agent_unavailable(agent_id, "", agent.message)
@@ -96,7 +97,6 @@ class Handlers:
                 f"agent '{agent_id}': dispatch into ZCode's default workspace (no projectPath) is not available in "
                 "this build; give projectPath",
             )
-        project = check_project_path(raw_path, home)
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
         except TianshuError as exc:

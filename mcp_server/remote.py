@@ -26,7 +26,7 @@ import anyio
 from ..acceptance.git import run_git
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
-from ..core.paths import check_project_path
+from ..core.paths import SafeProject
 from ..core.projects import ProjectRegistry
 from ..core.remotes import CALLER_KEYS, LOCAL_POOL, check_pool, check_ref, check_repo_url, repo_key
 from ..core.settings import load_config
@@ -49,20 +49,19 @@ class RemoteTarget:
     parallel: int | None = None
 
 
-def remote_target(args: dict[str, Any], home: Any) -> RemoteTarget | None:
+def remote_target(args: dict[str, Any], home: Any, project: SafeProject | None) -> RemoteTarget | None:
     """The call's remote target, or None for a task on the caller's own work tree.
+
+    Args:
+        project: the call's ``projectPath`` through the path gate (None without one): its
+            ``projects.json`` entry may name ``workPool``/``repoUrl``, its ``origin`` the remote.
 
     Raises:
         TianshuError: INVALID_ARGUMENT (a bad ``repoUrl``/``ref``/``workPool``, no remote to
-            name, ``isolation: "inplace"``), the projectPath gate's codes when ``projectPath``
-            must give the remote.
+            name, ``isolation: "inplace"``).
     """
-    entry: dict[str, Any] = {}
-    norm = None
-    if args.get("projectPath") is not None and (args.get("workPool") or not args.get("repoUrl")):
-        project = check_project_path(args["projectPath"], home)
-        norm = project.norm
-        entry = ProjectRegistry(home).get(norm) or {}
+    norm = project.norm if project is not None else None
+    entry: dict[str, Any] = (ProjectRegistry(home).get(norm) or {}) if norm else {}
     pool = args.get("workPool") or entry.get("workPool") or LOCAL_POOL
     if args.get("repoUrl") is None and pool == LOCAL_POOL:
         return None

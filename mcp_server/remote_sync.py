@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import logging
 import re
-from datetime import datetime, timezone
 from typing import Any
 
 from ..core.files import atomic_write_text
 from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, record_artifact_key
 from ..core.settings import load_config
-from ..core.taskstore import utc_now
+from ..core.taskstore import age_s, utc_now
 from ..flows.states import status_from_state
 from ..core.model import TERMINAL
 
@@ -127,15 +126,6 @@ async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: State) 
     return t
 
 
-def _age_s(t: dict[str, Any]) -> float:
-    raw = str(t.get("submittedAt") or t.get("createdAt") or "")
-    try:
-        at = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return 0.0
-    return (datetime.now(timezone.utc) - at).total_seconds()
-
-
 async def _queued(service: Any, client: Any, t: dict[str, Any]) -> dict[str, Any]:
     """Say whether a worker of the task's pool is online; end the task ``NO_WORKER`` when none
     has been for ``remote.queueTimeoutMs``."""
@@ -145,7 +135,7 @@ async def _queued(service: Any, client: Any, t: dict[str, Any]) -> dict[str, Any
     timeout_ms = load_config(service.runtime.home).remote.queue_timeout_ms
     workers = await client.read_workers_for_work_pool(pool)
     online = [w for w in workers if str(getattr(w.status, "value", w.status)).upper() == "ONLINE"]
-    age = _age_s(t)
+    age = age_s(str(t.get("submittedAt") or t.get("createdAt") or "")) or 0.0
     if online:
         msg = (f"queued: waiting for a slot in work pool {pool} ({len(online)} worker(s) online) and in the "
                "repository's queue")

@@ -30,7 +30,7 @@ from ..core.paths import SafeProject, serial_key
 from ..core import submissions
 from ..core.procs import kill_recorded
 from ..core.settings import load_config
-from ..core.taskstore import TaskStore, utc_now
+from ..core.taskstore import TaskStore, age_s, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import status_from_state
 from ..flows.watch import DELETED_MESSAGE
@@ -90,13 +90,8 @@ def _uuid(value: Any) -> uuid.UUID | None:
 
 def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
     """True when an ISO ``createdAt`` is less than ``seconds`` old (a submit still in flight)."""
-    from datetime import datetime, timezone
-
-    try:
-        created = datetime.fromisoformat((created_at or "").replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return (datetime.now(timezone.utc) - created).total_seconds() < seconds
+    age = age_s(created_at)
+    return age is not None and age < seconds
 
 
 CLIENT_WAIT_S = 30.0
