@@ -57,8 +57,8 @@ async def submit_one(client: Any, home: Path, record_id: str) -> str | None:
             return str(task["flowRunId"])
         try:
             pool = entry.get("workPool")
-            ready = (str(client.api_url), str(pool))
-            if pool and ready not in _READY_POOLS:  # a remote task: its pool and deployment may not exist yet
+            ready = (str(client.api_url), str(pool)) if pool else None
+            if ready and ready not in _READY_POOLS:  # a remote task: its pool and deployment may not exist yet
                 await ensure_pool_deployment(client, str(pool))
                 _READY_POOLS.add(ready)
             queue = await ensure_project_queue(client, str(entry["projectKey"]), int(entry.get("queueLimit") or 1),

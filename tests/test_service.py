@@ -288,6 +288,35 @@ async def test_api_needs_credentials_refuses_other_origins_and_job_overrides(ts_
 
 
 # --- 5. entry points --------------------------------------------------------------------------
+async def test_the_zombie_automation_crashes_after_150_s_and_replaces_an_older_window(ts_daemon: dict[str, Any]) -> None:
+    """A live run on a loaded machine may lose or delay a heartbeat: the window is three of them."""
+    from datetime import timedelta
+
+    from prefect.client.orchestration import PrefectClient
+    from prefect.events.actions import ChangeFlowRunState
+    from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
+    from prefect.client.schemas.objects import StateType
+
+    from tianshu_mcp.deployments.setup import ZOMBIE_AUTOMATION, ensure_zombie_automation
+
+    auth = (ts_daemon["home"] / "prefect" / "credentials").read_text().strip()
+    async with PrefectClient(ts_daemon["api"], auth_string=auth) as client:
+        (found,) = await client.read_automations_by_name(ZOMBIE_AUTOMATION)
+        assert found.trigger.within == timedelta(seconds=150)
+        await client.delete_automation(found.id)  # what an older version made: 75 s
+        await client.create_automation(AutomationCore(
+            name=ZOMBIE_AUTOMATION, trigger=EventTrigger(
+                after={"prefect.flow-run.heartbeat"}, expect={"prefect.flow-run.heartbeat"},
+                match={"prefect.resource.id": ["prefect.flow-run.*"]}, for_each={"prefect.resource.id"},
+                posture=Posture.Proactive, threshold=1, within=timedelta(seconds=75)),
+            actions=[ChangeFlowRunState(state=StateType.CRASHED, message="old")]))
+        await ensure_zombie_automation(client)
+        (now,) = await client.read_automations_by_name(ZOMBIE_AUTOMATION)
+        assert now.trigger.within == timedelta(seconds=150) and now.id != found.id
+        await ensure_zombie_automation(client)  # the right one stays
+        assert [a.id for a in await client.read_automations_by_name(ZOMBIE_AUTOMATION)] == [now.id]
+
+
 @pytest.mark.own_services
 def test_every_subcommand_has_help_errors_exit_nonzero_and_bad_addresses(tmp_path: Path) -> None:
     home = new_home(tmp_path, "cli", 4470)

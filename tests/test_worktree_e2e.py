@@ -24,6 +24,7 @@ from test_desktop_e2e import until
 from test_gates_cancel import intervals, max_overlap
 from test_service import cli, kill_services, new_home, service_info
 from test_worktree_git import dirty_repo, tree_hash
+from tianshu_mcp.core.settings import task_dir
 
 pytestmark = [pytest.mark.anyio]
 
@@ -61,7 +62,8 @@ async def test_worktree_tasks_of_one_repository_run_at_once_on_their_own_branche
         done = [meta_of(await client.call_tool("wait_task", {"taskId": s["taskId"], "timeoutMs": 300000}))
                 for s in subs]
     for meta in done:
-        assert meta["status"] == "succeeded", meta
+        events = (task_dir(meta["taskId"], wt_home) / "task.jsonl").read_text()
+        assert meta["status"] == "succeeded", (meta.get("lastMessage"), meta.get("errorType"), events)
         assert meta["isolation"] == "worktree" and meta["dirtyNotCarried"] == 2 and "worktreePath" not in meta
         branch = meta["resultBranch"]
         assert branch == f"tianshu/{meta['taskId']}" and meta["resultCommit"]
