@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..core.files import atomic_write_json, atomic_write_text
+from ..core.i18n import _
 from .html_report import CLASSIFICATIONS, render_html, tests_summary
 from .runner import check_tag
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
@@ -95,26 +96,26 @@ def _check_line(c: Mapping[str, Any]) -> str:
     if c.get("skipped") and c.get("reason"):
         line += f" — {c['reason']}"
     elif tag == "FAIL" and c.get("optional"):
-        line += " — optional (does not affect the verdict)"
+        line += _(" — optional (does not affect the verdict)")
     elif tag == "FAIL" and c.get("notCounted"):
-        line += " — not counted (already failing at the baseline)"
+        line += _(" — not counted (already failing at the baseline)")
     if c.get("baseline"):
-        line += f" [baseline: {c['baseline']}]"
+        line += _(" [baseline: {baseline}]").format(baseline=c["baseline"])
     return line
 
 
 def _listed(items: list[str], limit: int = MD_MAX_LISTED) -> list[str]:
-    return items[:limit] + ([f"… and {len(items) - limit} more"] if len(items) > limit else [])
+    return items[:limit] + ([_("… and {n} more").format(n=len(items) - limit)] if len(items) > limit else [])
 
 
 def _md_tests(c: Mapping[str, Any]) -> list[str]:
     t = c.get("tests")
     if not isinstance(t, Mapping):
         return []
-    lines = [f"  - Tests ({t.get('runner') or 'tests'}): {tests_summary(t)}"]
+    lines = ["  - " + _("Tests ({runner}): {summary}").format(runner=t.get("runner") or "tests", summary=tests_summary(t))]
     failed_ids = [str(x) for x in (t.get("failedIds") or [])]
     if failed_ids:
-        lines.append("  - Failed tests: " + ", ".join(f"`{x}`" for x in _listed(failed_ids)))
+        lines.append("  - " + _("Failed tests: ") + ", ".join(f"`{x}`" for x in _listed(failed_ids)))
     return lines
 
 
@@ -122,12 +123,13 @@ def _md_baseline(report: Mapping[str, Any]) -> list[str]:
     g = report.get("baselineGrading")
     if not isinstance(g, Mapping) or not g.get("enabled"):
         return []
-    lines = ["## Baseline comparison", "", f"- Policy: `{g.get('policy')}`"]
+    lines = ["## " + _("Baseline comparison"), "", "- " + _("Policy: `{policy}`").format(policy=g.get("policy"))]
     for c in g.get("checks") or []:
         cls = str(c.get("classification"))
-        extra = [x for x in ("not counted" if c.get("counted") is False else "", str(c.get("note") or "")) if x]
+        extra = [x for x in (_("not counted") if c.get("counted") is False else "", str(c.get("note") or "")) if x]
         lines.append(
-            f"- [{cls.upper()}] check {c.get('name')}: {c.get('before')} → {c.get('after')}"
+            f"- [{cls.upper()}] " + _("check {name}: {before} → {after}").format(
+                name=c.get("name"), before=c.get("before"), after=c.get("after"))
             + (f" — {'; '.join(extra)}" if extra else "")
         )
     tests = g.get("tests") or []
@@ -136,7 +138,7 @@ def _md_baseline(report: Mapping[str, Any]) -> list[str]:
         for t in tests:
             counts[str(t.get("classification"))] = counts.get(str(t.get("classification")), 0) + 1
         order = [k for k in CLASSIFICATIONS if k in counts] + [k for k in counts if k not in CLASSIFICATIONS]
-        lines += ["", "### Tests", "", "- " + ", ".join(f"{k}: {counts[k]}" for k in order)]
+        lines += ["", "### " + _("Tests"), "", "- " + ", ".join(f"{k}: {counts[k]}" for k in order)]
         listed = sorted(
             (t for t in tests if t.get("classification") != "passing"),
             key=lambda t: CLASSIFICATIONS.index(t.get("classification")) if t.get("classification") in CLASSIFICATIONS else 99,
@@ -162,14 +164,15 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     empty when none); ``---`` and the message.
     """
     n = report.get("round", 0)
+    verdict = "[PASS]" if report.get("passed") else "[CANCELLED]" if report.get("verdict") == "cancelled" else "[FAIL]"
     lines: list[str] = [
-        f"# Acceptance report — round {n}",
+        "# " + _("Acceptance report — round {round}").format(round=n),
         "",
-        f"- Task: {report.get('taskId', '')}",
-        f"- Project: {report.get('projectPath', '')}",
-        f"- Started: {report.get('startedAt', '')}",
-        f"- Finished: {report.get('finishedAt', '')}",
-        f"- Verdict: **{'[PASS]' if report.get('passed') else '[CANCELLED]' if report.get('verdict') == 'cancelled' else '[FAIL]'}**",
+        "- " + _("Task: {taskId}").format(taskId=report.get("taskId", "")),
+        "- " + _("Project: {path}").format(path=report.get("projectPath", "")),
+        "- " + _("Started: {ts}").format(ts=report.get("startedAt", "")),
+        "- " + _("Finished: {ts}").format(ts=report.get("finishedAt", "")),
+        "- " + _("Verdict: **{verdict}**").format(verdict=verdict),
         "",
     ]
     for issue in report.get("blockingIssues") or []:
@@ -179,53 +182,55 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     agent = report.get("agent")
     if isinstance(agent, Mapping):
         code = agent.get("exitCode")
-        lines += ["## Agent", "", f"- Exit code: {code if code is not None else 'none (stopped)'}"
-                  + (f" after {agent.get('durationMs')} ms" if agent.get("durationMs") is not None else "")]
+        lines += ["## " + _("Agent"), "", "- " + _("Exit code: {code}").format(code=code if code is not None else _("none (stopped)"))
+                  + (_(" after {ms} ms").format(ms=agent.get("durationMs")) if agent.get("durationMs") is not None else "")]
         if agent.get("fatalLine"):
-            lines.append(f"- Recognised failure line: `{agent['fatalLine']}`")
-        tail = str(agent.get("outputTail") or "").rstrip() or "(no output)"
-        lines += ["", "Output (last lines):", "", fence(tail), tail, fence(tail), ""]
-    lines += ["## Command checks", ""]
+            lines.append("- " + _("Recognised failure line: `{line}`").format(line=agent["fatalLine"]))
+        tail = str(agent.get("outputTail") or "").rstrip() or _("(no output)")
+        lines += ["", _("Output (last lines):"), "", fence(tail), tail, fence(tail), ""]
+    lines += ["## " + _("Command checks"), ""]
     checks = report.get("checks") or []
     if not checks:
-        lines += ["(no runnable checks)", ""]
+        lines += [_("(no runnable checks)"), ""]
     for c in checks:
         lines.append(_check_line(c))
         lines += _md_tests(c)
         if not c.get("skipped") and not c.get("passed") and not c.get("aborted"):
             if c.get("timeout"):
-                lines.append(f"  - [WARN] timed out ({c.get('durationMs', 0)}ms)")
+                lines.append("  - [WARN] " + _("timed out ({ms}ms)").format(ms=c.get("durationMs", 0)))
             code = c.get("exitCode")
-            lines.append(f"  - Exit code: {code if code is not None else 'n/a'}")
+            lines.append("  - " + _("Exit code: {code}").format(code=code if code is not None else "n/a"))
             if c.get("reason"):
-                lines.append(f"  - Reason: {c['reason']}")
+                lines.append("  - " + _("Reason: {reason}").format(reason=c["reason"]))
             tail = c.get("outputTail") or ""
             if tail:
                 shown = "\n".join(tail.rstrip("\n").split("\n")[-MD_TAIL_LINES:])
                 f = fence(shown)
-                lines += ["  - Output tail:", "", f"    {f}"]
+                lines += ["  - " + _("Output tail:"), "", f"    {f}"]
                 lines += [f"    {ln}" for ln in shown.split("\n")]
                 lines += [f"    {f}", ""]
     if lines[-1] != "":
         lines.append("")
     lines += _md_baseline(report)
-    lines += ["## Code analysis", ""]
+    lines += ["## " + _("Code analysis"), ""]
     a = report.get("analysis") or {}
     changed = a.get("changedFiles") or []
     untracked = a.get("untrackedFiles") or []
     renames = a.get("renames") or []
     submodules = a.get("submodules") or []
     if not changed and not untracked and not submodules:
-        lines.append("No changed files (relative to the git baseline).")
+        lines.append(_("No changed files (relative to the git baseline)."))
     else:
-        lines += [f"### Changed files ({len(changed)} tracked + {len(untracked)} untracked)", ""]
+        lines += ["### " + _("Changed files ({tracked} tracked + {untracked} untracked)").format(
+            tracked=len(changed), untracked=len(untracked)), ""]
         lines += [f"- {f}" for f in changed]
-        lines += [f"- (untracked) {f}" for f in untracked]
+        lines += ["- " + _("(untracked) {file}").format(file=f) for f in untracked]
     if renames:
-        lines += ["", "### Renames", ""]
-        lines += [f"- {r.get('from')} → {r.get('to')} (similarity {r.get('similarity')}%)" for r in renames]
+        lines += ["", "### " + _("Renames"), ""]
+        lines += ["- " + _("{src} → {dst} (similarity {pct}%)").format(src=r.get("from"), dst=r.get("to"), pct=r.get("similarity"))
+                  for r in renames]
     if submodules:
-        lines += ["", "### Submodules (not descended into)", ""]
+        lines += ["", "### " + _("Submodules (not descended into)"), ""]
         lines += [
             f"- {s.get('path')}: {(s.get('before') or 'none')[:12]} → {(s.get('after') or 'none')[:12]}" for s in submodules
         ]
@@ -240,29 +245,29 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     big = a.get("bigFileChanges") or []
     warnings = a.get("warnings") or []
     if any((sig.get(k) or 0) > 0 for k in MARKER_KINDS) or big or warnings:
-        lines += ["", "### Suspicious markers and warnings", ""]
+        lines += ["", "### " + _("Suspicious markers and warnings"), ""]
         lines += [f"- {SIGNAL_LABELS[k]}: {sig[k]}" for k in MARKER_KINDS if (sig.get(k) or 0) > 0]
-        lines += [f"- [WARN] very large single-file change: {b}" for b in big]
+        lines += ["- [WARN] " + _("very large single-file change: {file}").format(file=b) for b in big]
         lines += [f"- [WARN] {w}" for w in warnings]
     tampering = a.get("tampering") or []
     if any((sig.get(k) or 0) > 0 for k in TAMPERING_KINDS) or tampering:
-        lines += ["", "### Agent tampering signals", ""]
+        lines += ["", "### " + _("Agent tampering signals"), ""]
         lines += [f"- **{SIGNAL_LABELS[k]}: {sig[k]}**" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
         lines += [f"- [TAMPER] {t.get('kind')} — `{t.get('file')}`: {t.get('detail')}" for t in tampering]
     notes = a.get("notes") or []
     if notes:
         lines.append("")
     lines += [f"- [INFO] {note}" for note in notes]
-    lines += ["", "## Structured repair directives", ""]
+    lines += ["", "## " + _("Structured repair directives"), ""]
     rd = report.get("repairDirectives") or {}
     items = rd.get("items") or []
     if items:
         for it in items:
-            loc = f"`{it['file']}{':' + str(it['line']) if it.get('line') else ''}`" if it.get("file") else "(no specific file)"
-            lines.append(f"- {loc} — {it.get('issue')} → {it.get('action')} (source {it.get('source')})")
+            loc = f"`{it['file']}{':' + str(it['line']) if it.get('line') else ''}`" if it.get("file") else _("(no specific file)")
+            lines.append(f"- {loc} — {it.get('issue')} → {it.get('action')} " + _("(source {source})").format(source=it.get("source")))
     else:
-        reason = rd.get("fallbackReason") or "this round's report has no structured directives"
-        lines.append(f"(unavailable; read the output tails of the checks above) Reason: {reason}")
+        reason = rd.get("fallbackReason") or _("this round's report has no structured directives")
+        lines.append(_("(unavailable; read the output tails of the checks above) Reason: {reason}").format(reason=reason))
     lines += ["", "", visual_section, "", "---", "", str(report.get("message", "")), ""]
     return "\n".join(lines)
 
@@ -321,13 +326,17 @@ def summarize_report(report: Mapping[str, Any]) -> str:
     failed = [c for c in ran if not c.get("passed") and not c.get("optional")]
     k = len(skipped)
     message = str(report.get("message") or "")
+    skipped_note = _(", {n} skipped").format(n=k) if k else ""
     if report.get("passed"):
-        head = f"[PASS] Acceptance passed (round {n}): {len(ok)}/{len(ran)} command checks passed{f', {k} skipped' if k else ''}."
+        head = "[PASS] " + _("Acceptance passed (round {round}): {ok}/{ran} command checks passed{skipped}.").format(
+            round=n, ok=len(ok), ran=len(ran), skipped=skipped_note)
     elif CANCELLED_MARK in message.lower():
-        head = f"[FAIL] Acceptance incomplete (round {n}): task cancelled, verification interrupted{f', {k} not run' if k else ''}."
+        head = "[FAIL] " + _("Acceptance incomplete (round {round}): task cancelled, verification interrupted{not_run}.").format(
+            round=n, not_run=_(", {n} not run").format(n=k) if k else "")
     else:
         nf = len(failed) + len(report.get("blockingIssues") or [])
-        head = f"[FAIL] Acceptance failed (round {n}): {nf} check(s) failed{f', {k} skipped' if k else ''}."
+        head = "[FAIL] " + _("Acceptance failed (round {round}): {n} check(s) failed{skipped}.").format(
+            round=n, n=nf, skipped=skipped_note)
     lines = [head]
     visual = report.get("visual") or {}
     for r in visual.get("results") or []:
@@ -342,8 +351,8 @@ def summarize_report(report: Mapping[str, Any]) -> str:
             lines.append(f"- [PASS] {c.get('name')} ({c.get('durationMs', 0)}ms){_summary_tests(c)}")
         else:
             code = c.get("exitCode")
-            extra = " timed out" if c.get("timeout") else ""
-            opt = " (optional)" if c.get("optional") else ""
+            extra = _(" timed out") if c.get("timeout") else ""
+            opt = _(" (optional)") if c.get("optional") else ""
             reason = f" — {c['reason']}" if c.get("reason") else ""
             lines.append(
                 f"- [FAIL]{opt} {c.get('name')} — exit {code if code is not None else 'n/a'}{extra} "
@@ -352,18 +361,19 @@ def summarize_report(report: Mapping[str, Any]) -> str:
     a = report.get("analysis") or {}
     ds = a.get("diffstat") or {}
     lines.append(
-        f"Code analysis: {len(a.get('changedFiles') or [])} tracked + {len(a.get('untrackedFiles') or [])} untracked "
-        f"file(s) changed, +{ds.get('totalAdd', 0)} -{ds.get('totalDel', 0)}."
+        _("Code analysis: {tracked} tracked + {untracked} untracked file(s) changed, +{add} -{del_}.").format(
+            tracked=len(a.get("changedFiles") or []), untracked=len(a.get("untrackedFiles") or []),
+            add=ds.get("totalAdd", 0), del_=ds.get("totalDel", 0))
     )
     sig = a.get("signals") or {}
     hits = [f"{k} {sig[k]}" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
     if hits:
-        lines.append(f"Agent tampering signals: {', '.join(hits)} (see the report).")
+        lines.append(_("Agent tampering signals: {hits} (see the report).").format(hits=", ".join(hits)))
     if message:
         lines.append(message)
     files = report.get("files") or {}
     if files.get("md"):
-        lines.append(f"Report: {files['md']}")
+        lines.append(_("Report: {path}").format(path=files["md"]))
     if files.get("json"):
         lines.append(f"JSON: {files['json']}")
     if files.get("html"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Mapping
 
+from .i18n import _
+
 
 class TaskStatus(str, Enum):
     """Task statuses as hosts see them (40-agents-tasks §2.1)."""
@@ -50,7 +52,7 @@ NO_QUESTION: dict[str, Any] = {"needsUserKind": None, "pendingQuestion": None, "
 def exit_phrase(code: Any) -> str:
     """``exit code 0`` — or ``no exit code (stopped)`` for an agent killed at its time limit or by
     a cancel (a process that never exited by itself has none)."""
-    return f"exit code {code}" if code is not None else "no exit code (stopped)"
+    return _("exit code {code}").format(code=code) if code is not None else _("no exit code (stopped)")
 
 
 def is_wait_settled(status: str) -> bool:

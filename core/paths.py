@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ErrorCode, TianshuError
+from .i18n import _
 
 # 10-tools §3.1 rule 5: exact-match system/root directories (POSIX comparison is case-sensitive).
 SYSTEM_DIRS = frozenset(
@@ -122,9 +123,9 @@ def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
             data home or inside it).
     """
     if not raw or not os.path.isabs(raw):
-        raise TianshuError(ErrorCode.PATH_NOT_ABSOLUTE, f"projectPath must be an absolute path, got: {raw}")
+        raise TianshuError(ErrorCode.PATH_NOT_ABSOLUTE, _("projectPath must be an absolute path, got: {path}").format(path=raw))
     if not os.path.isdir(raw):
-        raise TianshuError(ErrorCode.PATH_NOT_FOUND, f"directory does not exist or is not accessible: {raw}")
+        raise TianshuError(ErrorCode.PATH_NOT_FOUND, _("directory does not exist or is not accessible: {path}").format(path=raw))
     try:
         real = os.path.realpath(raw)
     except OSError:
@@ -135,22 +136,25 @@ def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
     if norm == home:
         raise TianshuError(
             ErrorCode.PATH_IS_HOME,
-            f"projectPath cannot be the user's home directory itself (the agent could write all of it): {norm}",
+            _("projectPath cannot be the user's home directory itself (the agent could write all of it): {path}").format(
+                path=norm),
         )
     is_drive_root = len(norm) == 2 and norm[1] == ":"
     if norm in SYSTEM_DIRS or is_drive_root:
         raise TianshuError(
             ErrorCode.PATH_IS_SYSTEM,
-            f"projectPath is a system or root-level directory (the agent could write the whole subtree); refused: {norm}",
+            _("projectPath is a system or root-level directory (the agent could write the whole subtree); refused: {path}").format(
+                path=norm),
         )
     tree = system_tree(norm)
     if tree is not None:
         raise TianshuError(ErrorCode.PATH_IS_SYSTEM,
-                           f"projectPath is inside the system tree {tree} (no project lives there); refused: {norm}")
+                           _("projectPath is inside the system tree {tree} (no project lives there); refused: {path}").format(
+                               tree=tree, path=norm))
     if data_home is not None:
         dh = norm_path(os.path.realpath(str(data_home)))
         if _within(norm, dh):
             raise TianshuError(ErrorCode.PATH_IS_DATA_HOME,
-                               f"projectPath is tianshu-mcp's data home {dh} or inside it (tasks, reports and "
-                               f"Prefect's database live there); refused: {norm}")
+                               _("projectPath is tianshu-mcp's data home {home} or inside it (tasks, reports and "
+                                 "Prefect's database live there); refused: {path}").format(home=dh, path=norm))
     return SafeProject(norm=norm, raw=raw, via_symlink=via_symlink, key=project_key(norm))

@@ -176,6 +176,23 @@ class NotificationsConfig(BaseModel):
     webhook: WebhookConfig | None = None
 
 
+class SkillsConfig(BaseModel):
+    """``skills`` section: the skill self-install (40-agents-tasks §2.14).
+
+    * ``autoInstall`` — ``true`` (default, decision column "auto"), ``"prompt"`` (a trusted
+      stale copy is kept and ``pendingUpdate`` recorded instead of overwritten) or ``false``
+      (never install; the same as ``--no-skill-install``).
+    * ``backupKeep`` 3 (≥ 0) — ``.bak-<ts>`` trees kept after an overwrite; 0 = never prune.
+    * ``targetDir`` — where the skill goes (default ``~/.rivet/skills/tianshu-mcp``; ``~``
+      expanded); the environment's ``TIANSHU_MCP_SKILL_TARGET`` wins over it.
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    auto_install: bool | Literal["prompt"] = Field(True, alias="autoInstall")
+    backup_keep: int = Field(3, ge=0, le=1000, alias="backupKeep")
+    target_dir: str | None = Field(None, min_length=1, alias="targetDir")
+
+
 class ServerConfig(BaseModel):
     """``<home>/config.json`` (40-agents-tasks §2.13). Unknown keys are ignored."""
 
@@ -194,6 +211,10 @@ class ServerConfig(BaseModel):
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
     remote: RemoteConfig = Field(default_factory=RemoteConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)
+    locale: str = "en"
+    """Language of human-facing text (``en`` | ``zh-CN``; ``$TIANSHU_MCP_LOCALE`` overrides it; an
+    unknown name falls back to ``en`` with a warning): :mod:`tianshu_mcp.core.i18n`."""
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
 
 def describe_config_error(path: Path, exc: ValidationError) -> str:

@@ -21,13 +21,14 @@ import os
 import threading
 import time
 
+from ..core.i18n import N_, _
 from ..core.reaper import kill_descendants
 from ..core.taskstore import utc_now
 from ..tasks.common import record, request_cancel, store
 
 log = logging.getLogger("tianshu_mcp")
 
-DELETED_MESSAGE = "cancelled: its flow run was deleted in the Prefect UI; the agent was stopped"
+DELETED_MESSAGE = N_("cancelled: its flow run was deleted in the Prefect UI; the agent was stopped")
 
 
 def _current_flow_run_id() -> str | None:
@@ -50,7 +51,7 @@ def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
     def on_deleted() -> None:
         kill_descendants()
         try:
-            record(task_id, finalStatus="cancelled", lastMessage=DELETED_MESSAGE, errorType="cancelled",
+            record(task_id, finalStatus="cancelled", lastMessage=_(DELETED_MESSAGE), errorType="cancelled",
                    abortSource="ui", finishedAt=utc_now(), phase=None)
             store().event(task_id, "cancelled", "cancelled", DELETED_MESSAGE)
         finally:

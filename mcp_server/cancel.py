@@ -8,6 +8,7 @@ from typing import Any
 
 from ..adapters.drivers import agent_stop_grace_ms
 from ..core import submissions
+from ..core.i18n import _
 from ..core.model import NO_QUESTION, TERMINAL
 from ..core.procs import kill_recorded
 from ..core.taskstore import utc_now
@@ -32,11 +33,11 @@ async def cancel_task(service: Any, task_id: str, reason: str | None, source: st
 
     view = await service.view(task_id)
     if view.status in TERMINAL:
-        return view, True, f"task is already final ({view.status}); nothing to cancel"
+        return view, True, _("task is already final ({status}); nothing to cancel").format(status=view.status)
     if not view.task.get("flowRunId"):
         withdrawn = await _withdraw(service, task_id, reason)
         if withdrawn is not None:
-            return withdrawn, True, f"cancelled {task_id}"
+            return withdrawn, True, _("cancelled {taskId}").format(taskId=task_id)
         view = await service.view(task_id)  # its flow run was created meanwhile
     client = await service.client()
     from prefect.states import Cancelled
@@ -53,15 +54,15 @@ async def cancel_task(service: Any, task_id: str, reason: str | None, source: st
     service.store.event(task_id, "cancel_requested", view.status, f"cancel requested: {reason}" if reason else "cancel requested (no reason)")
     flow_run_id = view.task.get("flowRunId")
     if view.status in ("queued", "needs_user"):
-        was = "queued" if view.status == "queued" else "waiting for the user"
-        msg = (f"server exited; {was} task archived" if interrupted
-               else f"cancelled ({was})" + (f": {reason}" if reason else ""))
+        was = _("queued") if view.status == "queued" else _("waiting for the user")
+        msg = (_("server exited; {was} task archived").format(was=was) if interrupted
+               else _("cancelled ({was})").format(was=was) + (_(": {reason}").format(reason=reason) if reason else ""))
         if flow_run_id:
             await client.set_flow_run_state(
                 flow_run_id, Cancelled(name=INTERRUPTED if interrupted else "Cancelled", message=msg), force=True
             )
         finish_cancel(service, task_id, msg, interrupted)
-        return await service.view(task_id), True, f"cancelled {task_id}" if not interrupted else msg
+        return await service.view(task_id), True, _("cancelled {taskId}").format(taskId=task_id) if not interrupted else msg
     if view.task.get("workPool") and flow_run_id:  # on a worker that cannot see the marker
         from .remote_sync import cancel_remote
 
@@ -90,7 +91,7 @@ async def cancel_task(service: Any, task_id: str, reason: str | None, source: st
             await client.set_flow_run_state(
                 flow_run_id,
                 Cancelled(name=INTERRUPTED if interrupted else "Cancelled",
-                          message="server exited" if interrupted else (reason or "cancelled")),
+                          message=_("server exited") if interrupted else (reason or _("cancelled"))),
                 force=True,
             )
             continue
@@ -100,13 +101,13 @@ async def cancel_task(service: Any, task_id: str, reason: str | None, source: st
         task = service.read_task(task_id)
         if view.status in ("cancelled", "interrupted") and (
                 not task.get("finishedAt") or task.get("errorType") not in ("cancelled", "interrupted")):
-            msg = "server exited; the agent process was terminated" if interrupted else (
-                "cancelled" + (f": {reason}" if reason else ""))
+            msg = _("server exited; the agent process was terminated") if interrupted else (
+                _("cancelled") + (_(": {reason}").format(reason=reason) if reason else ""))
             finish_cancel(service, task_id, msg, interrupted)
         view = await service.view(task_id)
-        return view, True, f"cancelled {task_id}" if not interrupted else "interrupted"
-    return view, False, (f"cancel requested for {task_id}, not final yet after {wait_s:.0f} s; "
-                         "check again with query_task")
+        return view, True, _("cancelled {taskId}").format(taskId=task_id) if not interrupted else _("interrupted")
+    return view, False, _("cancel requested for {taskId}, not final yet after {secs} s; "
+                          "check again with query_task").format(taskId=task_id, secs=f"{wait_s:.0f}")
 
 async def _withdraw(service: Any, task_id: str, reason: str | None) -> Any | None:
     """Cancel a task whose flow run does not exist yet: drop its submission entry under the
@@ -120,7 +121,7 @@ async def _withdraw(service: Any, task_id: str, reason: str | None) -> Any | Non
         if task.get("flowRunId"):
             return None
         submissions.remove(service.runtime.home, task_id)
-        msg = "cancelled (queued, before its flow run was created)" + (f": {reason}" if reason else "")
+        msg = _("cancelled (queued, before its flow run was created)") + (_(": {reason}").format(reason=reason) if reason else "")
         service.store.update(task_id, finalStatus="cancelled", cancelRequestedAt=utc_now(), abortSource="user",
                           **({"cancelReason": reason} if reason else {}))
         finish_cancel(service, task_id, msg, False)

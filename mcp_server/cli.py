@@ -23,7 +23,7 @@ from ..core.settings import data_home, load_config
 
 log = logging.getLogger("tianshu_mcp")
 
-USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (what an MCP host runs)
+USAGE = """usage: tianshu-mcp [--no-skill-install] [--approve-skill-update]   serve MCP over stdio (what an MCP host runs)
        tianshu-mcp service start|stop|status     the home's background service (Prefect API + UI + worker)
        tianshu-mcp server                       run that service in the foreground until stopped
        tianshu-mcp worker --pool NAME [--limit N]   serve a work pool of a shared Prefect server (scale-out)
@@ -37,7 +37,9 @@ USAGE = """usage: tianshu-mcp [--no-skill-install]     serve MCP over stdio (wha
 
 every subcommand takes --help.
 environment: TIANSHU_MCP_HOME (data home, default ~/.tianshu-mcp),
-             TIANSHU_PREFECT_API_URL (use an external Prefect server instead of the home's service)"""
+             TIANSHU_PREFECT_API_URL (use an external Prefect server instead of the home's service),
+             TIANSHU_MCP_SKILL_TARGET (skill install directory, default ~/.rivet/skills/tianshu-mcp),
+             TIANSHU_MCP_NO_SKILL_INSTALL=1 / TIANSHU_MCP_APPROVE_SKILL_UPDATE=1 (see README, Skill self-install)"""
 
 SERVER_HELP = """usage: tianshu-mcp server
 
@@ -66,6 +68,11 @@ def run_stdio(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001
         return _fail(str(exc))
     log.info("Prefect hosting: %s", runtime.mode)
+    from .skill_boot import start_skill_install
+
+    # 40-agents-tasks §2.14: a daemon thread, so the handshake never waits for it
+    start_skill_install(runtime.config, no_install_flag="--no-skill-install" in argv,
+                        approve_flag="--approve-skill-update" in argv)
     try:
         anyio.run(serve_stdio, runtime)
     except KeyboardInterrupt:

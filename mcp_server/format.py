@@ -10,6 +10,7 @@ import mcp_types as types
 from jsonschema import Draft202012Validator
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 
 META_FENCE = "---tianshu-mcp-meta---"
 QUOTE_CHARS = 200
@@ -22,7 +23,7 @@ _IMPOSSIBLE = re.compile("[\x00\ud800-\udfff]")
 
 def clip(text: str, limit: int = QUOTE_CHARS) -> str:
     """``text`` cut to ``limit`` characters, with how much was left out."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+    return text if len(text) <= limit else text[:limit] + _("… ({n} more characters)").format(n=len(text) - limit)
 
 
 MAX_META_STRING = 8192
@@ -58,7 +59,7 @@ def ok_result(body: str, meta: Mapping[str, Any] | None) -> types.CallToolResult
     ``structuredContent``. ``isError`` is False. None values are dropped from the meta; the body
     and the meta are bounded (:data:`MAX_BODY_CHARS`, :func:`bounded`)."""
     if len(body) > MAX_BODY_CHARS:
-        body = body[:MAX_BODY_CHARS] + f"\n… (reply cut: {len(body) - MAX_BODY_CHARS} more characters)"
+        body = body[:MAX_BODY_CHARS] + "\n" + _("… (reply cut: {n} more characters)").format(n=len(body) - MAX_BODY_CHARS)
     if meta is None:
         return types.CallToolResult(content=[types.TextContent(text=body)], is_error=False)
     clean = {k: bounded(v) for k, v in meta.items() if v is not None}
@@ -95,21 +96,21 @@ def validate_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[
     # an unknown key is dropped (refused by a strict tool), but one no JSON text should hold is always refused
     problems = impossible_strings({k: None for k in given if k not in known})
     if schema.get("additionalProperties") is False:
-        problems.extend(f"{clip(k)}: unknown key (this tool is strict)" for k in sorted(given) if k not in known)
+        problems.extend(_("{field}: unknown key (this tool is strict)").format(field=clip(k)) for k in sorted(given) if k not in known)
     problems.extend(oversized(schema, args))
     if not problems:  # the full validation walks every item: only once the sizes are sane
         validator = Draft202012Validator(dict(schema))
         for err in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path)):
             if err.validator == "required":
                 missing = err.message.split("'")[1] if "'" in err.message else err.message
-                problems.append(f"{clip(_field([*err.absolute_path, missing]))}: required")
+                problems.append(_("{field}: required").format(field=clip(_field([*err.absolute_path, missing]))))
             else:
                 problems.append(f"{clip(_field(err.absolute_path))}: {_describe(err)}")
         problems.extend(impossible_strings(args))
     if problems:
-        more = f"; … {len(problems) - MAX_PROBLEMS} more" if len(problems) > MAX_PROBLEMS else ""
+        more = _("; … {n} more").format(n=len(problems) - MAX_PROBLEMS) if len(problems) > MAX_PROBLEMS else ""
         raise TianshuError(ErrorCode.INVALID_ARGUMENT,
-                           f"invalid arguments for {tool}: " + "; ".join(problems[:MAX_PROBLEMS]) + more)
+                           _("invalid arguments for {tool}: ").format(tool=tool) + "; ".join(problems[:MAX_PROBLEMS]) + more)
     return args
 
 
@@ -138,7 +139,7 @@ def oversized(schema: Mapping[str, Any], value: Any, path: tuple[Any, ...] = ())
     if isinstance(value, list):
         limit = schema.get("maxItems")
         if isinstance(limit, int) and len(value) > limit:
-            return [f"{clip(_field(path))}: {len(value)} items, at most {limit} allowed"]
+            return [_("{field}: {n} items, at most {limit} allowed").format(field=clip(_field(path)), n=len(value), limit=limit)]
         items = schema.get("items")
         if isinstance(items, dict):
             return [p for i, v in enumerate(value) for p in oversized(items, v, (*path, i))]
@@ -146,7 +147,8 @@ def oversized(schema: Mapping[str, Any], value: Any, path: tuple[Any, ...] = ())
     if isinstance(value, str):
         limit = schema.get("maxLength")
         if isinstance(limit, int) and len(value) > limit:
-            return [f"{clip(_field(path))}: {len(value)} characters, at most {limit} allowed"]
+            return [_("{field}: {n} characters, at most {limit} allowed").format(field=clip(_field(path)), n=len(value),
+                                                                                 limit=limit)]
         return []
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         props = schema["properties"]
@@ -162,12 +164,12 @@ def impossible_strings(value: Any, path: tuple[Any, ...] = ()) -> list[str]:
     """Fields whose strings hold a NUL or an unpaired surrogate (no file, argv or path can carry
     them), and values nested deeper than :data:`MAX_DEPTH`: one problem per field."""
     if len(path) > MAX_DEPTH:
-        return [f"{clip(_field(path[:3]))}…: nested more than {MAX_DEPTH} levels deep"]
+        return [_("{field}…: nested more than {n} levels deep").format(field=clip(_field(path[:3])), n=MAX_DEPTH)]
     if isinstance(value, str):
         m = _IMPOSSIBLE.search(value)
         if m:
-            what = "a NUL character" if m.group() == "\x00" else "an unpaired surrogate (not valid Unicode text)"
-            return [f"{clip(_field(path))}: contains {what} at position {m.start()}"]
+            what = _("a NUL character") if m.group() == "\x00" else _("an unpaired surrogate (not valid Unicode text)")
+            return [_("{field}: contains {what} at position {pos}").format(field=clip(_field(path)), what=what, pos=m.start())]
         return []
     if isinstance(value, dict):
         out: list[str] = []

@@ -17,6 +17,7 @@ from ..adapters.arg_gates import check_agent_args, check_project_less
 from ..adapters.profiles import describe_agent, list_agents, resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
+from ..core.i18n import _
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
 from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
@@ -25,11 +26,13 @@ from ..core.paths import check_project_path, norm_path
 from ..core.projects import ProjectRegistry
 from ..core.settings import check_config, load_config
 from .format import clip, ok_result
-from .phrases import status_phrase
+from .outputs import report_meta
+from .phrases import status_phrase, submitted_lines
 from .resume import continue_task
 from .isolation import merge_task, resolve_isolation
 from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
+from .tasks_ext import declared
 from .waiting import wait_task
 
 MAX_REPORT_BYTES = 48000
@@ -41,7 +44,8 @@ def _branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...
     if extra:
         raise TianshuError(
             ErrorCode.INVALID_ARGUMENT,
-            f"{branch} does not accept: {', '.join(sorted(extra))} (allowed: {', '.join(allowed)})",
+            _("{branch} does not accept: {keys} (allowed: {allowed})").format(
+                branch=branch, keys=", ".join(sorted(extra)), allowed=", ".join(allowed)),
         )
 
 
@@ -51,7 +55,7 @@ def _validate_override(override: Any) -> None:
     try:
         parse_layer(override, "override", "acceptanceOverride")
     except AcceptanceConfigError as exc:
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"acceptanceOverride invalid — {exc.message}") from exc
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("acceptanceOverride invalid — {detail}").format(detail=exc.message)) from exc
 
 
 class Handlers:
@@ -76,7 +80,7 @@ class Handlers:
     async def run_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
         """10-tools §1.2–§1.3 and §3.1: validate, gate, resolve the agent, submit the flow run."""
         if not args["task"].strip():
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "task: the brief must not be blank")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("task: the brief must not be blank"))
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
         home = self.runtime.home
@@ -94,13 +98,14 @@ class Handlers:
             check_project_less(agent.id, agent.profile, args)
             raise TianshuError(
                 ErrorCode.INVALID_ARGUMENT,
-                f"agent '{agent_id}': dispatch into ZCode's default workspace (no projectPath) is not available in "
-                "this build; give projectPath",
+                _("agent '{agentId}': dispatch into ZCode's default workspace (no projectPath) is not available in "
+                  "this build; give projectPath").format(agentId=agent_id),
             )
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
         except TianshuError as exc:
-            raise TianshuError(exc.code, f"project registration failed, nothing dispatched: {exc.message}") from exc
+            raise TianshuError(exc.code, _("project registration failed, nothing dispatched: {detail}").format(
+                detail=exc.message)) from exc
         if args.get("agentId") is None and registered.get("defaultAgentId"):
             agent_id = str(registered["defaultAgentId"])
         task_id = new_task_id()
@@ -127,37 +132,12 @@ class Handlers:
             if key is not None and not created:
                 IdempotencyStore(home).release("run_task", key, task_id)
         task = view.task
-        rounds = task["autoFixRounds"]
-        lines = [
-            f"task submitted: {task['taskId']}",
-            f"agent: {agent.id}" + (f" ({agent.message})" if agent.message else ""),
-            f"project: {project.norm}" + (f" (resolved through a symlink from {project.raw})" if project.via_symlink else ""),
-            "auto verification: " + ("on" if task["autoVerify"] else "off")
-            + (f", up to {rounds} automatic rework round{'s' if rounds != 1 else ''}" if rounds else " (no automatic rework)"),
-            (f"queue: one task at a time per project + global limit {load_config(home).concurrency.max_running}. "
-             if isolation == "inplace" else
-             f"isolation: worktree on branch tianshu/{task['taskId']} from HEAD; up to "
-             f"{parallel or load_config(home).concurrency.worktree_parallel} worktree tasks of this repository at once "
-             f"+ global limit {load_config(home).concurrency.max_running}. ")
-            + f"Poll with query_task({task['taskId']}) every 5-10 s, or wait_task.",
-            f"brief: {task['task'][:120]}" + ("…" if len(task["task"]) > 120 else ""),
-            *(["dry run: no agent starts and the project is not changed; the report says what would run and "
-               "what would block it"] if task.get("dryRun") else []),
-            (f"Prefect flow run: {self.runtime.flow_run_url(task['flowRunId'])}" if task.get("flowRunId") else
-             "Prefect flow run: being created (the tianshu-mcp service is starting); the task is already "
-             "accepted and durable, query_task shows the link once it exists"),
-        ]
+        url = self.runtime.flow_run_url(task["flowRunId"]) if task.get("flowRunId") else None
+        lines = submitted_lines(task, agent.id, agent.message, project, isolation, parallel, load_config(home), url,
+                                active["taskId"] if active else None, dirty)
         meta = view.meta(self.runtime)
         if active:
-            lines.append(f"note: this project already has an unfinished task {active['taskId']}; "
-                         "this one waits behind it.")
             meta["projectActiveTask"] = {"taskId": active["taskId"]}
-        if dirty and isolation == "worktree":
-            lines.append(f"note: the repository has {dirty} uncommitted change(s); the task's worktree starts at "
-                         "HEAD without them (commit them first if the agent needs them).")
-        elif dirty:
-            lines.append(f"note: the repository has {dirty} uncommitted change(s); they are part of the baseline "
-                         "and not attributed to the agent.")
         return ok_result("\n".join(lines), meta)
 
     async def _replayed_view(self, task_id: str, wait_s: float = 10.0) -> TaskView:
@@ -194,20 +174,22 @@ class Handlers:
             return None
         if found.kind == "conflict":
             raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
-                               f"idempotencyKey is already bound to task {found.task_id} with different arguments; "
-                               "use a new key or the same arguments")
+                               _("idempotencyKey is already bound to task {taskId} with different arguments; "
+                                 "use a new key or the same arguments").format(taskId=found.task_id))
         view = await self._replayed_view(found.task_id)
         self.service.store.event(found.task_id, "note", view.status, f"idempotent replay (key {key_digest(key)})")
-        nxt = (f'the task is final; use manage_task(taskId="{found.task_id}", action="rework") or a new key'
-               if view.status in TERMINAL else f"poll with query_task({found.task_id}).")
+        nxt = (_('the task is final; use manage_task(taskId="{taskId}", action="rework") or a new key')
+               if view.status in TERMINAL else _("poll with query_task({taskId}).")).format(taskId=found.task_id)
         meta = view.meta(self.runtime)
         meta["idempotencyReplay"] = "hit"
-        return ok_result(f"idempotent replay: this idempotencyKey already maps to task {found.task_id} (no new task).\n"
-                         f"{status_phrase(view)}\nagent: {view.task.get('agentId')}\nproject: {view.task.get('projectPath')}\n{nxt}", meta)
+        return ok_result(_("idempotent replay: this idempotencyKey already maps to task {taskId} (no new task).").format(
+            taskId=found.task_id) + "\n" + "\n".join([
+                status_phrase(view), _("agent: {agentId}").format(agentId=view.task.get("agentId")),
+                _("project: {path}").format(path=view.task.get("projectPath")), nxt]), meta)
 
     def _agent_unavailable(self, agent_id: str, project: str, reason: str) -> types.CallToolResult:
         return ok_result(
-            f"agent '{agent_id}' is not available: {reason}",
+            _("agent '{agentId}' is not available: {reason}").format(agentId=agent_id, reason=reason),
             {"ok": False, "projectPath": project, "agentId": agent_id, "message": reason},
         )
 
@@ -233,31 +215,35 @@ class Handlers:
             task_id = args["taskId"]
             if not task_id.startswith("tsk_"):
                 if task_id.startswith("vfy_") and self.service.store.exists(task_id):
-                    raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"{task_id} is a verification record, not a task; "
-                                       "give its projectPath instead")
-                raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
+                    raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("{taskId} is a verification record, not a task; "
+                                                                     "give its projectPath instead").format(taskId=task_id))
+                raise TianshuError(ErrorCode.TASK_NOT_FOUND, _("task not found: {taskId}").format(taskId=clip(task_id)))
             target = self.service.read_task(task_id)
             refuse_remote(target, "verify")
             norm = str(target["projectPath"])
             if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
-                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} has no saved pre-work baseline "
-                                   "(it never started); give baselineRef or verify by projectPath")
+                raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} has no saved pre-work baseline "
+                                                              "(it never started); give baselineRef or verify by projectPath").format(
+                                                                  taskId=task_id))
         elif args.get("projectPath") is not None:
             norm = check_project_path(args["projectPath"], self.runtime.home).norm
         else:
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "verify_task needs taskId or projectPath (one of them)")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("verify_task needs taskId or projectPath (one of them)"))
         if ref is not None and ref != "task":
             if ref.startswith("tsk_"):
                 if not (self.service.store.exists(ref) and (self.service.store.dir(ref) / "baseline.json").is_file()):
-                    raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' names no task with a saved baseline")
+                    raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                                       _("baselineRef '{ref}' names no task with a saved baseline").format(ref=ref))
                 other = (self.service.store.read(ref) or {}).get("projectPath")
                 if other != norm:
                     raise TianshuError(ErrorCode.INVALID_ARGUMENT,
-                                       f"baselineRef '{ref}' is a task of another project ({other}), not of {norm}")
+                                       _("baselineRef '{ref}' is a task of another project ({other}), not of {project}").format(
+                                           ref=ref, other=other, project=norm))
             elif await anyio.to_thread.run_sync(resolve_commit, norm, ref) is None:
-                raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"baselineRef '{ref}' is not a valid git ref (project {norm})")
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                                   _("baselineRef '{ref}' is not a valid git ref (project {project})").format(ref=ref, project=norm))
         elif ref == "task" and target is None:
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "baselineRef 'task' needs taskId")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("baselineRef 'task' needs taskId"))
 
         record_id = new_verify_id()
         if key is not None:
@@ -269,8 +255,8 @@ class Handlers:
                 "verify_task", key, dig, record_id, kind="verify", exists=self.service.store.exists))
             if found.kind == "conflict":
                 raise TianshuError(ErrorCode.IDEMPOTENCY_CONFLICT,
-                                   f"idempotencyKey is already bound to verification {found.task_id} with different "
-                                   "arguments; use a new key or the same arguments")
+                                   _("idempotencyKey is already bound to verification {taskId} with different "
+                                     "arguments; use a new key or the same arguments").format(taskId=found.task_id))
             if found.kind == "hit":
                 await self._replayed_view(found.task_id)
                 return await self._verify_replay(found.task_id, target)
@@ -288,7 +274,7 @@ class Handlers:
             "checks_mode": args.get("checksMode", "append"),
             "acceptance_override": override,
         }
-        fields: dict[str, Any] = {"task": f"manual verification of {target['taskId'] if target else norm}"}
+        fields: dict[str, Any] = {"task": _("manual verification of {target}").format(target=target["taskId"] if target else norm)}
         if target:
             fields["targetTaskId"] = target["taskId"]
         if key is not None:
@@ -301,20 +287,25 @@ class Handlers:
             if key is not None:
                 IdempotencyStore(self.runtime.home).release("verify_task", key, record_id)
             raise
-        wait_s = load_config(self.runtime.home).verify_tool_wait_ms / 1000
+        # a tasks-extension client polls tasks/get instead: answer with the task at once
+        wait_s = 0.0 if declared(ctx) else load_config(self.runtime.home).verify_tool_wait_ms / 1000
         view = await self.service.wait_final(record_id, wait_s)
         if view.status not in TERMINAL:
             meta = view.meta(self.runtime)
-            meta["message"] = f"verification {record_id} is still {view.status}; poll it with wait_task(taskId=\"{record_id}\")"
-            return ok_result(f"verification still in progress ({view.status}) after {wait_s:.0f} s: {record_id}\n"
-                             f"poll with wait_task(taskId=\"{record_id}\") or query_task(taskId=\"{record_id}\")", meta)
-        return await self._verify_result(view, target)
+            meta["message"] = _('verification {taskId} is still {status}; poll it with wait_task(taskId="{taskId}")').format(
+                taskId=record_id, status=view.status)
+            return ok_result(_("verification still in progress ({status}) after {secs} s: {taskId}\n"
+                               'poll with wait_task(taskId="{taskId}") or query_task(taskId="{taskId}")').format(
+                                   status=view.status, secs=f"{wait_s:.0f}", taskId=record_id), meta)
+        return await self.verify_result(view, target)
 
-    async def _verify_result(self, record: TaskView, target: dict[str, Any] | None, replay: bool = False) -> types.CallToolResult:
+    async def verify_result(self, record: TaskView, target: dict[str, Any] | None, replay: bool = False) -> types.CallToolResult:
+        """The result of a finished verification ``record`` (a vfy_ view); ``target``: the verified task."""
         rec = record.task
         report = read_json_safe(rec.get("reportJson") or "") if rec.get("reportJson") else None
         if not isinstance(report, dict):
-            return ok_result(f"verification {rec['taskId']} ended {record.status}: {rec.get('lastMessage', '')}",
+            return ok_result(_("verification {taskId} ended {status}: {message}").format(
+                taskId=rec["taskId"], status=record.status, message=rec.get("lastMessage", "")),
                              record.meta(self.runtime))
         checks = [c for c in report.get("checks", []) if not c.get("skipped")]
         failed = [c for c in checks if not c.get("passed") and not c.get("optional") and not c.get("notCounted")]
@@ -322,21 +313,27 @@ class Handlers:
         passed_n = len([c for c in checks if c.get("passed")])
         rnd = report.get("round")
         if replay:
-            what = f"idempotent replay: this idempotencyKey already maps to verification report-{rnd} (not re-run)."
+            what = _("idempotent replay: this idempotencyKey already maps to verification report-{round} (not re-run).").format(
+                round=rnd)
         elif report.get("blockingIssues"):
             issue = report["blockingIssues"][0]
-            what = f"manual verification blocked (report-{rnd}): [{issue.get('code')}] {issue.get('message')}"
+            what = _("manual verification blocked (report-{round}): [{code}] {message}").format(
+                round=rnd, code=issue.get("code"), message=issue.get("message"))
         elif report.get("passed"):
-            what = (f"manual verification passed (report-{rnd}): {passed_n}/{len(checks)} checks passed"
-                    + (f", {len(excused)} failing check(s) not counted (already failing at the baseline)" if excused else "") + ".")
+            what = (_("manual verification passed (report-{round}): {passed}/{total} checks passed").format(
+                round=rnd, passed=passed_n, total=len(checks))
+                    + (_(", {n} failing check(s) not counted (already failing at the baseline)").format(n=len(excused))
+                       if excused else "") + _("."))
         else:
-            what = f"manual verification failed (report-{rnd}): {len(failed)} check(s) did not pass."
+            what = _("manual verification failed (report-{round}): {n} check(s) did not pass.").format(round=rnd, n=len(failed))
         head = ("[PASS] " if report.get("passed") else "[FAIL] ") + what
         analysis = report.get("analysis") or {}
         diff = analysis.get("diffstat") or {}
         changed = len(analysis.get("changedFiles") or []) + len(analysis.get("untrackedFiles") or [])
-        lines = [head, f"{changed} file(s) changed, diffstat +{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}.",
-                 f"message: {report.get('message', '')}", f"report: {rec.get('reportMd')}", f"json: {rec.get('reportJson')}"]
+        lines = [head, _("{n} file(s) changed, diffstat +{add} -{del_}.").format(
+                     n=changed, add=diff.get("totalAdd", 0), del_=diff.get("totalDel", 0)),
+                 _("message: {message}").format(message=report.get("message", "")),
+                 _("report: {path}").format(path=rec.get("reportMd")), _("json: {path}").format(path=rec.get("reportJson"))]
         if target is not None:
             meta = (await self.service.view(target["taskId"])).meta(self.runtime)
         else:
@@ -353,9 +350,10 @@ class Handlers:
         view = await self.service.view(record_id)
         if view.status not in TERMINAL:
             meta = {"ok": True, "taskId": record_id, "status": view.status, "idempotencyReplay": "in_progress",
-                    "message": "idempotent replay: the verification for this key is still running"}
-            return ok_result(f"the verification for this idempotencyKey is still running (not started again): {record_id}", meta)
-        return await self._verify_result(view, target, replay=True)
+                    "message": _("idempotent replay: the verification for this key is still running")}
+            return ok_result(_("the verification for this idempotencyKey is still running (not started again): {taskId}").format(
+                taskId=record_id), meta)
+        return await self.verify_result(view, target, replay=True)
 
     # --- query_task --------------------------------------------------------------------------
     async def query_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
@@ -366,17 +364,17 @@ class Handlers:
         limit = int(args.get("eventLimit", 10))
         lines = [status_phrase(view)]
         if task.get("lastMessage"):
-            lines.append(f"last message: {task['lastMessage']}")
+            lines.append(_("last message: {message}").format(message=task["lastMessage"]))
         used = int(task.get("roundsUsed") or 0)
         log_file = task.get("logFile") or str(self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")
         tail = tail_lines(log_file, tail_n)
         if tail:
-            lines.append(f"--- agent log tail ({len(tail.splitlines())} lines) ---\n{tail}")
+            lines.append(_("--- agent log tail ({n} lines) ---").format(n=len(tail.splitlines())) + f"\n{tail}")
         else:
-            lines.append("(no agent log yet)")
+            lines.append(_("(no agent log yet)"))
         events = self.service.store.recent_agent_events(task["taskId"], limit)
         if events:
-            lines.append(f"--- recent events ({len(events)}, oldest first) ---")
+            lines.append(_("--- recent events ({n}, oldest first) ---").format(n=len(events)))
             lines.extend(f"[{e['ts']}] {e['event']}" + (f" — {e['detail']}" if e.get("detail") else "") for e in events)
         meta = view.meta(self.runtime)
         meta["recentEvents"] = events
@@ -396,8 +394,9 @@ class Handlers:
         task_id = args["taskId"]
         if task_id.startswith("vfy_"):
             self.service.read_task(task_id)  # TASK_NOT_FOUND first
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"{task_id} is a verification record, not a task: "
-                               f"manage_task(action={action}) applies to tasks (tsk_…); run verify_task again instead")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("{taskId} is a verification record, not a task: "
+                                                             "manage_task(action={action}) applies to tasks (tsk_…); "
+                                                             "run verify_task again instead").format(taskId=task_id, action=action))
         if action == "cancel":
             view, settled, text = await self.service.cancel(task_id, args.get("reason"))
             return ok_result(text, view.meta(self.runtime))
@@ -407,15 +406,17 @@ class Handlers:
             return ok_result(text, {**view.meta(self.runtime), "merge": merged})
         if action == "continue":
             view = await continue_task(self.service, task_id, args.get("message") or "")
-            return ok_result(f"task {task_id} continued with your answer; it is queued to re-run its round.\n"
-                             f"current status: {view.status}. Poll with wait_task(taskId=\"{task_id}\").",
+            return ok_result(_("task {taskId} continued with your answer; it is queued to re-run its round.\n"
+                               'current status: {status}. Poll with wait_task(taskId="{taskId}").').format(
+                                   taskId=task_id, status=view.status),
                              view.meta(self.runtime))
         view = await self.service.rework(task_id, args.get("feedback"), args.get("repairHint"))
         hint = args.get("repairHint")
-        text = (f"task {task_id} re-queued (manual rework)" + (", with feedback" if args.get("feedback") else "")
-                + (f", with a structured repair hint ({len(hint)} chars)" if hint else "") + ".\n"
-                + f"current status: {view.status}, rounds used {int(view.task.get('roundsUsed') or 0)}.\n"
-                + f"Poll with query_task({task_id}) for the new round.")
+        text = (_("task {taskId} re-queued (manual rework)").format(taskId=task_id)
+                + (_(", with feedback") if args.get("feedback") else "")
+                + (_(", with a structured repair hint ({n} chars)").format(n=len(hint)) if hint else "") + _(".") + "\n"
+                + _("current status: {status}, rounds used {n}.").format(status=view.status, n=int(view.task.get("roundsUsed") or 0))
+                + "\n" + _("Poll with query_task({taskId}) for the new round.").format(taskId=task_id))
         return ok_result(text, view.meta(self.runtime))
 
     # --- query_info --------------------------------------------------------------------------
@@ -443,54 +444,57 @@ class Handlers:
             norm = norm_path(os.path.realpath(project)) if os.path.exists(project) else norm_path(os.path.abspath(project))
         skipped: list[str] = []
         views = await self.service.list_tasks(norm, args.get("status"), int(args.get("limit", 50)), skipped)
-        note = (f"note: {len(skipped)} damaged task record(s) left out (TASK_RECORD_CORRUPT): "
+        note = (_("note: {n} damaged task record(s) left out (TASK_RECORD_CORRUPT): ").format(n=len(skipped))
                 + ", ".join(skipped[:5]) + (" …" if len(skipped) > 5 else "")) if skipped else None
-        meta: dict[str, Any] = {"ok": True, "skippedRecords": len(skipped) or None}
+        meta: dict[str, Any] = {"ok": True, "skippedRecords": len(skipped) or None,
+                                "tasks": [v.meta(self.runtime) for v in views]}
         if not views:
-            return ok_result("no task matches." + (f"\n{note}" if note else ""), {**meta, "message": "empty list"})
-        rows = [f"tasks ({len(views)}; columns: taskId / status / agent / project / brief)"]
+            return ok_result(_("no task matches.") + (f"\n{note}" if note else ""), {**meta, "message": _("empty list")})
+        rows = [_("tasks ({n}; columns: taskId / status / agent / project / brief)").format(n=len(views))]
         for v in views:
             t = v.task
             rows.append(f"{t['taskId']}\t{v.status:<15}\t{str(t.get('agentId') or ''):<8}\t{t.get('projectPath', '')}\t{str(t.get('task') or '')[:60]}")
         if note:
             rows.append(note)
-        return ok_result("\n".join(rows), {**meta, "message": f"{len(views)} task(s)"})
+        return ok_result("\n".join(rows), {**meta, "message": _("{n} task(s)").format(n=len(views))})
 
     def _report(self, args: dict[str, Any]) -> types.CallToolResult:
         if not args.get("taskId"):
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "type=report needs a non-empty taskId")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("type=report needs a non-empty taskId"))
         task = self.service.read_task(args["taskId"])
         tdir = self.service.store.dir(task["taskId"])
         if "round" in args and args["round"] is not None:
             path = tdir / f"report-{int(args['round'])}.md"
             if not path.is_file():
-                raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"round {int(args['round'])} has no report ({path})")
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                                   _("round {round} has no report ({path})").format(round=int(args["round"]), path=path))
         else:
             rounds = sorted(int(p.stem.split("-")[1]) for p in tdir.glob("report-*.md") if p.stem.split("-")[1].isdigit())
             if not rounds:
-                raise TianshuError(ErrorCode.INVALID_STATE, f"task {task['taskId']} has no acceptance report yet "
-                                   "(verification off or not run yet)")
+                raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} has no acceptance report yet "
+                                                              "(verification off or not run yet)").format(taskId=task["taskId"]))
             path = tdir / f"report-{rounds[-1]}.md"
         with open(path, "rb") as fh:
             raw = fh.read(MAX_REPORT_BYTES + 1)
         text = raw[:MAX_REPORT_BYTES].decode("utf-8", errors="ignore")
         if len(raw) > MAX_REPORT_BYTES:  # a 10.6 MB report made a reply no host could read
             text = (text.rsplit("\n", 1)[0]
-                    + f"\n\n… report cut at {MAX_REPORT_BYTES} bytes (the file has {path.stat().st_size}); "
-                    f"read the whole report at {path} or its JSON at {path.with_suffix('.json')}")
-        return ok_result(text, None)
+                    + "\n\n" + _("… report cut at {limit} bytes (the file has {size}); "
+                                   "read the whole report at {path} or its JSON at {json}").format(
+                                       limit=MAX_REPORT_BYTES, size=path.stat().st_size, path=path, json=path.with_suffix(".json")))
+        return ok_result(text, report_meta(task["taskId"], path, truncated=len(raw) > MAX_REPORT_BYTES))
 
     async def _profiles(self) -> types.CallToolResult:
         agents = await anyio.to_thread.run_sync(list_agents, self.runtime.home)
         infos = await anyio.to_thread.run_sync(lambda: [describe_agent(a) for a in agents])
-        rows = ["agents and executable probe results (columns: status / id / name / driver / profileStatus / message)"]
+        rows = [_("agents and executable probe results (columns: status / id / name / driver / profileStatus / message)")]
         for a, info in zip(agents, infos):
             p = a.profile
-            rows.append(f"{'[PASS] available' if a.ok else '[FAIL] unavailable'}\t{a.id}\t{a.display_name}\t"
+            rows.append(f"{_('[PASS] available') if a.ok else _('[FAIL] unavailable')}\t{a.id}\t{a.display_name}\t"
                         f"driver={p.driver if p else 'unknown'}\tprofileStatus={p.status if p else 'unknown'}\t{a.message}"
-                        + (f" [source: {a.source}]" if a.source else "")
-                        + (f" [version: {info['version']}]" if info["version"] else ""))
-        return ok_result("\n".join(rows), {"ok": True, "message": f"{len(agents)} agent(s)", "checks": [],
+                        + (_(" [source: {source}]").format(source=a.source) if a.source else "")
+                        + (_(" [version: {version}]").format(version=info["version"]) if info["version"] else ""))
+        return ok_result("\n".join(rows), {"ok": True, "message": _("{n} agent(s)").format(n=len(agents)), "checks": [],
                                            "profiles": infos})
 
     # --- wait_task ---------------------------------------------------------------------------

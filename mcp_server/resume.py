@@ -8,6 +8,7 @@ until its project's queue lets it run, and re-runs the asking round with the ans
 from __future__ import annotations
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .format import clip
 from .taskops import TaskService, TaskView
 
@@ -20,11 +21,11 @@ async def continue_task(service: TaskService, task_id: str, message: str) -> Tas
             ``INVALID_STATE`` (the task is not needs_user, or Prefect refused to resume its run).
     """
     if not message.strip():
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "action=continue needs a non-empty message")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("action=continue needs a non-empty message"))
     view = await service.view(task_id)
     if view.status != "needs_user":
         raise TianshuError(ErrorCode.INVALID_STATE,
-                           f"task status is {view.status}; only a needs_user task can be continued")
+                           _("task status is {status}; only a needs_user task can be continued").format(status=view.status))
     flow_run_id = view.task.get("flowRunId")
     client = await service.client()
     from prefect.client.schemas.responses import SetStateStatus
@@ -40,11 +41,12 @@ async def continue_task(service: TaskService, task_id: str, message: str) -> Tas
     if response.status != SetStateStatus.ACCEPT:
         service.store.update(task_id, continueMessage=None, continueKey=None)
         reason = getattr(response.details, "reason", None) or response.status.value
-        raise TianshuError(ErrorCode.INVALID_STATE, f"Prefect refused to resume {task_id}'s flow run: {clip(str(reason))}")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("Prefect refused to resume {taskId}'s flow run: {reason}").format(
+            taskId=task_id, reason=clip(str(reason))))
     kind = view.task.get("needsUserKind") or "unknown"
     # the question is answered (10-tools §3.6: needsUserKind/pendingQuestion cleared); the flow
     # reads it back from needsUserQuestion when it re-runs the round
-    service.store.update(task_id, lastMessage="answered by the user; queued to resume the round",
+    service.store.update(task_id, lastMessage=_("answered by the user; queued to resume the round"),
                          needsUserKind=None, pendingQuestion=None)
     service.store.event(task_id, "continued", "queued", f"needs_user resumed ({kind})", {"kind": kind})
     return await service.view(task_id)

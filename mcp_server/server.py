@@ -23,8 +23,11 @@ from mcp.server.stdio import stdio_server
 
 from .. import __version__
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .format import clip, error_result, validate_arguments
 from .handlers import Handlers
+from .outputs import fit_output, output_schema
+from .tasks_ext import TasksExtension, apply_extension
 from .visual_tools import VisualHandlers
 from .runtime import Runtime
 from .taskops import TaskService
@@ -38,7 +41,9 @@ INSTRUCTIONS = (
     "run_task returns a taskId at once (the task is a Prefect flow run); then wait_task (or poll "
     "query_task every 5-10 s) until a stop point; read the report with query_info(type=\"report\"). "
     "A needs_user task is resumed with manage_task(action=\"continue\", message=...). A task blocked "
-    "on visual acceptance waits for a person: prepare_visual_baseline, review, approve_visual_baseline. Errors read "
+    "on visual acceptance waits for a person: prepare_visual_baseline, review, approve_visual_baseline. A client of "
+    "protocol 2026-07-28 that declares the io.modelcontextprotocol/tasks extension gets run_task and verify_task as "
+    "MCP tasks (tasks/get, tasks/update, tasks/cancel). Errors read "
     "'Error: [CODE] message'; every success ends with a ---tianshu-mcp-meta--- JSON block."
 )
 
@@ -51,6 +56,7 @@ def tool_list() -> list[types.Tool]:
             title=t.name,
             description=t.description,
             input_schema=t.input_schema,
+            output_schema=output_schema(t.name),
             annotations=types.ToolAnnotations(**{
                 "title": t.name,
                 "read_only_hint": t.capability == "read",
@@ -79,17 +85,17 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
         name = params.name
         tool = TOOLS_BY_NAME.get(name)
         if tool is None:
-            return error_result(TianshuError(ErrorCode.UNKNOWN_TOOL, f"tool {clip(name, 64)} not found"))
+            return error_result(TianshuError(ErrorCode.UNKNOWN_TOOL, _("tool {name} not found").format(name=clip(name, 64))))
         try:
             args = validate_arguments(name, tool.input_schema, params.arguments)
-            return await table[name](args, ctx)
+            return fit_output(name, await table[name](args, ctx))  # a damaged record never breaks the schema
         except TianshuError as err:
             return error_result(err)
         except httpx.TransportError as exc:
             runtime.invalidate()  # the service was stopped or killed: the next call reconnects
             return error_result(TianshuError(ErrorCode.PREFECT_UNAVAILABLE,
-                                             f"the Prefect API at {runtime.api_url} is unreachable ({exc}); "
-                                             "reconnecting, try again in a few seconds"))
+                                             _("the Prefect API at {url} is unreachable ({error}); "
+                                               "reconnecting, try again in a few seconds").format(url=runtime.api_url, error=exc)))
         except Exception as exc:  # noqa: BLE001 - an escaping exception becomes a coded error
             log.exception("tool %s failed", name)
             return error_result(TianshuError(ErrorCode.INTERNAL, f"{type(exc).__name__}: {exc}"))
@@ -111,6 +117,7 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
+    apply_extension(server, TasksExtension(handlers), on_call_tool)  # run_task/verify_task as MCP tasks
     return server, service
 
 

@@ -24,6 +24,7 @@ from typing import Any
 from ..adapters.profiles import ResolvedAgent
 from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import N_, _
 from ..core.ids import new_task_id
 from ..core.model import NO_QUESTION, TERMINAL, meta_from_task
 from ..core.paths import SafeProject, serial_key
@@ -96,7 +97,8 @@ def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
 
 CLIENT_WAIT_S = 30.0
 """How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
-WAITING_FOR_SERVICE = "accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run"
+WAITING_FOR_SERVICE = N_("accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run")
+"""A new task's ``lastMessage`` (English msgid; written translated with ``_``)."""
 
 
 class TaskService:
@@ -179,7 +181,7 @@ class TaskService:
             "autoFixRounds": int(args.get("autoFixRounds", 0)),
             "taskTimeoutMs": int(timeout_ms),
             "homeTag": self.runtime.home_tag,
-            "lastMessage": WAITING_FOR_SERVICE,
+            "lastMessage": _(WAITING_FOR_SERVICE),
         }
         for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
             if args.get(key) is not None:
@@ -217,12 +219,13 @@ class TaskService:
         if task is None:
             if self.store.exists_dir(task_id):
                 raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
-                                   f"task {task_id} exists but {self.store.dir(task_id) / 'task.json'} is unreadable or corrupt")
-            raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(task_id)}")
+                                   _("task {taskId} exists but {path} is unreadable or corrupt").format(
+                                       taskId=task_id, path=self.store.dir(task_id) / "task.json"))
+            raise TianshuError(ErrorCode.TASK_NOT_FOUND, _("task not found: {taskId}").format(taskId=clip(task_id)))
         problem = self.store.problem(task_id, task)
         if problem:
-            raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
-                               f"task {task_id}: {self.store.dir(task_id) / 'task.json'} is damaged ({problem})")
+            raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT, _("task {taskId}: {path} is damaged ({problem})").format(
+                taskId=task_id, path=self.store.dir(task_id) / "task.json", problem=problem))
         return task
 
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
@@ -261,16 +264,17 @@ class TaskService:
                 return TaskView(t, str(t["finalStatus"]))
             if submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")):
                 if self.runtime.error is not None:
-                    t = {**t, "lastMessage": f"{WAITING_FOR_SERVICE}, but the service cannot start: {self.runtime.error.render()}"}
+                    t = {**t, "lastMessage": _("{waiting}, but the service cannot start: {error}").format(
+                        waiting=_(WAITING_FOR_SERVICE), error=self.runtime.error.render())}
                 return TaskView(t, "queued")
             fresh = self.store.read(t["taskId"]) or t  # its flow run may have been created since t was read
             if fresh.get("flowRunId"):
                 return TaskView(fresh, "queued")
-            return self._finish_missing(t, "interrupted", "interrupted: the task was accepted but never submitted")
+            return self._finish_missing(t, "interrupted", _("interrupted: the task was accepted but never submitted"))
         if run_id not in states:
             if t.get("finalStatus"):
                 return TaskView(t, str(t["finalStatus"]))
-            return self._finish_missing(t, "cancelled", DELETED_MESSAGE)
+            return self._finish_missing(t, "cancelled", _(DELETED_MESSAGE))
         st_type, st_name, st_msg, st_ts = states[run_id]
         status = status_from_state(st_type, st_name, t.get("phase"))
         if status == "failed" and not t.get("finishedAt") and t.get("needsUserKey"):
@@ -291,9 +295,10 @@ class TaskService:
         """A needs_user task whose wait ran out (Prefect failed its paused run after
         ``needsUserTimeoutMs``): ``failed``/``timeout`` with a message saying so, the question
         cleared, the status event (and webhook) written. Returns the updated ``task.json``."""
-        msg = (f"no answer to the agent's question of round {t.get('needsUserRound', 0)} within needsUserTimeoutMs "
-               f"({load_config(self.runtime.home).needs_user_timeout_ms} ms); the task ended. Rework it to run "
-               "the round again (give the answer as feedback).")
+        msg = _("no answer to the agent's question of round {round} within needsUserTimeoutMs "
+                "({ms} ms); the task ended. Rework it to run "
+                "the round again (give the answer as feedback).").format(
+                    round=t.get("needsUserRound", 0), ms=load_config(self.runtime.home).needs_user_timeout_ms)
         try:
             t = self.store.update(t["taskId"], finishedAt=ended_at or utc_now(), lastMessage=msg, errorType="timeout",
                                   abortSource="timeout", phase=None, **NO_QUESTION)
@@ -356,7 +361,7 @@ class TaskService:
         record = self.store.create(record_id, {
             "kind": "verify", "workspaceMode": "project", "projectPath": project_norm, "projectKey": project_key_,
             "agentId": "manual-verify", "autoVerify": True, "autoFixRounds": 0, "homeTag": self.runtime.home_tag,
-            "lastMessage": WAITING_FOR_SERVICE, **fields})
+            "lastMessage": _(WAITING_FOR_SERVICE), **fields})
         save_client_env(self.store.dir(record_id))
         tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
@@ -392,20 +397,22 @@ class TaskService:
         """
         view = await self.view(task_id)
         if not view.task.get("flowRunId"):
-            raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id} never got a flow run ({view.status}); "
-                               "submit a new task instead")
+            raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} never got a flow run ({status}); "
+                                                          "submit a new task instead").format(taskId=task_id, status=view.status))
         from prefect.states import Scheduled
 
         if view.status not in TERMINAL:
-            raise TianshuError(ErrorCode.INVALID_STATE, f"task is still in progress (status={view.status}); cannot rework")
+            raise TianshuError(ErrorCode.INVALID_STATE,
+                               _("task is still in progress (status={status}); cannot rework").format(status=view.status))
         client = await self.client()
         from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 
         try:
             flow_run = await client.read_flow_run(view.task["flowRunId"])
         except (ObjectNotFound, ValueError) as exc:
-            raise TianshuError(ErrorCode.INVALID_STATE, f"task {task_id}'s flow run no longer exists (deleted in the "
-                               "Prefect UI?); it cannot be reworked — submit a new task") from exc
+            raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId}'s flow run no longer exists (deleted in the "
+                                                          "Prefect UI?); it cannot be reworked — submit a new task").format(
+                                                              taskId=task_id)) from exc
         parts = []
         if repair_hint and repair_hint.strip():
             parts.append("## Structured repair hint\n" + repair_hint.strip())
@@ -418,13 +425,14 @@ class TaskService:
         except PrefectHTTPStatusError as exc:
             if exc.response.status_code != 422:
                 raise
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, "feedback/repairHint: the Prefect API refused them as the "
-                               f"flow run's parameters ({clip(exc.response.text)}); send less") from exc
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("feedback/repairHint: the Prefect API refused them as the "
+                                                             "flow run's parameters ({detail}); send less").format(
+                                                                 detail=clip(exc.response.text))) from exc
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
         (self.store.dir(task_id) / AGENT_PROFILE_FILE).unlink(missing_ok=True)  # a rework runs the current profile
         save_client_env(self.store.dir(task_id))  # the reworking host's environment
         self.store.update(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None,
-                          cancelRequestedAt=None, phase=None, lastMessage="manual rework queued",
+                          cancelRequestedAt=None, phase=None, lastMessage=_("manual rework queued"),
                           remoteFinal=None, **NO_QUESTION)  # a remote task's record is read again  # a question left unanswered (timed out) is not re-asked
         detail = ("rework requested, feedback: " + feedback.strip()[:200]) if feedback and feedback.strip() else "rework requested (no extra feedback)"
         if repair_hint:

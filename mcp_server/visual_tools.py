@@ -18,6 +18,7 @@ import mcp_types as types
 
 from ..acceptance.visual.errors import VisualError
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from ..core.paths import check_project_path
 from .format import MAX_ERROR_CHARS, clip, ok_result
 from .taskops import TaskService
@@ -48,7 +49,7 @@ class VisualHandlers:
         except VisualError as exc:
             return visual_error(exc)
         return ok_result(json.dumps(out, indent=2, ensure_ascii=False) +
-                         "\nnext: review preview.html, then approve_visual_baseline(candidateId, expectedDigest=digest, approvalNote)",
+                         "\n" + _("next: review preview.html, then approve_visual_baseline(candidateId, expectedDigest=digest, approvalNote)"),
                          {"ok": True, **out})
 
     async def approve_visual_baseline(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
@@ -62,7 +63,8 @@ class VisualHandlers:
             gate = TaskGate(args["taskId"], self.service.store.dir(args["taskId"]), str(view.task.get("projectPath") or ""),
                             lambda: blocked)
             if not view.task.get("projectPath"):
-                raise TianshuError(ErrorCode.INVALID_STATE, f"task {args['taskId']} has no project; nothing to approve for it")
+                raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} has no project; nothing to approve for it").format(
+                    taskId=args["taskId"]))
         try:
             out = await anyio.to_thread.run_sync(lambda: approve(self.home, args["candidateId"], args["expectedDigest"],
                                                                  args["approvalNote"], gate))
@@ -70,7 +72,7 @@ class VisualHandlers:
             return visual_error(exc)
         if gate is not None:
             self.service.store.update(gate.task_id, pendingVisualVerification=True,
-                                      lastMessage="baseline approved; rework the task to re-verify it")
+                                      lastMessage=_("baseline approved; rework the task to re-verify it"))
             self.service.store.event(gate.task_id, "note", "needs_attention",
                                      f"visual baseline approved ({len(out['targets'])} target(s)); rework re-verifies first")
         return ok_result(json.dumps(out, indent=2, ensure_ascii=False), {"ok": True, **out})

@@ -14,6 +14,7 @@ import anyio
 import mcp_types as types
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from ..core.model import is_wait_settled
 from .format import clip, ok_result
 from .phrases import status_phrase
@@ -43,7 +44,7 @@ def _readable(service: TaskService, ids: list[str], damaged: dict[str, str]) -> 
             damaged[task_id] = exc.message
             first = first or exc
     if not tasks:
-        raise first or TianshuError(ErrorCode.TASK_RECORD_CORRUPT, "no listed task can be read")
+        raise first or TianshuError(ErrorCode.TASK_RECORD_CORRUPT, _("no listed task can be read"))
     return tasks
 
 
@@ -64,15 +65,16 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     """
     single, many = args.get("taskId"), args.get("taskIds")
     if (single is None) == (many is None):
-        which = "neither was given" if single is None else "both were given"
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"give exactly one of taskId (single) or taskIds (batch); {which}")
+        which = _("neither was given") if single is None else _("both were given")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT,
+                           _("give exactly one of taskId (single) or taskIds (batch); {which}").format(which=which))
     ids = [single] if single is not None else list(dict.fromkeys(many))  # duplicates once
     missing = [i for i in ids if not service.store.exists_dir(i)]  # a damaged record is not a missing one
     if missing:
-        raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"task not found: {clip(', '.join(missing))}")
+        raise TianshuError(ErrorCode.TASK_NOT_FOUND, _("task not found: {taskId}").format(taskId=clip(", ".join(missing))))
     requested = int(args.get("timeoutMs", WAIT_DEFAULT_MS))
     timeout_ms = min(requested, WAIT_MAX_MS)
-    clamp = f" (timeoutMs above the maximum, clamped to {WAIT_MAX_MS} ms)" if requested > WAIT_MAX_MS else ""
+    clamp = _(" (timeoutMs above the maximum, clamped to {ms} ms)").format(ms=WAIT_MAX_MS) if requested > WAIT_MAX_MS else ""
     start = time.monotonic()
     deadline = start + timeout_ms / 1000
     damaged: dict[str, str] = {}
@@ -100,31 +102,37 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         meta.update(waitSettled=stopped is not None, waitedMs=waited)
         if stopped is not None:
             if view.status == "needs_user":
-                nxt = 'use manage_task(action="continue") then wait again'
+                nxt = _('use manage_task(action="continue") then wait again')
             elif view.task.get("pendingVisualVerification") and view.status == "needs_attention":
-                nxt = (f'a person approves the visual baselines: prepare_visual_baseline(projectPath), review its preview, '
-                       f'approve_visual_baseline(..., taskId="{view.task["taskId"]}"), then manage_task(action="rework") '
-                       "re-verifies before any agent round")
+                nxt = _('a person approves the visual baselines: prepare_visual_baseline(projectPath), review its preview, '
+                        'approve_visual_baseline(..., taskId="{taskId}"), then manage_task(action="rework") '
+                        "re-verifies before any agent round").format(taskId=view.task["taskId"])
             elif view.task.get("dryRunReportMd"):
-                nxt = f"read the dry-run report {view.task['dryRunReportMd']} (no agent ran)"
+                nxt = _("read the dry-run report {path} (no agent ran)").format(path=view.task["dryRunReportMd"])
             elif view.task.get("reportMd"):
-                nxt = f'read the report with query_info(type="report", taskId="{view.task["taskId"]}")'
+                nxt = _('read the report with query_info(type="report", taskId="{taskId}")').format(taskId=view.task["taskId"])
             else:
-                nxt = f'no acceptance report was written; see query_task(taskId="{view.task["taskId"]}") for the agent log'
-            return ok_result(f"task reached a stop point (waited {secs} s): {status_phrase(view)}\nnext: {nxt}", meta)
-        return ok_result(f"wait timed out ({secs} s): {status_phrase(view)}{clamp}\n"
-                         "the task is unaffected; call wait_task again to keep waiting.", meta)
+                nxt = _('no acceptance report was written; see query_task(taskId="{taskId}") for the agent log').format(
+                    taskId=view.task["taskId"])
+            return ok_result(_("task reached a stop point (waited {secs} s): {status}\nnext: {next}").format(
+                secs=secs, status=status_phrase(view), next=nxt), meta)
+        return ok_result(_("wait timed out ({secs} s): {status}{clamp}\n"
+                           "the task is unaffected; call wait_task again to keep waiting.").format(
+                               secs=secs, status=status_phrase(view), clamp=clamp), meta)
     listing = "\n".join([f"- {v.task['taskId']}: {status_phrase(v)}" for v in views]
-                        + [f"- {i}: not waited for, damaged task record ({clip(why)})" for i, why in damaged.items()])
+                        + [_("- {taskId}: not waited for, damaged task record ({why})").format(taskId=i, why=clip(why))
+                           for i, why in damaged.items()])
     skipped = {"skippedRecords": sorted(damaged)} if damaged else {}
     if stopped is not None:
         meta = stopped.meta(runtime)
         meta.update(waitSettled=True, waitedMs=waited, **skipped)
-        return ok_result(f"a task reached a stop point (waited {secs} s): {stopped.task['taskId']} — {status_phrase(stopped)}\n"
-                         f"next: query_info(type=\"report\", taskId=\"{stopped.task['taskId']}\")\nall tasks now:\n{listing}", meta)
-    return ok_result(f"wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
-                     f"call wait_task again to keep waiting.\nall tasks now:\n{listing}",
-                     {"ok": False, "message": "wait timed out", "waitSettled": False, "waitedMs": waited, **skipped})
+        return ok_result(_("a task reached a stop point (waited {secs} s): {taskId} — {status}\n"
+                           'next: query_info(type="report", taskId="{taskId}")\nall tasks now:\n{listing}').format(
+                               secs=secs, taskId=stopped.task["taskId"], status=status_phrase(stopped), listing=listing), meta)
+    return ok_result(_("wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
+                       "call wait_task again to keep waiting.\nall tasks now:\n{listing}").format(
+                           secs=secs, clamp=clamp, listing=listing),
+                     {"ok": False, "message": _("wait timed out"), "waitSettled": False, "waitedMs": waited, **skipped})
 
 
 async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
@@ -135,7 +143,7 @@ async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
         return
     try:
         await ctx.session.send_progress_notification(
-            token, waited_ms, total_ms, "waiting for a stop point", related_request_id=ctx.request_id
+            token, waited_ms, total_ms, _("waiting for a stop point"), related_request_id=ctx.request_id
         )
     except Exception:  # noqa: BLE001 - progress is best effort
         pass

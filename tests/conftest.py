@@ -274,7 +274,38 @@ async def mcp_client(home: Path, mode: str = "legacy", env: dict[str, str] | Non
 
     params = StdioServerParameters(command=CONSOLE, args=[], env={**server_env(home), **(env or {})})
     async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
-        yield client
+        yield CheckedClient(client)
+
+
+def check_output(tool: str, result: Any) -> None:
+    """``result.structuredContent`` validates against ``tool``'s published outputSchema and against
+    its strict form (no key the output models do not declare), on success and on error."""
+    from jsonschema import Draft202012Validator
+
+    from tianshu_mcp.mcp_server.outputs import OUTPUT_MODELS, output_schema
+
+    if tool not in OUTPUT_MODELS:
+        return  # a test of an unknown tool name
+    assert result.structured_content is not None, f"{tool} returned no structuredContent: {result.content}"
+    for strict in (False, True):
+        errors = list(Draft202012Validator(output_schema(tool, strict=strict)).iter_errors(result.structured_content))
+        assert not errors, f"{tool} structuredContent breaks its {'strict ' if strict else ''}outputSchema: " + "; ".join(
+            f"{list(e.absolute_path)}: {e.message[:300]}" for e in errors[:5])
+
+
+class CheckedClient:
+    """The SDK client, with every ``call_tool`` result checked by :func:`check_output`."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+        result = await self._client.call_tool(name, arguments, *args, **kwargs)
+        check_output(name, result)
+        return result
 
 
 def meta_of(result: Any) -> dict[str, Any]:
