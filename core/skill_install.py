@@ -406,15 +406,16 @@ def _swap_in(source: Path, target: Path, manifest: Manifest, package_hash: str,
 
 def install_skill(source: str | os.PathLike[str], target: str | os.PathLike[str], *, mode: Mode = "auto",
                   package_version: str, backup_keep: int = DEFAULT_BACKUP_KEEP,
-                  lock_timeout_s: float = 60.0) -> InstallResult:
+                  lock_timeout_s: float = 60.0, source_label: str | None = None) -> InstallResult:
     """Bring ``target`` in line with the skill tree ``source`` per the decision table
-    (40-agents-tasks §2.14). Runs under a file lock ``<parent>/.<name>.install.lock``.
+    (40-agents-tasks §2.14). Runs under a file lock ``<parent>/.<name>.install-lock``.
 
     Args:
         source: the package's skill directory. target: the host's skill directory (``~``
         expanded; created with its parents). mode: decision column. package_version: recorded
         in the manifest. backup_keep: backups kept after an overwrite (0: all).
-        lock_timeout_s: how long to wait for another process's install.
+        lock_timeout_s: how long to wait for another process's install. source_label: what the
+        manifest's ``sourceDir`` says (default ``source``; a rendered copy names its origin).
 
     Returns:
         The :class:`InstallResult`; never raises for a file-system problem (an unwritable or
@@ -441,7 +442,8 @@ def install_skill(source: str | os.PathLike[str], target: str | os.PathLike[str]
         dst.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(_hidden(dst.parent, dst.name, "install", "lock")), timeout=lock_timeout_s):
             _clean_incoming(dst.parent, dst.name, result, time.time())
-            _install_locked(src, dst, mode, package_version, package_hash, backup_keep, result)
+            _install_locked(src, dst, mode, package_version, package_hash, backup_keep, result,
+                            source_label or str(src))
     except Timeout:
         result.failed = True
         result.warn(SKILL_INSTALL_BUSY, f"another process kept the install lock of {dst} for {lock_timeout_s:.0f} s; "
@@ -453,7 +455,7 @@ def install_skill(source: str | os.PathLike[str], target: str | os.PathLike[str]
 
 
 def _install_locked(src: Path, dst: Path, mode: Mode, package_version: str, package_hash: str,
-                    backup_keep: int, result: InstallResult) -> None:
+                    backup_keep: int, result: InstallResult, source_label: str) -> None:
     state, manifest = inspect_target(dst, package_hash)
     decision = result.decision = decide(state, mode)
     line = f"skill {dst} {decision.text}"
@@ -463,7 +465,7 @@ def _install_locked(src: Path, dst: Path, mode: Mode, package_version: str, pack
         result.infos.append(line)
     now_iso = _utc_now()
     fresh = Manifest(name=SKILL_NAME, package_version=package_version, content_hash=package_hash,
-                     installed_at=now_iso, source_dir=str(src))
+                     installed_at=now_iso, source_dir=source_label)
     if decision.action in (Action.INSTALL, Action.OVERWRITE):
         try:
             result.backup = _swap_in(src, dst, fresh, package_hash, result, time.time())

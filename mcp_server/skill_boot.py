@@ -13,12 +13,16 @@ from __future__ import annotations
 import importlib.resources
 import logging
 import os
+import re
+import shutil
+import tempfile
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..core.i18n import resolve_locale
 from ..core.settings import ServerConfig
 from ..core.skill_install import SKILL_INSTALL_FAILED, SKILL_NAME, Mode, install_skill, log_result
 
@@ -71,9 +75,32 @@ def plan(config: ServerConfig, *, no_install_flag: bool = False, approve_flag: b
                      backup_keep=skills.backup_keep)
 
 
+_VARIANT = re.compile(r"^SKILL\.([A-Za-z]{2,3}(?:-[A-Za-z0-9]+)?)\.md$")
+"""A language variant of the skill document beside ``SKILL.md`` (``SKILL.zh-CN.md``)."""
+
+
+def localized_source(source: Path, locale: str, into: Path) -> Path:
+    """Copy the skill tree ``source`` into ``into/<name>`` for ``locale`` and return that copy.
+
+    The host loads ``SKILL.md``: for ``zh_CN`` it is the package's ``SKILL.zh-CN.md``, for ``en``
+    (or a locale without a variant) the package's ``SKILL.md``. Language variants
+    (``SKILL.<tag>.md``) are not copied, so the installed tree holds one document. Raises OSError.
+    """
+    dest = into / source.name
+    shutil.copytree(source, dest, ignore=lambda _d, names: [n for n in names if _VARIANT.match(n)])
+    variant = source / f"SKILL.{locale.replace('_', '-')}.md"
+    if locale != "en" and variant.is_file():
+        shutil.copyfile(variant, dest / "SKILL.md")
+    return dest
+
+
 def _run(p: SkillPlan) -> None:
     try:
-        result = install_skill(p.source, p.target, mode=p.mode, package_version=__version__, backup_keep=p.backup_keep)
+        locale = resolve_locale()
+        with tempfile.TemporaryDirectory(prefix="tianshu-skill-") as tmp:
+            src = localized_source(p.source, locale, Path(tmp))
+            result = install_skill(src, p.target, mode=p.mode, package_version=__version__, backup_keep=p.backup_keep,
+                                   source_label=f"{p.source} ({locale})")
     except Exception as exc:  # noqa: BLE001 - a background helper never takes the server down
         log.warning("[%s] skill self-install into %s failed: %s: %s", SKILL_INSTALL_FAILED, p.target,
                     type(exc).__name__, exc)

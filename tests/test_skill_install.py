@@ -392,7 +392,8 @@ def test_hook_runs_in_a_thread_and_logs_warnings(tmp_path: Path, collected: _Col
     thread.join(60)
     manifest = si.read_manifest(tmp_path / "ok" / "tianshu-mcp")
     assert manifest is not None and manifest.package_version == __version__
-    assert manifest.content_hash == si.hash_tree(skill_boot.skill_source_dir())
+    assert manifest.content_hash == si.hash_tree(tmp_path / "ok" / "tianshu-mcp")
+    assert manifest.source_dir.startswith(str(skill_boot.skill_source_dir()))
 
     off = {**good, skill_boot.TARGET_ENV: str(tmp_path / "off" / "tianshu-mcp"), "TIANSHU_MCP_NO_SKILL_INSTALL": "1"}
     assert skill_boot.start_skill_install(cfg(), environ=off) is None
@@ -425,9 +426,42 @@ async def test_e2e_background_install_while_tools_list_answers(tmp_path: Path) -
         await _wait_for(lambda: si.read_manifest(target) is not None, 60, "the skill manifest")
     manifest = si.read_manifest(target)
     assert manifest.package_version == __version__
-    assert si.hash_tree(target) == manifest.content_hash == si.hash_tree(skill_boot.skill_source_dir())
-    assert Path(manifest.source_dir) == skill_boot.skill_source_dir()
+    source = skill_boot.skill_source_dir()
+    assert si.hash_tree(target) == manifest.content_hash
+    assert manifest.source_dir == f"{source} (en)"
+    assert (target / "SKILL.md").read_bytes() == (source / "SKILL.md").read_bytes()
+    assert not (target / "SKILL.zh-CN.md").exists()  # one document: the host's language
     assert "skill installed at" in _server_log(home)
+
+
+@pytest.mark.anyio
+async def test_e2e_a_chinese_home_installs_the_chinese_skill_document(tmp_path: Path) -> None:
+    home, target = tmp_path / "home", tmp_path / "host" / "skills" / "tianshu-mcp"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"locale": "zh-CN"}))
+    env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "", skill_boot.TARGET_ENV: str(target)}
+    async with mcp_client(home, env=env) as client:
+        assert len((await client.list_tools()).tools) == 8
+        await _wait_for(lambda: si.read_manifest(target) is not None, 60, "the skill manifest")
+    source = skill_boot.skill_source_dir()
+    assert (target / "SKILL.md").read_bytes() == (source / "SKILL.zh-CN.md").read_bytes()
+    assert si.read_manifest(target).source_dir == f"{source} (zh_CN)" and not (target / "SKILL.zh-CN.md").exists()
+    # the host's language changes: the zh copy is the recorded one, so it is replaced (auto mode)
+    result = si.install_skill(skill_boot.localized_source(source, "en", tmp_path / "r"), target,
+                              package_version=__version__)
+    assert result.decision.code == si.SKILL_UPDATED and (target / "SKILL.md").read_bytes() == (source / "SKILL.md").read_bytes()
+
+
+def test_localized_source_keeps_one_document(tmp_path: Path, src: Path) -> None:
+    (src / "SKILL.zh-CN.md").write_text("# 中文\n", encoding="utf-8")
+    (src / "SKILL.fr.md").write_text("# français\n", encoding="utf-8")
+    zh = skill_boot.localized_source(src, "zh_CN", tmp_path / "zh")
+    en = skill_boot.localized_source(src, "en", tmp_path / "en")
+    assert (zh / "SKILL.md").read_text(encoding="utf-8") == "# 中文\n"
+    assert (en / "SKILL.md").read_bytes() == (src / "SKILL.md").read_bytes()
+    for tree in (zh, en):
+        assert not list(tree.glob("SKILL.*.md")) and sorted(p.name for p in tree.iterdir()) == sorted(
+            p.name for p in src.iterdir() if not skill_boot._VARIANT.match(p.name))
 
 
 @pytest.mark.anyio
