@@ -23,6 +23,7 @@ changes, so a server follows an edited ``config.json`` without a restart.
 from __future__ import annotations
 
 import gettext as _gettext
+import json
 import logging
 import os
 import threading
@@ -94,11 +95,11 @@ def _config_locale(home: Path) -> str | None:
     cached = _config_cache.get(str(path))
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    from .settings import load_config  # settings never imports this module: no cycle
-
+    # read the one key directly: core.settings imports modules whose messages use this one
     try:
-        value = load_config(home).locale
-    except Exception:  # noqa: BLE001 - text must never fail a reply; load_config logs its own problems
+        data = json.loads(path.read_text(encoding="utf-8"))
+        value = data.get("locale") if isinstance(data, dict) and isinstance(data.get("locale"), str) else None
+    except (OSError, ValueError):  # text must never fail a reply; check_config reports a broken file
         value = None
     _config_cache[str(path)] = (stamp, value)
     return value
