@@ -53,4 +53,9 @@ if command -v npm >/dev/null 2>&1 && [ ! -x tests/toolchains/node_modules/.bin/v
   (cd tests/toolchains && npm install --no-audit --no-fund --loglevel=error >/dev/null) \
     || echo "setup: npm install of the test toolchains failed; JavaScript runner tests will be skipped" >&2
 fi
+# the TypeScript-SDK host of tests/test_ts_host.py, at the exact versions of its lock file (re-run when the lock changes)
+if command -v npm >/dev/null 2>&1 && [ tests/ts_host/package-lock.json -nt tests/ts_host/node_modules/.package-lock.json ]; then
+  (cd tests/ts_host && npm ci --no-audit --no-fund --loglevel=error >/dev/null) \
+    || echo "setup: npm ci in tests/ts_host failed; tests/test_ts_host.py will fail until it succeeds" >&2
+fi
 echo "setup: ready (.venv/bin/tianshu-mcp)" >&2

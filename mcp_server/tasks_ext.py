@@ -187,6 +187,11 @@ class TasksExtension(Extension):
         view = await self._view(task_id)
         task = view.task
         status = view.status
+        if status == "needs_user" and not task.get("needsUserKey"):
+            # the record was read before the run's state: the flow wrote its question and paused
+            # in between, so the question is in the record now (else the task is still working)
+            task = self.service.store.read(task_id) or task
+            status = status if task.get("needsUserKey") else "running"
         obj: dict[str, Any] = {
             "taskId": task_id,
             "createdAt": task.get("createdAt") or utc_now(),
@@ -198,8 +203,8 @@ class TasksExtension(Extension):
         if status in WORKING:
             obj.update(status="working", statusMessage=message or status)
         elif status == "needs_user":
-            key = str(task.get("needsUserKey") or "needs-user")
-            question = str(task.get("pendingQuestion") or message or "the agent asks for an answer")
+            key = str(task["needsUserKey"])
+            question = str(task.get("pendingQuestion") or task.get("lastMessage") or "the agent asks for an answer")
             obj.update(status="input_required", statusMessage=question, inputRequests={key: {
                 "method": "elicitation/create",
                 "params": {"mode": "form", "message": question, "requestedSchema": {

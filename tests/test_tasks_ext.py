@@ -60,7 +60,7 @@ async def test_run_task_becomes_a_task_polled_to_the_same_result_as_query_task(t
                                                               "task": BRIEF}, allow_claimed=True)
         assert created.result_type == "task" and created.task_id.startswith("tsk_")
         seed = created.model_dump(by_alias=True)
-        assert seed["status"] == "working" and seed["ttlMs"] is None and seed["pollIntervalMs"] == 5000
+        assert seed["status"] in ("working", "completed") and seed["ttlMs"] is None and seed["pollIntervalMs"] == 5000
         assert seed["createdAt"].endswith("Z") and seed["lastUpdatedAt"] >= seed["createdAt"]
         # durably created before the answer: tasks/get resolves at once, with query_task's status
         first = await _get(client, created.task_id)
@@ -205,3 +205,28 @@ async def test_verify_task_becomes_a_task_with_the_verification_summary(ts_daemo
         # a bad call stays an ordinary tool error: no task is created
         bad = await client.call_tool("verify_task", {"projectPath": str(calc_repo / "nope")})
         assert bad.is_error and bad.structured_content["error"]["code"] == "PATH_NOT_FOUND"
+
+
+@pytest.mark.parametrize("written", [True, False])
+async def test_a_question_written_between_the_two_reads_is_read_again(written: bool) -> None:
+    """TaskService.view reads task.json, then the run's state: a flow that records its question and
+    pauses in between gives needs_user with a record that has no question yet (seen under load)."""
+    from types import SimpleNamespace
+
+    from tianshu_mcp.mcp_server.tasks_ext import TasksExtension
+    from tianshu_mcp.mcp_server.taskops import TaskView
+
+    stale = {"taskId": "tsk_x", "createdAt": "2026-12-01T00:00:00.000Z", "lastMessage": "queued: waiting"}
+    fresh = {**stale, "needsUserKey": "needs-user-1", "pendingQuestion": "Negative numbers too?",
+             "lastMessage": "Negative numbers too?"}
+
+    async def view(task_id: str) -> TaskView:
+        return TaskView(dict(stale), "needs_user", "PAUSED", "Suspended")
+
+    service = SimpleNamespace(view=view, store=SimpleNamespace(read=lambda tid: dict(fresh if written else stale)))
+    task = await TasksExtension(SimpleNamespace(service=service)).task_object("tsk_x")
+    if written:
+        assert task["status"] == "input_required" and list(task["inputRequests"]) == ["needs-user-1"]
+        assert task["inputRequests"]["needs-user-1"]["params"]["message"] == "Negative numbers too?"
+    else:
+        assert task["status"] == "working" and "inputRequests" not in task
