@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence, TypeVar
 
 from ..core.errors import ErrorCode
+from ..core.i18n import _
 from ..core.procs import stop_requested
 from ..core.reaper import reap_orphans
 from .check_outputs import CheckOutputs, attribute, ledger_path, snapshot
@@ -175,40 +176,40 @@ def build_message(
     """
     bits: list[str] = []
     for issue in blocking:
-        bits.append(f"Acceptance blocked [{issue.get('code')}]: {issue.get('message')}")
+        bits.append(_("Acceptance blocked [{code}]: {message}").format(code=issue.get("code"), message=issue.get("message")))
     if cancelled:
-        bits.append("task cancelled, verification incomplete")
+        bits.append(_("task cancelled, verification incomplete"))
     failed = [
         c for c in checks
         if not c.get("passed") and not c.get("skipped") and not c.get("optional") and not c.get("notCounted")
     ]
     if failed:
-        bits.append(f"failed checks: {', '.join(str(c.get('name')) for c in failed)}")
+        bits.append(_("failed checks: {names}").format(names=", ".join(str(c.get("name")) for c in failed)))
     bits.extend(grading_bits)
     if zero_test:
-        bits.append(f"test commands ran zero tests: {', '.join(zero_test)}")
+        bits.append(_("test commands ran zero tests: {names}").format(names=", ".join(zero_test)))
     if any(c.get("name") == NO_CHANGES_CHECK and not c.get("passed") for c in checks):
-        bits.append("no file changes detected relative to the pre-work baseline")
+        bits.append(_("no file changes detected relative to the pre-work baseline"))
     opt_failed = [c for c in checks if not c.get("passed") and not c.get("skipped") and c.get("optional")]
     if opt_failed:
-        bits.append(
-            f"optional checks failed (do not affect the verdict): {', '.join(str(c.get('name')) for c in opt_failed)}"
-        )
+        bits.append(_("optional checks failed (do not affect the verdict): {names}").format(
+            names=", ".join(str(c.get("name")) for c in opt_failed)))
     sig = analysis.get("signals") or {}
     tampering = analysis.get("tampering") or []
     if tampering:
         kinds = sorted({str(t.get("kind")) for t in tampering})
-        bits.append(f"agent tampering signals (not blocking, review them): {', '.join(kinds)}")
+        bits.append(_("agent tampering signals (not blocking, review them): {kinds}").format(kinds=", ".join(kinds)))
     if (sig.get("consoleDebug") or 0) > 0 or (sig.get("todo") or 0) > 0 or (sig.get("debugLeftover") or 0) > 0:
-        bits.append("suspicious markers present, review the report")
+        bits.append(_("suspicious markers present, review the report"))
     warnings = analysis.get("warnings") or []
     if warnings:
-        bits.append(f"{len(warnings)} warning(s)")
+        bits.append(_("{n} warning(s)").format(n=len(warnings)))
     if not bits:
-        return "Acceptance passed."
-    text = "; ".join(bits)
+        return _("Acceptance passed.")
+    text = _("; ").join(bits)
     text = text[0].upper() + text[1:]
-    return text.rstrip(".") + "."
+    end = _(".")  # the sentence's full stop in the locale's script
+    return text.rstrip(".").rstrip(end) + end
 
 
 def verify_round(req: VerifyRequest) -> VerifyOutcome:
@@ -282,7 +283,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         resolve_notes = [exc.message]
     except Exception as exc:  # noqa: BLE001 - surfaced as a blocking issue, never raised
         log.exception("resolving acceptance checks failed for %s", req.task_id)
-        msg = f"resolving the acceptance configuration failed: {exc}"
+        msg = _("resolving the acceptance configuration failed: {error}").format(error=exc)
         blocking.append({"code": ErrorCode.INTERNAL.value, "message": msg})
         resolve_notes = [msg]
     # 4. the visual snapshot: frozen at the first round, checked before anything runs (even when
@@ -307,7 +308,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 5. git-diff-check, always first
     checks: list[dict[str, Any]] = [git_guard(lambda: git_diff_check(project, baseline), {
         "name": GIT_CHECK_NAME, "cmd": "git diff --check", "passed": False, "durationMs": 0, "exitCode": None,
-        "outputTail": "", "timeout": False, "reason": "git failed (see the blocking issue)", "aborted": False})]
+        "outputTail": "", "timeout": False, "reason": _("git failed (see the blocking issue)"), "aborted": False})]
 
     # 6. command checks (what they write into the work tree is not task output: see .check_outputs)
     log_path = task_dir / f"verify-{rnd}.log"
@@ -332,7 +333,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         policy = resolved.baseline_policy if req.agent_work else "strict"
         if stop_requested(req.should_stop):
             grading = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [],
-                               "notes": ["baseline grading skipped: the task was cancelled"]})
+                               "notes": [_("baseline grading skipped: the task was cancelled")]})
         elif check_defs:
             grading = grade_round(
                 project=project,
@@ -354,7 +355,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                     c["notCounted"] = True
         else:
             grading = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [],
-                               "notes": ["baseline grading: no command check to grade"]})
+                               "notes": [_("baseline grading: no command check to grade")]})
 
     if grading is not None:
         reap_orphans()  # nor a leftover of the checks run on the baseline
@@ -370,39 +371,41 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                                    check_argvs=[list(d.cmd) for d in check_defs])
     except GitFailed as exc:
         git_failures.append(exc)
-        analysis = Analysis(warnings=[f"change analysis impossible: {exc.message}"])
+        analysis = Analysis(warnings=[_("change analysis impossible: {error}").format(error=exc.message)])
     except Exception as exc:  # noqa: BLE001 - analysis is informational; never sink the round
         log.exception("change analysis failed for %s", req.task_id)
-        analysis = Analysis(warnings=[f"change analysis failed: {exc}"])
+        analysis = Analysis(warnings=[_("change analysis failed: {error}").format(error=exc)])
     if git_ok:
         reap_orphans()  # git runs the repository's own filters; what they leave behind dies here too
     analysis.notes.extend(resolve_notes)
     if resolved is not None:
         analysis.warnings.extend(resolved.warnings)
     if grading is not None:
-        analysis.notes.extend(f"baseline grading ({grading.report['policy']}): {n}" for n in grading.report["notes"])
+        analysis.notes.extend(_("baseline grading ({policy}): {note}").format(policy=grading.report["policy"], note=n)
+                              for n in grading.report["notes"])
     analysis_json = analysis.to_json()
 
     by_checks = sorted(outputs.made & set(analysis.changed_files))
     if by_checks:
         analysis_json["warnings"].append(
-            "the checks modified tracked file(s) during verification (not counted as task output): "
-            + ", ".join(by_checks[:20]) + (f" … {len(by_checks) - 20} more" if len(by_checks) > 20 else ""))
+            _("the checks modified tracked file(s) during verification (not counted as task output): {files}").format(
+                files=", ".join(by_checks[:20])
+                + (_(" … {n} more").format(n=len(by_checks) - 20) if len(by_checks) > 20 else "")))
     if outputs.earlier:
         analysis_json["notes"].append(
-            "file(s) the checks of an earlier verification wrote, unchanged since (not counted as task output): "
-            + ", ".join(outputs.earlier[:20]))
+            _("file(s) the checks of an earlier verification wrote, unchanged since (not counted as task output): "
+              "{files}").format(files=", ".join(outputs.earlier[:20])))
     if outputs.rewritten:
         analysis_json["notes"].append(
-            "the checks rewrote file(s) the task had changed (still the task's output): "
-            + ", ".join(outputs.rewritten[:20]))
+            _("the checks rewrote file(s) the task had changed (still the task's output): {files}").format(
+                files=", ".join(outputs.rewritten[:20])))
     approved = visual.approved_files()  # a person's baseline approval is not the agent's work
     task_output = analysis.has_changes and not (
         not set(analysis.untracked_files) - approved and set(analysis.changed_files) <= outputs.made | approved
         and {sm.path for sm in analysis.submodules} <= outputs.made)
     if approved & (set(analysis.changed_files) | set(analysis.untracked_files)):
-        analysis_json["notes"].append("approved visual baselines changed since the baseline (a person's approval, "
-                                      "not counted as task output)")
+        analysis_json["notes"].append(_("approved visual baselines changed since the baseline (a person's approval, "
+                                        "not counted as task output)"))
 
     # 9. zero-change gate (not when git failed: "no changes" would be a guess)
     if git_failures:
@@ -420,18 +423,18 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                     "passed": False,
                     "durationMs": 0,
                     "exitCode": None,
-                    "outputTail": "fail-closed: zero file changes relative to the pre-work baseline",
+                    "outputTail": _("fail-closed: zero file changes relative to the pre-work baseline"),
                     "timeout": False,
-                    "reason": "requireChanges is on by default, but no task output was detected",
+                    "reason": _("requireChanges is on by default, but no task output was detected"),
                 }
             )
         else:
             analysis_json["notes"].append(
-                "requireChanges=false: zero changes relative to the pre-work baseline; reported only, not blocking."
+                _("requireChanges=false: zero changes relative to the pre-work baseline; reported only, not blocking.")
             )
     elif not baseline.is_repo and require_changes:
         analysis_json["notes"].append(
-            "requireChanges=true, but the project is not a git repository; the zero-change gate was skipped."
+            _("requireChanges=true, but the project is not a git repository; the zero-change gate was skipped.")
         )
 
     # port: checks that cannot even start are a setup problem, not the agent's: block the round
@@ -439,17 +442,18 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     for c in checks:
         if str(c.get("reason", "")).startswith(SPAWN_REASON_PREFIX) and not c.get("optional"):
             blocking.append({"code": ErrorCode.CHECK_NOT_RUNNABLE.value,
-                             "message": f"check '{c['name']}' cannot start ({c['reason'][len(SPAWN_REASON_PREFIX):]}); "
-                                        "fix the acceptance configuration"})
+                             "message": _("check '{name}' cannot start ({reason}); fix the acceptance configuration").format(
+                                 name=c["name"], reason=c["reason"][len(SPAWN_REASON_PREFIX):])})
     ran = [c for c in checks[1:] if not c.get("skipped") and c.get("name") != NO_CHANGES_CHECK]
     if not baseline.is_repo and not ran and not blocking:
         # port: nothing at all judged the work (no git evidence, no command check): fail closed
         blocking.append({"code": ErrorCode.NOTHING_VERIFIED.value,
-                         "message": "the project is not a git repository and no command check ran, so nothing "
-                                    f"could judge the work; add checks to {project}/.tianshu-mcp/acceptance.json"})
+                         "message": _("the project is not a git repository and no command check ran, so nothing "
+                                      "could judge the work; add checks to {project}/.tianshu-mcp/acceptance.json").format(
+                                          project=project)})
     elif baseline.is_repo and not ran and not blocking:
         analysis_json["warnings"].append(
-            "no command check is configured or derived for this project: only the git gates judged this round"
+            _("no command check is configured or derived for this project: only the git gates judged this round")
         )
 
     # 10. the final integrity check

@@ -14,6 +14,7 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..core.i18n import _, resolve_locale
 from .runner import check_tag
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
@@ -74,6 +75,11 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequ
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _el(tag: str, text: str) -> str:
+    """``<tag>text</tag>`` with ``text`` escaped (a translated phrase is text like any other)."""
+    return f"<{tag}>{_e(text)}</{tag}>"
+
+
 def _check_status(c: Mapping[str, Any]) -> tuple[str, str]:
     tag = check_tag(c)
     return tag, "fail" if tag == "ABORTED" else tag.lower()
@@ -88,22 +94,22 @@ def tests_summary(t: Mapping[str, Any]) -> str:
 
 def _checks(report: Mapping[str, Any]) -> str:
     checks = report.get("checks") or []
-    out = ["<section id=\"checks\"><h2>Command checks</h2>"]
+    out = ['<section id="checks">' + _el("h2", _("Command checks"))]
     if not checks:
-        out.append("<p>(no runnable checks)</p></section>")
+        out.append(_el("p", _("(no runnable checks)")) + "</section>")
         return "".join(out)
     rows = []
     for c in checks:
         label, cls = _check_status(c)
         status = _badge(label, cls)
         if c.get("optional"):
-            status += " " + _badge("optional", "info")
+            status += " " + _badge(_("optional"), "info")
         if c.get("timeout"):
-            status += " " + _badge("timed out", "warn")
+            status += " " + _badge(_("timed out"), "warn")
         if c.get("notCounted"):
-            status += " " + _badge("not counted", "skip")
+            status += " " + _badge(_("not counted"), "skip")
         if c.get("baseline"):
-            status += " " + _badge(f"baseline: {c['baseline']}", str(c["baseline"]))
+            status += " " + _badge(_("baseline: {classification}").format(classification=c["baseline"]), str(c["baseline"]))
         name = f"<strong>{_e(c.get('name'))}</strong>"
         if c.get("reason"):
             name += f'<div class="muted">{_e(c.get("reason"))}</div>'
@@ -115,8 +121,10 @@ def _checks(report: Mapping[str, Any]) -> str:
             failed_ids = [str(x) for x in (t.get("failedIds") or [])]
             if failed_ids:
                 items = "".join(f"<li><code>{_e(x)}</code></li>" for x in failed_ids[:MAX_LISTED])
-                more = f"<li>… and {len(failed_ids) - MAX_LISTED} more</li>" if len(failed_ids) > MAX_LISTED else ""
-                tests_cell += f"<details><summary>failed tests ({len(failed_ids)})</summary><ul>{items}{more}</ul></details>"
+                more = (_el("li", _("… and {n} more").format(n=len(failed_ids) - MAX_LISTED))
+                        if len(failed_ids) > MAX_LISTED else "")
+                summary = _e(_("failed tests ({n})").format(n=len(failed_ids)))
+                tests_cell += f"<details><summary>{summary}</summary><ul>{items}{more}</ul></details>"
         rows.append(
             [
                 status,
@@ -127,15 +135,17 @@ def _checks(report: Mapping[str, Any]) -> str:
                 tests_cell,
             ]
         )
-    out.append(_table(["Status", "Check", "Command", "Duration", "Exit", "Tests"], rows, num_cols=(3, 4)))
+    out.append(_table([_("Status"), _("Check"), _("Command"), _("Duration"), _("Exit"), _("Tests")], rows,
+                      num_cols=(3, 4)))
     tails = [c for c in checks if c.get("outputTail")]
     if tails:
-        out.append("<h3>Output tails</h3>")
+        out.append(_el("h3", _("Output tails")))
         for c in tails:
             label, cls = _check_status(c)
             opened = " open" if label == "FAIL" and not c.get("optional") and not c.get("notCounted") else ""
+            tail_of = _e(_("{name} — output tail").format(name=c.get("name")))
             out.append(
-                f"<details{opened}><summary>{_badge(label, cls)} {_e(c.get('name'))} — output tail</summary>"
+                f"<details{opened}><summary>{_badge(label, cls)} {tail_of}</summary>"
                 f"<pre>{_e(c.get('outputTail'))}</pre></details>"
             )
     out.append("</section>")
@@ -146,7 +156,8 @@ def _baseline(report: Mapping[str, Any]) -> str:
     g = report.get("baselineGrading")
     if not isinstance(g, Mapping) or not g.get("enabled"):
         return ""
-    out = ['<section id="baseline"><h2>Baseline comparison</h2>', f"<p>Policy: <code>{_e(g.get('policy'))}</code></p>"]
+    policy = _e(_("Policy: {policy}")).format(policy=f"<code>{_e(g.get('policy'))}</code>")
+    out = ['<section id="baseline">' + _el("h2", _("Baseline comparison")), f"<p>{policy}</p>"]
     checks = g.get("checks") or []
     if checks:
         rows = []
@@ -154,16 +165,16 @@ def _baseline(report: Mapping[str, Any]) -> str:
             cls = str(c.get("classification"))
             note = _e(c.get("note") or "")
             if c.get("counted") is False:
-                note = (_badge("not counted", "skip") + " " + note).strip()
+                note = (_badge(_("not counted"), "skip") + " " + note).strip()
             rows.append([_e(c.get("name")), _e(c.get("before")), _e(c.get("after")), _badge(cls, cls), note])
-        out.append(_table(["Check", "Before", "After", "Classification", "Note"], rows))
+        out.append(_table([_("Check"), _("Before"), _("After"), _("Classification"), _("Note")], rows))
     tests = g.get("tests") or []
     if tests:
         counts = {k: 0 for k in CLASSIFICATIONS}
         for t in tests:
             counts[str(t.get("classification"))] = counts.get(str(t.get("classification")), 0) + 1
         out.append(
-            "<h3>Tests</h3><p>"
+            _el("h3", _("Tests")) + "<p>"
             + " ".join(f"{_badge(k, k)} {n}" for k, n in counts.items() if n)
             + "</p>"
         )
@@ -176,9 +187,10 @@ def _baseline(report: Mapping[str, Any]) -> str:
                 [_badge(str(t.get("classification")), str(t.get("classification"))), _e(t.get("check")), f"<code>{_e(t.get('id'))}</code>"]
                 for t in listed[:MAX_LISTED]
             ]
-            out.append(_table(["Classification", "Check", "Test"], rows))
+            out.append(_table([_("Classification"), _("Check"), _("Test")], rows))
             if len(listed) > MAX_LISTED:
-                out.append(f"<p class=\"muted\">… and {len(listed) - MAX_LISTED} more</p>")
+                more = _e(_("… and {n} more").format(n=len(listed) - MAX_LISTED))
+                out.append(f"<p class=\"muted\">{more}</p>")
     notes = g.get("notes") or []
     if notes:
         out.append("<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
@@ -193,12 +205,14 @@ def _changes(report: Mapping[str, Any]) -> str:
     ds = a.get("diffstat") or {}
     renames = a.get("renames") or []
     submodules = a.get("submodules") or []
-    out = ['<section id="changes"><h2>Code analysis</h2>']
+    out = ['<section id="changes">' + _el("h2", _("Code analysis"))]
     if not changed and not untracked and not submodules:
-        out.append("<p>No changed files (relative to the git baseline).</p>")
+        out.append(_el("p", _("No changed files (relative to the git baseline).")))
     else:
+        counted = _e(_("{tracked} tracked + {untracked} untracked file(s) changed, ").format(
+            tracked=len(changed), untracked=len(untracked)))
         out.append(
-            f"<p>{len(changed)} tracked + {len(untracked)} untracked file(s) changed, "
+            f"<p>{counted}"
             f'<span class="add">+{_e(ds.get("totalAdd", 0))}</span> '
             f'<span class="del">-{_e(ds.get("totalDel", 0))}</span></p>'
         )
@@ -209,12 +223,13 @@ def _changes(report: Mapping[str, Any]) -> str:
             f = row.get("file")
             notes = []
             if row.get("binary"):
-                notes.append(_badge("binary", "info"))
+                notes.append(_badge(_("binary"), "info"))
             if f in untracked_set:
-                notes.append(_badge("untracked", "skip"))
+                notes.append(_badge(_("untracked"), "skip"))
             if f in renamed_from:
                 r = renamed_from[f]
-                notes.append(f"renamed from <code>{_e(r.get('from'))}</code> ({_e(r.get('similarity'))}%)")
+                notes.append(_e(_("renamed from {src} ({pct}%)")).format(src=f"<code>{_e(r.get('from'))}</code>",
+                                                                         pct=_e(r.get("similarity"))))
             rows.append(
                 [
                     f"<code>{_e(f)}</code>",
@@ -228,22 +243,22 @@ def _changes(report: Mapping[str, Any]) -> str:
             if f not in listed and not any(s.get("path") == f for s in submodules):
                 rows.append([f"<code>{_e(f)}</code>", "", "", ""])
         if rows:
-            out.append("<h3>Changed files and diffstat</h3>")
-            out.append(_table(["File", "Added", "Deleted", "Notes"], rows, num_cols=(1, 2)))
+            out.append(_el("h3", _("Changed files and diffstat")))
+            out.append(_table([_("File"), _("Added"), _("Deleted"), _("Notes")], rows, num_cols=(1, 2)))
     if renames:
-        out.append("<h3>Renames</h3>")
+        out.append(_el("h3", _("Renames")))
         out.append(
             _table(
-                ["From", "To", "Similarity"],
+                [_("From"), _("To"), _("Similarity")],
                 ([f"<code>{_e(r.get('from'))}</code>", f"<code>{_e(r.get('to'))}</code>", f"{_e(r.get('similarity'))}%"] for r in renames),
                 num_cols=(2,),
             )
         )
     if submodules:
-        out.append("<h3>Submodules (not descended into)</h3>")
+        out.append(_el("h3", _("Submodules (not descended into)")))
         out.append(
             _table(
-                ["Path", "Before", "After"],
+                [_("Path"), _("Before"), _("After")],
                 (
                     [f"<code>{_e(s.get('path'))}</code>", f"<code>{_e(s.get('before') or '—')}</code>", f"<code>{_e(s.get('after') or '—')}</code>"]
                     for s in submodules
@@ -253,13 +268,15 @@ def _changes(report: Mapping[str, Any]) -> str:
     big = a.get("bigFileChanges") or []
     warnings = a.get("warnings") or []
     if big or warnings:
-        out.append("<h3>Warnings</h3><ul>")
-        out += [f"<li>{_badge('WARN', 'warn')} very large single-file change: <code>{_e(b)}</code></li>" for b in big]
+        out.append(_el("h3", _("Warnings")) + "<ul>")
+        big_change = _e(_("very large single-file change: {file}"))
+        out += [f"<li>{_badge('WARN', 'warn')} " + big_change.format(file=f"<code>{_e(b)}</code>") + "</li>"
+                for b in big]
         out += [f"<li>{_badge('WARN', 'warn')} {_e(w)}</li>" for w in warnings]
         out.append("</ul>")
     notes = a.get("notes") or []
     if notes:
-        out.append("<h3>Notes</h3><ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
+        out.append(_el("h3", _("Notes")) + "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>")
     out.append("</section>")
     return "".join(out)
 
@@ -268,27 +285,29 @@ def _signals(report: Mapping[str, Any]) -> str:
     a = report.get("analysis") or {}
     sig = a.get("signals") or {}
     tampering = a.get("tampering") or []
-    out = ['<section id="signals"><h2>Suspicious signals</h2>', '<p class="muted">Counted, never blocking.</p>']
+    counted = _e(_("Counted, never blocking."))
+    out = ['<section id="signals">' + _el("h2", _("Suspicious signals")), f'<p class="muted">{counted}</p>']
     markers = [k for k in MARKER_KINDS if (sig.get(k) or 0) > 0]
+    head = [_("Signal"), _("Hits")]
     if markers:
-        out.append(_table(["Signal", "Hits"], ([_e(SIGNAL_LABELS[k]), _e(sig.get(k))] for k in markers), num_cols=(1,)))
+        out.append(_table(head, ([_e(_(SIGNAL_LABELS[k])), _e(sig.get(k))] for k in markers), num_cols=(1,)))
     else:
-        out.append("<p>No suspicious markers.</p>")
+        out.append(_el("p", _("No suspicious markers.")))
     out.append("</section>")
     hits = [k for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
     cls = ' class="tamper"' if hits or tampering else ""
-    out.append(f'<section id="tampering"{cls}><h3>Agent tampering signals</h3>')
+    out.append(f'<section id="tampering"{cls}>' + _el("h3", _("Agent tampering signals")))
     if hits or tampering:
-        out.append(_table(["Signal", "Hits"], ([_e(SIGNAL_LABELS[k]), _e(sig.get(k))] for k in hits), num_cols=(1,)))
+        out.append(_table(head, ([_e(_(SIGNAL_LABELS[k])), _e(sig.get(k))] for k in hits), num_cols=(1,)))
         if tampering:
             out.append(
                 _table(
-                    ["Kind", "File", "Detail"],
+                    [_("Kind"), _("File"), _("Detail")],
                     ([_badge(str(t.get("kind")), "fail"), f"<code>{_e(t.get('file'))}</code>", _e(t.get("detail"))] for t in tampering),
                 )
             )
     else:
-        out.append("<p>No agent tampering signals.</p>")
+        out.append(_el("p", _("No agent tampering signals.")))
     out.append("</section>")
     return "".join(out)
 
@@ -296,28 +315,31 @@ def _signals(report: Mapping[str, Any]) -> str:
 def _directives(report: Mapping[str, Any]) -> str:
     rd = report.get("repairDirectives") or {}
     items = rd.get("items") or []
-    out = ['<section id="directives"><h2>Structured repair directives</h2>']
+    out = ['<section id="directives">' + _el("h2", _("Structured repair directives"))]
     if items:
         rows = []
+        nowhere = _e(_("(no specific file)"))
         for it in items:
             loc = (
                 f"<code>{_e(it.get('file'))}{_e(':' + str(it['line'])) if it.get('line') else ''}</code>"
                 if it.get("file")
-                else '<span class="muted">(no specific file)</span>'
+                else f'<span class="muted">{nowhere}</span>'
             )
             rows.append([loc, _e(it.get("issue")), _e(it.get("action")), _e(it.get("source"))])
-        out.append(_table(["Location", "Issue", "Action", "Source"], rows))
+        out.append(_table([_("Location"), _("Issue"), _("Action"), _("Source")], rows))
     else:
-        reason = rd.get("fallbackReason") or "this round's report has no structured directives"
-        out.append(f"<p>(unavailable; read the output tails of the checks above) Reason: {_e(reason)}</p>")
+        reason = rd.get("fallbackReason") or _("this round's report has no structured directives")
+        out.append(_el("p", _("(unavailable; read the output tails of the checks above) Reason: {reason}").format(
+            reason=reason)))
     out.append("</section>")
     return "".join(out)
 
 
 def _visual(report: Mapping[str, Any], visual_html: str) -> str:
     visual = report.get("visual")
+    heading = _el("h2", _("Visual acceptance"))
     if visual_html:
-        return f'<section id="visual"><h2>Visual acceptance</h2>{visual_html}</section>'
+        return f'<section id="visual">{heading}{visual_html}</section>'
     if not isinstance(visual, Mapping):
         return ""
     results = visual.get("results") or []
@@ -331,8 +353,9 @@ def _visual(report: Mapping[str, Any], visual_html: str) -> str:
         ]
         for r in results
     ]
-    body = _table(["Id", "Target", "Status", "Code", "Message"], rows) if rows else "<p>(no visual results)</p>"
-    return f'<section id="visual"><h2>Visual acceptance</h2>{body}</section>'
+    body = (_table([_("Id"), _("Target"), _("Status"), _("Code"), _("Message")], rows) if rows
+            else _el("p", _("(no visual results)")))
+    return f'<section id="visual">{heading}{body}</section>'
 
 
 def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
@@ -353,25 +376,27 @@ def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
     passed = bool(report.get("passed"))
     verdict = _badge("PASS", "pass") if passed else _badge("FAIL", "fail")
     meta_rows = [
-        ("Task", report.get("taskId", "")),
-        ("Project", report.get("projectPath", "")),
-        ("Started", report.get("startedAt", "")),
-        ("Finished", report.get("finishedAt", "")),
+        (_("Task"), report.get("taskId", "")),
+        (_("Project"), report.get("projectPath", "")),
+        (_("Started"), report.get("startedAt", "")),
+        (_("Finished"), report.get("finishedAt", "")),
     ]
     meta = "".join(f"<tr><th>{_e(k)}</th><td><code>{_e(v)}</code></td></tr>" for k, v in meta_rows)
+    title = _e(_("Acceptance report — round {round}").format(round=n))
+    lang = "zh-CN" if resolve_locale() == "zh_CN" else "en"
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        f'<html lang="{lang}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Acceptance report — round {_e(n)}</title>",
+        f"<title>{title}</title>",
         f"<style>{_CSS}</style></head><body><main>",
-        f"<h1>Acceptance report — round {_e(n)} {verdict}</h1>",
-        f'<table class="meta"><tbody>{meta}<tr><th>Verdict</th><td>{verdict}</td></tr></tbody></table>',
+        f"<h1>{title} {verdict}</h1>",
+        f'<table class="meta"><tbody>{meta}<tr>' + _el("th", _("Verdict")) + f"<td>{verdict}</td></tr></tbody></table>",
         f'<p class="message">{_e(report.get("message", ""))}</p>',
     ]
     blocking = report.get("blockingIssues") or []
     if blocking:
-        parts.append('<section id="blocking"><h2>Blocking issues</h2><ul>')
+        parts.append('<section id="blocking">' + _el("h2", _("Blocking issues")) + "<ul>")
         parts += [f"<li>{_badge('BLOCKED', 'blocked')} <code>{_e(b.get('code'))}</code>: {_e(b.get('message'))}</li>" for b in blocking]
         parts.append("</ul></section>")
     parts += [
@@ -385,6 +410,6 @@ def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
     files = report.get("files") or {}
     if files:
         listed = " · ".join(f"{_e(k)}: <code>{_e(v)}</code>" for k, v in files.items())
-        parts.append(f'<p class="muted">Files: {listed}</p>')
+        parts.append('<p class="muted">' + _e(_("Files: {files}")).format(files=listed) + "</p>")
     parts.append("</main></body></html>\n")
     return "\n".join(p for p in parts if p)

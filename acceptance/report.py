@@ -246,13 +246,13 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     warnings = a.get("warnings") or []
     if any((sig.get(k) or 0) > 0 for k in MARKER_KINDS) or big or warnings:
         lines += ["", "### " + _("Suspicious markers and warnings"), ""]
-        lines += [f"- {SIGNAL_LABELS[k]}: {sig[k]}" for k in MARKER_KINDS if (sig.get(k) or 0) > 0]
+        lines += [f"- {_(SIGNAL_LABELS[k])}: {sig[k]}" for k in MARKER_KINDS if (sig.get(k) or 0) > 0]
         lines += ["- [WARN] " + _("very large single-file change: {file}").format(file=b) for b in big]
         lines += [f"- [WARN] {w}" for w in warnings]
     tampering = a.get("tampering") or []
     if any((sig.get(k) or 0) > 0 for k in TAMPERING_KINDS) or tampering:
         lines += ["", "### " + _("Agent tampering signals"), ""]
-        lines += [f"- **{SIGNAL_LABELS[k]}: {sig[k]}**" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
+        lines += [f"- **{_(SIGNAL_LABELS[k])}: {sig[k]}**" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
         lines += [f"- [TAMPER] {t.get('kind')} — `{t.get('file')}`: {t.get('detail')}" for t in tampering]
     notes = a.get("notes") or []
     if notes:
@@ -330,7 +330,7 @@ def summarize_report(report: Mapping[str, Any]) -> str:
     if report.get("passed"):
         head = "[PASS] " + _("Acceptance passed (round {round}): {ok}/{ran} command checks passed{skipped}.").format(
             round=n, ok=len(ok), ran=len(ran), skipped=skipped_note)
-    elif CANCELLED_MARK in message.lower():
+    elif report.get("verdict") == "cancelled" or CANCELLED_MARK in message.lower():  # the mark: reports of older builds
         head = "[FAIL] " + _("Acceptance incomplete (round {round}): task cancelled, verification interrupted{not_run}.").format(
             round=n, not_run=_(", {n} not run").format(n=k) if k else "")
     else:

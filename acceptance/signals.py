@@ -27,6 +27,8 @@ from typing import Iterable, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.i18n import N_
+
 __all__ = [
     "Signals",
     "TamperingItem",
@@ -51,17 +53,17 @@ TAMPERING_KINDS = ("skippedOrOnlyTests", "deletedTests", "weakenedTests", "accep
 MARKER_KINDS = ("todo", "consoleDebug", "commentedBlock", "secretLike", "debugLeftover")
 """The other (non-tampering) signal counts."""
 SIGNAL_LABELS = {
-    "todo": "TODO/FIXME/HACK hits",
-    "consoleDebug": "console.log/debugger hits",
-    "commentedBlock": "commented-out code blocks",
-    "secretLike": "secret/token-like literals",
-    "debugLeftover": "debug leftovers (breakpoint/pdb/stray print/debugger)",
-    "skippedOrOnlyTests": "focused or skipped tests added",
-    "deletedTests": "tests deleted",
-    "weakenedTests": "tests weakened (assertions removed or trivially true)",
-    "acceptanceTampering": "acceptance, check or CI configuration edited",
+    "todo": N_("TODO/FIXME/HACK hits"),
+    "consoleDebug": N_("console.log/debugger hits"),
+    "commentedBlock": N_("commented-out code blocks"),
+    "secretLike": N_("secret/token-like literals"),
+    "debugLeftover": N_("debug leftovers (breakpoint/pdb/stray print/debugger)"),
+    "skippedOrOnlyTests": N_("focused or skipped tests added"),
+    "deletedTests": N_("tests deleted"),
+    "weakenedTests": N_("tests weakened (assertions removed or trivially true)"),
+    "acceptanceTampering": N_("acceptance, check or CI configuration edited"),
 }
-"""Human labels of the ``signals`` counts (reports)."""
+"""Human labels of the ``signals`` counts (reports; English msgids: show them through ``_``)."""
 MAX_TAMPERING_ITEMS = 100
 """At most this many ``tampering`` entries are listed; the counts in ``signals`` stay exact."""
 _DETAIL_MAX = 200

@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .profiles import AgentProfile
 
 VENDOR_NAMES = {"zcode": "ZCode", "codex": "Codex", "kimicode": "Kimi Code", "minimax": "MiniMax Code",
@@ -54,29 +55,32 @@ def check_agent_args(agent_id: str, profile: AgentProfile | None, args: dict[str
     vendor = vendor_of(profile)
     given = {k for k, v in args.items() if v is not None}
     if "allowCreateProject" in given and vendor != "zcode":
-        _bad(f"allowCreateProject is ZCode-only; agent '{agent_id}' does not support it. Remove it and retry.")
+        _bad(_("allowCreateProject is ZCode-only; agent '{agentId}' does not support it. Remove it and retry.").format(
+            agentId=agent_id))
     if "mode" in given and vendor in ("zcode", "codex", "kimicode", "minimax", "qoder", "opendesign"):
-        _bad(f"{VENDOR_NAMES[vendor]} does not support the mode parameter; remove mode and retry.")
+        _bad(_("{vendor} does not support the mode parameter; remove mode and retry.").format(vendor=VENDOR_NAMES[vendor]))
     if "modelSource" in given and vendor != "qoder":
-        _bad("modelSource is a Qoder CN-only parameter")
+        _bad(_("modelSource is a Qoder CN-only parameter"))
     if args.get("reasoningLevel") in QODER_ONLY_REASONING and vendor != "qoder":
-        _bad(f"the reasoning level alias '{args['reasoningLevel']}' is only supported by the Qoder CN adapter; "
-             "use low, medium, high or max")
+        _bad(_("the reasoning level alias '{level}' is only supported by the Qoder CN adapter; use low, medium, high "
+               "or max").format(level=args["reasoningLevel"]))
     if "designDirection" in given and vendor != "opendesign":
-        _bad("designDirection is an Open Design-only parameter")
+        _bad(_("designDirection is an Open Design-only parameter"))
     if vendor == "opendesign" and not str(args.get("designDirection") or "").strip():
-        _bad("Open Design needs designDirection (the visual direction of the design)")
+        _bad(_("Open Design needs designDirection (the visual direction of the design)"))
     if "contextWindow" in given and vendor != "minimax":
-        _bad("contextWindow is a MiniMax Code-only parameter")
+        _bad(_("contextWindow is a MiniMax Code-only parameter"))
     if vendor == "zcode" and "model" in given and not _PROVIDER_MODEL.match(str(args["model"])):
-        _bad(f"ZCode's model must be written provider/model (e.g. anthropic/claude-sonnet), got '{args['model']}'")
+        _bad(_("ZCode's model must be written provider/model (e.g. anthropic/claude-sonnet), got '{model}'").format(
+            model=args["model"]))
     if vendor == "codex":
         for key in ("planDoc", "designSystem"):
             if key in given:
                 path = str(args[key])
                 full = path if os.path.isabs(path) else os.path.join(project, path)
                 if not project and not os.path.isabs(path) or not os.path.isfile(full):
-                    _bad(f"{key} must name an existing file (absolute or project-relative); '{path}' is not one")
+                    _bad(_("{key} must name an existing file (absolute or project-relative); '{path}' is not one").format(
+                        key=key, path=path))
 
 
 def check_project_less(agent_id: str, profile: AgentProfile | None, args: dict[str, Any]) -> None:
@@ -87,15 +91,15 @@ def check_project_less(agent_id: str, profile: AgentProfile | None, args: dict[s
         TianshuError(INVALID_ARGUMENT): the first violated rule.
     """
     if vendor_of(profile) != "zcode":
-        _bad(f"agent '{agent_id}' needs projectPath; project-less dispatch is only supported for ZCode "
-             "(its default workspace). Give projectPath or use agentId=zcode.")
+        _bad(_("agent '{agentId}' needs projectPath; project-less dispatch is only supported for ZCode (its default "
+               "workspace). Give projectPath or use agentId=zcode.").format(agentId=agent_id))
     if args.get("autoVerify") is True:
-        _bad("project-less dispatch does not support autoVerify=true: there is no project to verify")
+        _bad(_("project-less dispatch does not support autoVerify=true: there is no project to verify"))
     if (args.get("autoFixRounds") or 0) > 0:
-        _bad("project-less dispatch does not support autoFixRounds>0: without verification there is nothing to rework")
+        _bad(_("project-less dispatch does not support autoFixRounds>0: without verification there is nothing to rework"))
     if args.get("mode") is not None:
-        _bad("ZCode does not support the mode parameter; remove mode and retry.")
+        _bad(_("{vendor} does not support the mode parameter; remove mode and retry.").format(vendor="ZCode"))
     if args.get("acceptanceOverride") is not None:
-        _bad("project-less dispatch does not support acceptanceOverride: there is no project to verify")
+        _bad(_("project-less dispatch does not support acceptanceOverride: there is no project to verify"))
     if args.get("dryRun") is True:
-        _bad("project-less dispatch does not support dryRun: there is no project to plan against")
+        _bad(_("project-less dispatch does not support dryRun: there is no project to plan against"))

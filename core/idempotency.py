@@ -30,6 +30,7 @@ from filelock import FileLock, Timeout
 
 from .errors import ErrorCode, TianshuError
 from .files import atomic_write_json
+from .i18n import _
 
 TTL_MS = 86_400_000
 MAX_ENTRIES = 2000
@@ -45,11 +46,11 @@ def normalize_key(raw: str) -> str:
     """
     key = raw.strip()
     if not key:
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "idempotencyKey must not be blank")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("idempotencyKey must not be blank"))
     if len(key) > 128:
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "idempotencyKey is too long (max 128 characters)")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("idempotencyKey is too long (max 128 characters)"))
     if _CONTROL.search(key):
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "idempotencyKey must not contain control characters")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("idempotencyKey must not contain control characters"))
     return key
 
 
@@ -101,13 +102,13 @@ class IdempotencyStore:
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise self._corrupt(f"cannot be read ({exc.strerror or exc})") from exc
+            raise self._corrupt(_("cannot be read ({error})").format(error=exc.strerror or exc)) from exc
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise self._corrupt(f"is not valid JSON ({exc})") from exc
+            raise self._corrupt(_("is not valid JSON ({error})").format(error=exc)) from exc
         if not isinstance(data, dict) or not isinstance(data.get("entries", []), list):
-            raise self._corrupt('is not an idempotency store ({"version": 1, "entries": [...]})')
+            raise self._corrupt(_("is not an idempotency store ({shape})").format(shape='{"version": 1, "entries": [...]}'))
         now = time.time() * 1000
         return [e for e in data.get("entries", []) if _valid(e) and now - e["createdAtMs"] < self.ttl_ms]
 
@@ -119,10 +120,11 @@ class IdempotencyStore:
             self.lock.acquire()
         except Timeout as exc:
             raise TianshuError(ErrorCode.IDEMPOTENCY_STORE_CORRUPT,
-                               f"the idempotency store's lock {self.lock.lock_file} has been held for 30 s by another "
-                               "process; no task was dispatched, try again") from exc
+                               _("the idempotency store's lock {lock} has been held for 30 s by another process; no "
+                                 "task was dispatched, try again").format(lock=self.lock.lock_file)) from exc
         except OSError as exc:
-            raise self._corrupt(f"cannot be locked ({self.lock.lock_file}: {exc.strerror or exc})") from exc
+            raise self._corrupt(_("cannot be locked ({lock}: {error})").format(
+                lock=self.lock.lock_file, error=exc.strerror or exc)) from exc
         try:
             yield
         finally:
@@ -130,8 +132,9 @@ class IdempotencyStore:
 
     def _corrupt(self, why: str) -> TianshuError:
         return TianshuError(ErrorCode.IDEMPOTENCY_STORE_CORRUPT,
-                            f"the idempotency store {self.path} {why}; no task was dispatched. Move the file "
-                            "aside to start a new store (replays of earlier keys are then no longer recognised)")
+                            _("the idempotency store {path} {why}; no task was dispatched. Move the file aside to "
+                              "start a new store (replays of earlier keys are then no longer recognised)").format(
+                                path=self.path, why=why))
 
     def claim(self, scope: str, key: str, args_digest: str, new_task_id: str, kind: str = "task",
               exists: Callable[[str], bool] | None = None) -> Lookup:

@@ -14,6 +14,7 @@ from typing import Any
 from filelock import FileLock
 
 from ..core.errors import TianshuError
+from ..core.i18n import _
 from ..core.settings import data_home
 from ..tasks.common import record, store
 from ..tasks.worktree import Workspace, close_worktree, hold, open_worktree
@@ -46,12 +47,13 @@ def open_workspace(task_id: str, project_path: str, meta: dict[str, Any]) -> str
     st = store()
     if ws.created:
         left = ws.dirty_not_carried
-        said = (f"; {len(left)} uncommitted path(s) of the project are not in it (it starts at HEAD): "
-                + ", ".join(left[:10]) + (" …" if len(left) > 10 else "")) if left else ""
-        st.event(task_id, "note", "running", f"worktree {ws.top} on new branch {ws.branch} from "
-                                             f"{ws.base_commit[:12]}{said}")
+        said = _("; {n} uncommitted path(s) of the project are not in it (it starts at HEAD): {paths}").format(
+            n=len(left), paths=", ".join(left[:10]) + (" …" if len(left) > 10 else "")) if left else ""
+        st.event(task_id, "note", "running", _("worktree {top} on new branch {branch} from {commit}{said}").format(
+            top=ws.top, branch=ws.branch, commit=ws.base_commit[:12], said=said))
     else:
-        st.event(task_id, "note", "running", f"worktree {ws.top} re-opened on branch {ws.branch}")
+        st.event(task_id, "note", "running",
+                 _("worktree {top} re-opened on branch {branch}").format(top=ws.top, branch=ws.branch))
     return ws.work_path
 
 
@@ -82,11 +84,13 @@ def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str,
         out = close_worktree(ws, st.dir(task_id), files, subject)
         record(task_id, workPath=None, worktreePath=None, resultCommit=out["resultCommit"],
                resultPatch=out["resultPatch"])
-        what = (f"branch {ws.branch} unchanged" if not commit
-                else f"result committed to {ws.branch} ({out['resultCommit'][:12]})" if out["resultCommit"]
-                else f"no change to commit; branch {ws.branch} stays at the baseline")
-        st.event(task_id, "note", status, f"{what}; patch {out['resultPatch']} ({out['patchBytes']} bytes); "
-                                        f"worktree removed" + (f"; git said: {out['error']}" if out.get("error") else ""))
+        what = (_("branch {branch} unchanged").format(branch=ws.branch) if not commit
+                else _("result committed to {branch} ({commit})").format(branch=ws.branch, commit=out["resultCommit"][:12])
+                if out["resultCommit"]
+                else _("no change to commit; branch {branch} stays at the baseline").format(branch=ws.branch))
+        st.event(task_id, "note", status, _("{what}; patch {patch} ({bytes} bytes); worktree removed").format(
+            what=what, patch=out["resultPatch"], bytes=out["patchBytes"])
+            + (_("; git said: {error}").format(error=out["error"]) if out.get("error") else ""))
         return out
     finally:
         lock.release()

@@ -27,6 +27,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.flow_runs import suspend_flow_run
 from prefect.input import RunInput
 
+from ..core.i18n import _
 from ..core.model import NO_QUESTION
 from ..core.settings import load_config
 from ..tasks.common import record, store
@@ -69,7 +70,7 @@ def ask_user(task_id: str, rnd: int, question: str, feedback: str | None, kind: 
     record(task_id, needsUserKind=kind, pendingQuestion=question, needsUserQuestion=question,
            needsUserRound=rnd, needsUserKey=key,
            needsUserCount=count, needsUserFeedback=feedback, phase=None,
-           lastMessage=f"round {rnd}: the agent asks the user: {question[:500]}")
+           lastMessage=_("round {round}: the agent asks the user: {question}").format(round=rnd, question=question[:500]))
     st.event(task_id, "needs_user", "needs_user", question[:500], {"round": rnd, "kind": kind})
     try:
         create_markdown_artifact(key=artifact_key(task_id, f"question-{count}"),

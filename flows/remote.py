@@ -29,6 +29,7 @@ from prefect.states import Failed, State
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_text_tail
+from ..core.i18n import _
 from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, check_ref, check_repo_url, record_artifact_key
 from ..core.settings import data_home
 from ..tasks.common import record, store
@@ -63,12 +64,12 @@ def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
         record(task_id, **{k: v for k, v in fields.items() if k not in own or k in ("task", "context", "autoFixRounds")})
     url = check_repo_url(str(remote.get("repoUrl") or ""))
     ref = check_ref(str(remote.get("ref") or "HEAD"))
-    record(task_id, phase="fetching", lastMessage=f"fetching {url} ({ref}) into this worker's clone")
+    record(task_id, phase="fetching", lastMessage=_("fetching {url} ({ref}) into this worker's clone").format(url=url, ref=ref))
     clone, commit = sync_clone(data_home(), url, ref, task_id)
     record(task_id, projectPath=clone, isolation="worktree", worktreeStart=commit, remoteCommit=commit,
            repoUrl=url, ref=ref)
     st.event(task_id, "note", "running", f"{url} {ref} = {commit[:12]}; clone {clone}")
-    record(task_id, lastMessage=f"running on this worker: {url} at {commit[:12]}")
+    record(task_id, lastMessage=_("running on this worker: {url} at {commit}").format(url=url, commit=commit[:12]))
     publish_record(task_id)  # the caller sees that a worker took the task
     return clone
 
@@ -90,8 +91,10 @@ def leave_remote(task_id: str, state: State | None) -> State | None:
         except TianshuError as exc:
             record(task_id, resultPushed=False, pushError=exc.render())
             if state.is_completed():
-                msg = (f"{state.message or 'succeeded'} — but the result branch {branch} could not be pushed to {url} "
-                       f"(it stays in the worker's clone {meta['projectPath']}): {exc.render()}")
+                msg = _("{message} — but the result branch {branch} could not be pushed to {url} (it stays in the "
+                        "worker's clone {clone}): {error}").format(message=state.message or "succeeded", branch=branch,
+                                                                    url=url, clone=meta["projectPath"],
+                                                                    error=exc.render())
                 record(task_id, lastMessage=msg, errorType=exc.code.value.lower())
                 state = Failed(name=NEEDS_ATTENTION, message=msg)
     publish_record(task_id)

@@ -20,6 +20,7 @@ from ..acceptance.git import GitFailed
 from ..core.errors import TianshuError
 from ..core.childenv import adopt_client_env
 from ..core.files import read_json_safe
+from ..core.i18n import _
 from ..core.model import exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
 from ..core.settings import data_home
@@ -56,7 +57,7 @@ def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
 
 def _agent_note(agent_run: dict[str, Any]) -> str:
     """``agent exit code 0 after 812 ms``: the agent's own outcome, stated in every round's message."""
-    return f"agent {exit_phrase(agent_run.get('exitCode'))} after {agent_run.get('durationMs')} ms"
+    return _("agent {exit} after {ms} ms").format(exit=exit_phrase(agent_run.get("exitCode")), ms=agent_run.get("durationMs"))
 
 
 def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
@@ -64,10 +65,12 @@ def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdi
     tail = [ln.strip() for ln in str(agent_run.get("outputTail") or "").splitlines()
             if ln.strip() and not ln.startswith(("[exit] ", "===== spawn:"))]  # our own log framing
     line = agent_run.get("fatalLine") or (tail[-1][:300] if tail else "")
-    report = f"; report-{verdict['round']} ({verdict['mdPath']})" if verdict else ""
-    return (f"agent failed: {exit_phrase(agent_run.get('exitCode'))} after {agent_run.get('durationMs')} ms"
-            + (f", it said: {line}" if line else ", no output")
-            + f" (log {log_file}{report}); no rework round was spent — fix the agent's setup and rework the task")
+    report = _("; report-{round} ({path})").format(round=verdict["round"], path=verdict["mdPath"]) if verdict else ""
+    said = _("it said: {line}").format(line=line) if line else _("no output")
+    return _("agent failed: {exit} after {ms} ms, {said} (log {log}{report}); no rework round was spent — fix the "
+             "agent's setup and rework the task").format(exit=exit_phrase(agent_run.get("exitCode")),
+                                                         ms=agent_run.get("durationMs"), said=said, log=log_file,
+                                                         report=report)
 
 
 def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: dict[str, Any]) -> None:
@@ -97,11 +100,11 @@ def _cancel_marker(task_id: str) -> dict[str, Any] | None:
 def _end_killed(task_id: str) -> State:
     marker = _cancel_marker(task_id) or {}
     if marker.get("source") == "shutdown":
-        msg = "server exited; the agent process was terminated"
+        msg = _("server exited; the agent process was terminated")
         _finish(task_id, "interrupted", msg, "interrupted", abortSource="shutdown")
         return Cancelled(name=INTERRUPTED, message=msg)
     reason = marker.get("reason")
-    msg = "cancelled" + (f": {reason}" if reason else "")
+    msg = _("cancelled") + (_(": {reason}").format(reason=reason) if reason else "")
     _finish(task_id, "cancelled", msg, "cancelled", abortSource="user")
     return Cancelled(message=msg)
 
@@ -114,11 +117,13 @@ def _dry_run(task_id: str) -> State:
     fields = {"dryRun": True, "dryRunReportMd": out["files"]["md"], "dryRunReportJson": out["files"]["json"],
               "dryRunPlanDoc": out["planDoc"]}
     if out["ready"]:
-        msg = (f"dry run {n} (dry-run-report-{n}): {out['message']}. No agent ran and the project was not "
-               f"changed; submit the task without dryRun to dispatch it. Report {out['files']['md']}")
+        msg = _("dry run {n} (dry-run-report-{n}): {message}. No agent ran and the project was not changed; submit "
+                "the task without dryRun to dispatch it. Report {path}").format(n=n, message=out["message"],
+                                                                                path=out["files"]["md"])
         _finish(task_id, "succeeded", msg, **fields)
         return Completed(name=SUCCEEDED, message=msg)
-    msg = f"dry run {n} (dry-run-report-{n}) found what would block the task: {out['message']}. Report {out['files']['md']}"
+    msg = _("dry run {n} (dry-run-report-{n}) found what would block the task: {message}. Report {path}").format(
+        n=n, message=out["message"], path=out["files"]["md"])
     _finish(task_id, "needs_attention", msg, "verify_failed", **fields)
     return Failed(name=NEEDS_ATTENTION, message=msg)
 
@@ -164,7 +169,8 @@ def run_task_flow(
             try:
                 project_path = enter_remote(task_id, remote)
             except TianshuError as exc:
-                msg = f"the remote repository could not be prepared, the agent was not started: {exc.render()}"
+                msg = _("the remote repository could not be prepared, the agent was not started: {error}").format(
+                    error=exc.render())
                 _finish(task_id, "failed", msg, remote_error_type(exc))
                 state = Failed(message=msg)
         if state is None:
@@ -194,7 +200,7 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     try:
         work = open_workspace(task_id, project_path, meta)  # project_path itself unless isolation is worktree
     except TianshuError as exc:
-        msg = f"the task's worktree could not be made, the agent was not started: {exc.render()}"
+        msg = _("the task's worktree could not be made, the agent was not started: {error}").format(error=exc.render())
         _finish(task_id, "needs_attention", msg, "git_failed" if exc.code.value == "GIT_FAILED" else "setup_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
     guard_run(task_id, work)
@@ -206,17 +212,17 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     if auto_verify:
         problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir)
         if problem:
-            msg = f"acceptance configuration is broken, the agent was not started: {problem}"
+            msg = _("acceptance configuration is broken, the agent was not started: {problem}").format(problem=problem)
             _finish(task_id, "needs_attention", msg, "verify_failed")
             return Failed(name=NEEDS_ATTENTION, message=msg)
     try:
         baseline = capture_baseline_task(task_id, project_path, work)
     except GitFailed as exc:
-        msg = f"the git baseline could not be captured, the agent was not started: {exc.render()}"
+        msg = _("the git baseline could not be captured, the agent was not started: {error}").format(error=exc.render())
         _finish(task_id, "needs_attention", msg, "git_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
     if auto_verify and (problem := freeze_visual(tdir, work)):
-        msg = f"the visual snapshot cannot be read, the agent was not started: {problem}"
+        msg = _("the visual snapshot cannot be read, the agent was not started: {problem}").format(problem=problem)
         _finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=True)
         return Failed(name=NEEDS_ATTENTION, message=msg)
     rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
@@ -241,8 +247,9 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     while True:
         if _cancel_marker(task_id):
             return _end_killed(task_id)
-        record(task_id, phase="running", lastMessage=f"round {rnd}: agent running")
-        st.event(task_id, "started", "running", f"round {rnd}: agent running")
+        running = _("round {round}: agent running").format(round=rnd)
+        record(task_id, phase="running", lastMessage=running)
+        st.event(task_id, "started", "running", running)
         result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback, answer)
         answer = None
         record(task_id, logFile=result.get("logFile"), agentExitCode=result.get("exitCode"),
@@ -257,8 +264,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         if result.get("question") and meta.get("remoteCommit"):
             # a suspended remote run may resume on another worker, which has neither the question
             # nor the answer's handoff: end the task with the question instead of waiting
-            msg = (f"the agent asked (round {rnd}): {str(result['question'])[:1500]} — a remote task cannot wait for an "
-                   "answer yet; rework it with the answer as feedback")
+            msg = _("the agent asked (round {round}): {question} — a remote task cannot wait for an answer yet; rework "
+                    "it with the answer as feedback").format(round=rnd, question=str(result["question"])[:1500])
             _finish(task_id, "needs_attention", msg, "needs_user_unsupported", roundsUsed=rnd + 1)
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if result.get("question"):
@@ -266,16 +273,20 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             ask_user(task_id, rnd, result["question"], next_feedback, result.get("questionKind"))  # suspends the flow run
         if result.get("hardFailure"):
             etype = result.get("errorType") or "spawn"
-            what = "the agent's connection was lost" if etype == "cdp_disconnected" else "agent could not start"
-            msg = f"{what}: {result.get('error')}" + (f" (log {result['logFile']})" if result.get("logFile") else "")
+            what = (_("the agent's connection was lost: {error}") if etype == "cdp_disconnected"
+                    else _("agent could not start: {error}")).format(error=result.get("error"))
+            msg = what + (_(" (log {log})").format(log=result["logFile"]) if result.get("logFile") else "")
             if etype == "setup_failed":
-                _finish(task_id, "needs_attention", f"setup failed: {result.get('error')}", "setup_failed")
-                return Failed(name=NEEDS_ATTENTION, message=f"setup failed: {result.get('error')}")
+                setup = _("setup failed: {error}").format(error=result.get("error"))
+                _finish(task_id, "needs_attention", setup, "setup_failed")
+                return Failed(name=NEEDS_ATTENTION, message=setup)
             _finish(task_id, "failed", msg, etype)
             return Failed(message=msg)
         if result.get("timeout"):
-            msg = (f"agent timed out after {task_timeout_ms} ms; its process tree was killed (log {result.get('logFile')})"
-                   if result.get("errorType") != "idle_timeout" else f"{result.get('error')} (log {result.get('logFile')})")
+            msg = (_("agent timed out after {ms} ms; its process tree was killed (log {log})").format(
+                       ms=task_timeout_ms, log=result.get("logFile"))
+                   if result.get("errorType") != "idle_timeout"
+                   else _("{error} (log {log})").format(error=result.get("error"), log=result.get("logFile")))
             _finish(task_id, "failed", msg, "idle_timeout" if result.get("errorType") == "idle_timeout" else "timeout",
                     abortSource="timeout", roundsUsed=rnd + 1)
             st.event(task_id, "timeout_killed", "failed", msg)
@@ -286,12 +297,13 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
                 msg = _agent_failed_message(agent_run, result.get("logFile"))
                 _finish(task_id, "failed", msg, "agent_failed", roundsUsed=rnd + 1)
                 return Failed(message=msg)
-            msg = f"done: agent exited 0 in {result.get('durationMs')} ms (verification off). Log {result.get('logFile')}"
+            msg = _("done: agent exited 0 in {ms} ms (verification off). Log {log}").format(
+                ms=result.get("durationMs"), log=result.get("logFile"))
             _finish(task_id, "succeeded", msg, roundsUsed=rnd + 1)
             return Completed(name=SUCCEEDED, message=msg)
 
-        record(task_id, phase="verify_start", lastMessage=f"round {rnd}: verifying")
-        st.event(task_id, "verify_start", "verify_start", f"round {rnd}: verification started")
+        record(task_id, phase="verify_start", lastMessage=_("round {round}: verifying").format(round=rnd))
+        st.event(task_id, "verify_start", "verify_start", _("round {round}: verification started").format(round=rnd))
         verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=agent_run)
         record(
             task_id,
@@ -305,7 +317,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             changedFiles=verdict["changedFiles"],
             diffstat=verdict["diffstat"],
         )
-        st.event(task_id, "verify_round", "verify_start", f"round {rnd}: {'passed' if verdict['passed'] else 'failed'}")
+        st.event(task_id, "verify_round", "verify_start",
+                 (_("round {round}: passed") if verdict["passed"] else _("round {round}: failed")).format(round=rnd))
         if meta.get("remoteCommit"):
             publish_record(task_id)  # a remote task's caller sees the round's report while the task goes on
         logger.info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict["passed"] else "failed",
@@ -319,23 +332,25 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             _finish(task_id, "failed", msg, "agent_failed")
             return Failed(message=msg)
         if verdict["blockingIssues"]:
-            issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-            msg = f"verification blocked (report-{verdict['round']}; {_agent_note(agent_run)}): {issues}"
+            issues = _("; ").join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
+            msg = _("verification blocked (report-{round}; {agent}): {issues}").format(
+                round=verdict["round"], agent=_agent_note(agent_run), issues=issues)
             _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]),
                     **({"pendingVisualVerification": True} if verdict.get("visualBlocked") else {}))
             return Failed(name=NEEDS_ATTENTION, message=msg)
         if verdict["passed"]:
-            msg = (f"verification passed (report-{verdict['round']}, {rnd + 1} agent round(s); {_agent_note(agent_run)}). "
-                   f"{verdict['message']}")
+            msg = _("verification passed (report-{round}, {n} agent round(s); {agent}). {message}").format(
+                round=verdict["round"], n=rnd + 1, agent=_agent_note(agent_run), message=verdict["message"])
             _finish(task_id, "succeeded", msg)
             return Completed(name=SUCCEEDED, message=msg)
         if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
-            record(task_id, phase="fixing", lastMessage=f"round {rnd} failed verification; rework round {rnd + 1}")
+            record(task_id, phase="fixing", lastMessage=_("round {round} failed verification; rework round {next}").format(
+                round=rnd, next=rnd + 1))
             logger.info("round %s failed verification (%s); automatic rework round %s", rnd,
                         ", ".join(verdict["failedChecks"]) or "see the report", rnd + 1)
             emit(
                 task_id, "rework_triggered", "fixing",
-                f"round {rnd} failed verification, automatic rework round {rnd + 1}",
+                _("round {round} failed verification, automatic rework round {next}").format(round=rnd, next=rnd + 1),
                 {"round": rnd + 1, "mode": "auto", "failedChecks": verdict["failedChecks"]},
             )
             try:
@@ -343,19 +358,21 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
                     task_id, verdict["round"], verdict["jsonPath"], verdict["mdPath"]
                 )
             except Exception as exc:  # noqa: BLE001 - an unreadable report ends the task, coded
-                msg = f"internal error writing the repair plan: {exc}"
+                msg = _("internal error writing the repair plan: {error}").format(error=exc)
                 _finish(task_id, "failed", msg, "internal")
                 return Failed(message=msg)
             next_feedback = plan["feedback"]
             rnd += 1
             continue
         if auto_fix_rounds == 0:
-            msg = (f"verification failed (report-{verdict['round']}; {_agent_note(agent_run)}); automatic rework is off. "
-                   f"Use manage_task(action=\"rework\") or read the report. {verdict['message']}")
+            msg = _("verification failed (report-{round}; {agent}); automatic rework is off. Use "
+                    "manage_task(action=\"rework\") or read the report. {message}").format(
+                round=verdict["round"], agent=_agent_note(agent_run), message=verdict["message"])
             _finish(task_id, "failed", msg, "verify_failed")
             return Failed(message=msg)
-        msg = (f"verification failed (report-{verdict['round']}; {_agent_note(agent_run)}); the {auto_fix_rounds} "
-               f"automatic rework round(s) are used up ({rnd + 1} agent rounds in total). Human attention suggested. "
-               f"{verdict['message']}")
+        msg = _("verification failed (report-{round}; {agent}); the {max} automatic rework round(s) are used up ({n} "
+                "agent rounds in total). Human attention suggested. {message}").format(
+            round=verdict["round"], agent=_agent_note(agent_run), max=auto_fix_rounds, n=rnd + 1,
+            message=verdict["message"])
         _finish(task_id, "needs_attention", msg)
         return Failed(name=NEEDS_ATTENTION, message=msg)

@@ -23,6 +23,7 @@ from ..acceptance.git import Baseline, GitFailed, capture_baseline, resolve_comm
 from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.i18n import _
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
@@ -54,12 +55,12 @@ def verify_baseline(record_id: str, project_path: str, target_task_id: str | Non
     elif baseline_ref:
         sha = resolve_commit(project_path, baseline_ref)
         if sha is None:
-            raise ValueError(f"baselineRef '{baseline_ref}' is not a commit of {project_path}")
+            raise ValueError(_("baselineRef '{ref}' is not a commit of {path}").format(ref=baseline_ref, path=project_path))
         data = baseline_at(project_path, baseline_ref, sha)
     else:
         data = capture_baseline(project_path).to_json()
     if not isinstance(data, dict):
-        raise ValueError("the baseline to verify against is missing")
+        raise ValueError(_("the baseline to verify against is missing"))
     atomic_write_json(st.dir(record_id) / "baseline.json", data)
     return data
 
@@ -88,7 +89,7 @@ def verify_flow(
         try:  # a worktree task is judged in its worktree, re-opened from its branch
             work = open_workspace(target_task_id, project_path, target)
         except TianshuError as exc:
-            msg = f"verification not run: the task's worktree could not be re-opened: {exc.render()}"
+            msg = _("verification not run: the task's worktree could not be re-opened: {error}").format(error=exc.render())
             record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None, errorType="git_failed")
             return Failed(name=NEEDS_ATTENTION, message=msg)
     try:
@@ -111,7 +112,7 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
         baseline = verify_baseline(record_id, project_path, target_task_id, baseline_ref)
     except (ValueError, GitFailed) as exc:
         text = exc.render() if isinstance(exc, GitFailed) else str(exc)
-        msg = f"verification not run: {text}"
+        msg = _("verification not run: {error}").format(error=text)
         record(record_id, lastMessage=msg, finishedAt=utc_now(), phase=None,
                errorType="git_failed" if isinstance(exc, GitFailed) else "verify_failed")
         return Failed(name=NEEDS_ATTENTION, message=msg)
@@ -131,9 +132,14 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
     )
     if target_task_id:
         record(target_task_id, **details)
-        st.event(target_task_id, "verify_round", "verify_start", f"manual verification report-{verdict['round']}: {outcome}")
+        st.event(target_task_id, "verify_round", "verify_start",
+                 (_("manual verification report-{round}: passed") if verdict["passed"]
+                  else _("manual verification report-{round}: failed")).format(round=verdict["round"]))
     blocked = bool(verdict["blockingIssues"])
-    msg = (f"verification {'blocked' if blocked else outcome} (report-{verdict['round']}): {verdict['message']}")
+    msg = (_("verification blocked (report-{round}): {message}") if blocked
+           else _("verification passed (report-{round}): {message}") if verdict["passed"]
+           else _("verification failed (report-{round}): {message}")).format(round=verdict["round"],
+                                                                            message=verdict["message"])
     record(record_id, **details, lastMessage=msg, finishedAt=utc_now(), phase=None,
            errorType=(None if verdict["passed"] else blocked_error_type(verdict["blockingIssues"])),
            summary=verdict["summary"])
@@ -156,8 +162,8 @@ def reverify_flow(project_path: str) -> State:
     from ..core.paths import project_key, serial_key
 
     if not os.path.isdir(project_path):
-        return Failed(message=f"{project_path} no longer exists; remove its schedule with "
-                              f"`tianshu-mcp schedule remove {project_path}`")
+        return Failed(message=_("{path} no longer exists; remove its schedule with "
+                                "`tianshu-mcp schedule remove {path}`").format(path=project_path))
     record_id = new_verify_id()
     st = store()
     key = project_key(project_path)

@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect.states import Completed, Failed, State
 
+from ..core.i18n import _
 from ..tasks.common import record, store
 from ..tasks.repair import write_repair_plan
 from ..tasks.verify import run_verify_round
@@ -37,29 +38,34 @@ def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: 
     st = store()
     if not (st.read(task_id) or {}).get("pendingVisualVerification"):
         return None
-    record(task_id, phase="verify_start", lastMessage=f"round {rnd}: re-verifying the agent's work after a visual block")
-    st.event(task_id, "verify_start", "verify_start", f"round {rnd}: re-verification (pendingVisualVerification)")
+    record(task_id, phase="verify_start",
+           lastMessage=_("round {round}: re-verifying the agent's work after a visual block").format(round=rnd))
+    st.event(task_id, "verify_start", "verify_start",
+             _("round {round}: re-verification (pendingVisualVerification)").format(round=rnd))
     verdict = run_verify_round(f"reverify-round-{rnd}", task_id, rnd, baseline)
     record(task_id, reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
            reportRound=verdict["round"], verificationSource="auto",
            latestVerificationVerdict="passed" if verdict["passed"] else "failed")
     st.event(task_id, "verify_round", "verify_start",
-             f"round {rnd} re-verification: {'passed' if verdict['passed'] else 'failed'}")
+             (_("round {round} re-verification: passed") if verdict["passed"]
+              else _("round {round} re-verification: failed")).format(round=rnd))
     if verdict["blockingIssues"]:
-        issues = "; ".join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-        msg = f"re-verification still blocked (report-{verdict['round']}): {issues}"
+        issues = _("; ").join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
+        msg = _("re-verification still blocked (report-{round}): {issues}").format(round=verdict["round"], issues=issues)
         finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=bool(verdict.get("visualBlocked")))
         return Failed(name=NEEDS_ATTENTION, message=msg)
     record(task_id, pendingVisualVerification=None)
     if verdict["passed"] and feedback and feedback.strip():
         return ""  # the work passes as it stands; the agent round runs for the caller's feedback
     if verdict["passed"]:
-        msg = f"re-verification passed (report-{verdict['round']}; no agent round spent). {verdict['message']}"
+        msg = _("re-verification passed (report-{round}; no agent round spent). {message}").format(
+            round=verdict["round"], message=verdict["message"])
         finish(task_id, "succeeded", msg)
         return Completed(name=SUCCEEDED, message=msg)
     if rnd > auto_fix_rounds:
-        msg = (f"re-verification failed (report-{verdict['round']}) and no rework round is left "
-               f"({rnd} used, autoFixRounds {auto_fix_rounds}). {verdict['message']}")
+        msg = _("re-verification failed (report-{round}) and no rework round is left ({n} used, autoFixRounds "
+                "{max}). {message}").format(round=verdict["round"], n=rnd, max=auto_fix_rounds,
+                                            message=verdict["message"])
         finish(task_id, "failed", msg, "verify_failed")
         return Failed(message=msg)
     plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{verdict['round']}")(

@@ -53,7 +53,7 @@ def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
         try:
             record(task_id, finalStatus="cancelled", lastMessage=_(DELETED_MESSAGE), errorType="cancelled",
                    abortSource="ui", finishedAt=utc_now(), phase=None)
-            store().event(task_id, "cancelled", "cancelled", DELETED_MESSAGE)
+            store().event(task_id, "cancelled", "cancelled", _(DELETED_MESSAGE))
         finally:
             os._exit(0)
 
@@ -72,7 +72,7 @@ def watch_flow_run(task_id: str, interval_s: float = 1.0) -> bool:
                 except Exception:  # noqa: BLE001 - the API is briefly unreachable: look again
                     continue
                 if run.state is not None and run.state.type.value in ("CANCELLING", "CANCELLED"):
-                    request_cancel(tdir, "ui", "cancelled in the Prefect UI")
+                    request_cancel(tdir, "ui", _("cancelled in the Prefect UI"))
                     kill_descendants()
                     return
 
@@ -97,4 +97,5 @@ def guard_run(record_id: str, project_path: str) -> None:
     watch_flow_run(record_id)
     killed = claim_project(f"{home_tag()}/{serial_key(project_path)}")
     if killed:
-        store().event(record_id, "note", "running", f"project gate: {killed} leftover process(es) of the previous run killed")
+        store().event(record_id, "note", "running",
+                      _("project gate: {n} leftover process(es) of the previous run killed").format(n=killed))

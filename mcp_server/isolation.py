@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from ..core.taskstore import utc_now
 from .remote import refuse_remote
 
@@ -32,12 +33,13 @@ def resolve_isolation(args: dict[str, Any], registered: dict[str, Any], norm: st
     """
     mode = args.get("isolation") or registered.get("isolation") or "inplace"
     if mode not in MODES:
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"projects.json: the entry of {norm} has isolation {mode!r}; "
-                           f"use one of {', '.join(MODES)}")
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("projects.json: the entry of {path} has isolation {mode}; use "
+                                                       "one of {modes}").format(path=norm, mode=repr(mode),
+                                                                                modes=", ".join(MODES)))
     limit = registered.get("worktreeParallel")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 32):
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"projects.json: the entry of {norm} has worktreeParallel "
-                           f"{limit!r}; use an integer 1..32")
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("projects.json: the entry of {path} has worktreeParallel "
+                                                       "{limit}; use an integer 1..32").format(path=norm, limit=repr(limit)))
     if mode == "worktree":
         from ..tasks.worktree import repo_top
 
@@ -63,30 +65,34 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
     task = view.task
     if task.get("mergeCommit"):  # merged before: the same answer again, nothing done
         merged = {"branch": task.get("resultBranch"), "mergeCommit": task["mergeCommit"], "alreadyMerged": True}
-        return merged, f"task {task_id}: {merged['branch']} was merged already, as {task['mergeCommit']}."
+        return merged, _("task {taskId}: {branch} was merged already, as {commit}.").format(
+            taskId=task_id, branch=merged["branch"], commit=task["mergeCommit"])
     refuse_remote(task, "merge")
     if task.get("isolation") != "worktree":
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} ran in the project's own work tree "
-                           "(isolation inplace): its changes are already there, there is nothing to merge")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} ran in the project's own work tree (isolation "
+                                                      "inplace): its changes are already there, there is nothing to "
+                                                      "merge").format(taskId=task_id))
     if view.status != "succeeded":
         branch = task.get("resultBranch")
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} is {view.status}; only a succeeded task's branch is "
-                           "merged by manage_task" + (f" (its branch {branch} can still be merged by hand with git merge)"
-                                                      if branch else ""))
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} is {status}; only a succeeded task's branch is merged by "
+                                                      "manage_task").format(taskId=task_id, status=view.status)
+                           + (_(" (its branch {branch} can still be merged by hand with git merge)").format(branch=branch)
+                              if branch else ""))
     busy = _inplace_editor(service, task["projectPath"], task_id)
     if busy:
-        raise TianshuError(ErrorCode.INVALID_STATE, f"task {busy} is working in {task['projectPath']} itself "
-                           "(isolation inplace); merge when it has finished")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("task {busy} is working in {path} itself (isolation inplace); "
+                                                      "merge when it has finished").format(busy=busy,
+                                                                                           path=task["projectPath"]))
     brief = str(task.get("task") or "").strip().splitlines()
     message = f"Merge {task.get('resultBranch')} (tianshu task {task_id})" + (f": {brief[0][:60]}" if brief else "")
     merged = await anyio.to_thread.run_sync(merge_result, service.runtime.home, task["projectPath"], task_id, message)
     service.store.update(task_id, mergeCommit=merged["mergeCommit"], mergedAt=utc_now())
     service.store.event(task_id, "note", view.status, f"merged {merged['branch']}"
                         + (f" as {merged['mergeCommit'][:12]}" if merged["mergeCommit"] else " (already merged)"))
-    text = (f"task {task_id}: {merged['branch']} "
-            + (f"merged into {task['projectPath']} as {merged['mergeCommit']}" if merged["mergeCommit"]
-               else f"was already part of {task['projectPath']}'s branch")
-            + "; the merged branch was deleted.")
+    text = (_("task {taskId}: {branch} merged into {path} as {commit}; the merged branch was deleted.")
+            if merged["mergeCommit"] else
+            _("task {taskId}: {branch} was already part of {path}'s branch; the merged branch was deleted.")).format(
+        taskId=task_id, branch=merged["branch"], path=task["projectPath"], commit=merged["mergeCommit"])
     return merged, text
 
 

@@ -26,6 +26,7 @@ import anyio
 from ..acceptance.git import run_git
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from ..core.paths import SafeProject
 from ..core.projects import ProjectRegistry
 from ..core.remotes import CALLER_KEYS, LOCAL_POOL, check_pool, check_ref, check_repo_url, repo_key
@@ -69,15 +70,18 @@ def remote_target(args: dict[str, Any], home: Any, project: SafeProject | None) 
     url = args.get("repoUrl") or entry.get("repoUrl") or (_origin(norm) if norm else None)
     if not url:
         raise TianshuError(ErrorCode.INVALID_ARGUMENT,
-                           f"a task for work pool {pool!r} runs where {args.get('projectPath') or 'the caller'} cannot be "
-                           "seen: give repoUrl (a git remote the worker can clone), or set repoUrl in the project's "
-                           "projects.json entry, or give the repository a remote 'origin'")
+                           _("a task for work pool {pool} runs where {path} cannot be seen: give repoUrl (a git remote "
+                             "the worker can clone), or set repoUrl in the project's projects.json entry, or give the "
+                             "repository a remote 'origin'").format(pool=repr(pool),
+                                                                    path=args.get("projectPath") or _("the caller")))
     if args.get("dryRun") is True:
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "dryRun is not available for a remote task yet (the worker would "
-                           "inspect its clone, not the ref); run the dry run on a checkout with projectPath")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("dryRun is not available for a remote task yet (the worker "
+                                                         "would inspect its clone, not the ref); run the dry run on a "
+                                                         "checkout with projectPath"))
     if args.get("isolation") == "inplace":
-        raise TianshuError(ErrorCode.INVALID_ARGUMENT, "isolation \"inplace\" is not possible for a remote task: the "
-                           "worker works in a worktree of its own clone and pushes the result branch")
+        raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("isolation \"inplace\" is not possible for a remote task: the "
+                                                         "worker works in a worktree of its own clone and pushes the "
+                                                         "result branch"))
     url = check_repo_url(str(url))
     parallel = entry.get("worktreeParallel") if isinstance(entry.get("worktreeParallel"), int) else None
     return RemoteTarget(url, check_ref(str(args.get("ref") or "HEAD")), pool, repo_key(url), parallel)
@@ -116,7 +120,8 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
 
         agent = resolve_agent(agent_id, home)
         if not agent.ok:
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"agent '{agent_id}' is not available: {agent.message}")
+            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("agent '{agentId}' is not available: {message}").format(
+                agentId=agent_id, message=agent.message))
         agent_id = agent.id
     cfg = load_config(home)
     timeout_ms = int(args.get("taskTimeoutMs") or cfg.default_task_timeout_ms)
@@ -163,9 +168,11 @@ def refuse_remote(task: dict[str, Any], action: str) -> None:
     if not task.get("workPool"):
         return
     branch = task.get("resultBranch") or f"tianshu/{task['taskId']}"
-    where = f"task {task['taskId']} ran on a worker of pool {task['workPool']}"
+    names = {"taskId": task["taskId"], "pool": task["workPool"], "branch": branch, "url": task.get("repoUrl")}
     if action == "merge":
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{where}: its result is the branch {branch} pushed to "
-                           f"{task.get('repoUrl')}; merge it there (git fetch origin {branch} && git merge FETCH_HEAD)")
-    raise TianshuError(ErrorCode.INVALID_STATE, f"{where} and its worktree lives there; verify its pushed branch by "
-                       "projectPath in a checkout, or rework it (the worker verifies every round)")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} ran on a worker of pool {pool}: its result is the "
+                                                      "branch {branch} pushed to {url}; merge it there (git fetch "
+                                                      "origin {branch} && git merge FETCH_HEAD)").format(**names))
+    raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} ran on a worker of pool {pool} and its worktree lives "
+                                                  "there; verify its pushed branch by projectPath in a checkout, or "
+                                                  "rework it (the worker verifies every round)").format(**names))

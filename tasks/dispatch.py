@@ -14,6 +14,7 @@ from ..adapters.prompts import PromptClassifier
 from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
 from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.i18n import _
 from ..core.procs import kill_recorded, save_record
 from ..core.reaper import reap_orphans
 from ..core.settings import data_home
@@ -65,13 +66,16 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
         answer=answer,
         model=meta.get("model"),
     )
-    emit(task_id, "task_dispatched", "running", f"round {round}: brief handed to {agent.id}",
+    emit(task_id, "task_dispatched", "running",
+         _("round {round}: brief handed to {agentId}").format(round=round, agentId=agent.id),
          {"round": round, "agentId": agent.id})
     profile = agent.profile
     assert profile is not None  # an ok agent has its profile
     if ctx.model and profile.driver != "gui":  # said, not silently dropped
-        emit(task_id, "note", "running", f"round {round}: the model hint '{ctx.model}' is not used: a "
-             f"{profile.driver} agent runs the model its profile sets", {"round": round, "model": ctx.model})
+        emit(task_id, "note", "running",
+             _("round {round}: the model hint '{model}' is not used: a {driver} agent runs the model its profile "
+               "sets").format(round=round, model=ctx.model, driver=profile.driver),
+             {"round": round, "model": ctx.model})
     driver = driver_for(profile)
     events = RoundEvents(task_id)
     hooks = RoundHooks(should_stop=stop_probe(tdir), on_start=lambda rec: save_record(proc_file, rec),

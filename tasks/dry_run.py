@@ -18,6 +18,7 @@ from ..acceptance.dry_run import (acceptance_preflight, check_plan, finding, git
 from ..adapters.cli import AgentRunContext, build_invocation
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError
+from ..core.i18n import _
 from ..core.settings import data_home, load_config
 from ..core.taskstore import utc_now
 from .common import store
@@ -34,7 +35,8 @@ def agent_preview(meta: dict[str, Any], home: Path) -> tuple[dict[str, Any], lis
         return {"id": agent_id, "ok": False, "message": exc.render()}, [finding("error", "agent_unavailable", exc.render())]
     if not agent.ok or agent.profile is None:
         return ({"id": agent_id, "ok": False, "message": agent.message},
-                [finding("error", "agent_unavailable", f"agent '{agent_id}' is not usable: {agent.message}")])
+                [finding("error", "agent_unavailable", _("agent '{agentId}' is not usable: {message}").format(
+                    agentId=agent_id, message=agent.message))])
     with tempfile.TemporaryDirectory(prefix="tianshu-dry-run-") as scratch:
         ctx = AgentRunContext(task_id=meta["taskId"], project_path=meta["projectPath"], task_dir=Path(scratch),
                               round=0, task=meta.get("task", ""), context=meta.get("context"),
@@ -43,7 +45,7 @@ def agent_preview(meta: dict[str, Any], home: Path) -> tuple[dict[str, Any], lis
             inv = build_invocation(ctx, agent)
         except (OSError, ValueError) as exc:
             return ({"id": agent.id, "ok": False, "message": str(exc)},
-                    [finding("error", "agent_unavailable", f"the invocation cannot be built: {exc}")])
+                    [finding("error", "agent_unavailable", _("the invocation cannot be built: {error}").format(error=exc))])
         argv = [a if a != inv.prompt else f"<prompt: {len(inv.prompt)} chars>" for a in inv.argv]
         argv = [a.replace(scratch, "<task dir>") for a in argv]
     return {"id": agent.id, "ok": True, "message": agent.message, "argv": argv, "cwd": inv.cwd,
@@ -82,7 +84,9 @@ def dry_run_task(task_id: str) -> dict[str, Any]:
     logger = get_run_logger()
     for f in findings:
         logger.info("dry run: [%s] %s: %s", f["severity"], f["code"], f["message"])
-    summary = (f"{len(errors)} error(s): " + "; ".join(f"[{f['code']}] {f['message']}" for f in errors[:5]) if errors
-               else f"ready: {len(acceptance.get('checks') or [])} check(s) would run"
-               + (f", {len(warnings)} warning(s): " + ", ".join(f["code"] for f in warnings) if warnings else ""))
+    summary = (_("{n} error(s): {errors}").format(
+                   n=len(errors), errors=_("; ").join(f"[{f['code']}] {f['message']}" for f in errors[:5])) if errors
+               else _("ready: {n} check(s) would run").format(n=len(acceptance.get("checks") or []))
+               + (_(", {n} warning(s): {codes}").format(n=len(warnings), codes=", ".join(f["code"] for f in warnings))
+                  if warnings else ""))
     return {"number": number, "ready": not errors, "files": files, "planDoc": plan["path"] if plan else None, "message": summary}

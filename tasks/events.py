@@ -27,6 +27,7 @@ from typing import Any, Self
 
 from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
 from ..core.childenv import scrub
+from ..core.i18n import _
 from .common import store
 
 log = logging.getLogger("tianshu_mcp")
@@ -184,7 +185,8 @@ class ChangeWatch(_Watch):
         self._sent = True
         changed = sorted({row[0] for row in now ^ self._start})
         self.events.send("file_modification_started",
-                         f"round {self.round}: the agent started changing files ({', '.join(changed[:5])})",
+                         _("round {round}: the agent started changing files ({files})").format(
+                             round=self.round, files=", ".join(changed[:5])),
                          {"round": self.round, "files": changed[:20]})
         return True
 
@@ -242,7 +244,8 @@ class PromptWatch(_Watch):
             if kind is None or kind in self._sent:
                 continue
             self._sent.add(kind)
-            what = "asks to log in / authorize" if kind == AUTHORIZATION else "shows a confirmation prompt"
+            said = (_("round {round}: the agent asks to log in / authorize: {line}") if kind == AUTHORIZATION
+                    else _("round {round}: the agent shows a confirmation prompt: {line}"))
             quoted = line[:QUOTE_CHARS]
-            self.events.send(kind, f"round {self.round}: the agent {what}: {quoted}", {"round": self.round, "line": quoted})
+            self.events.send(kind, said.format(round=self.round, line=quoted), {"round": self.round, "line": quoted})
         return len(self._sent) == 2  # both said: nothing more to look for

@@ -23,6 +23,7 @@ from filelock import FileLock
 
 from ..acceptance.git import GitResult, run_git
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from ..core.remotes import repo_key
 
 NETWORK_TIMEOUT_MS = 600_000
@@ -52,12 +53,15 @@ def _refused(what: str, url: str, r: GitResult) -> TianshuError:
     text = said.lower()
     if r.timed_out:
         return TianshuError(ErrorCode.REMOTE_UNAVAILABLE,
-                            f"git {what} of {url} did not finish within {NETWORK_TIMEOUT_MS // 1000} s")
+                            _("git {what} of {url} did not finish within {s} s").format(
+                                what=what, url=url, s=NETWORK_TIMEOUT_MS // 1000))
     if any(w in text for w in _AUTH_WORDS):
         return TianshuError(ErrorCode.REMOTE_AUTH_FAILED,
-                            f"git {what} of {url} needs credentials this worker does not have (give them to the "
-                            f"worker's environment: a credential helper, an SSH key or GIT_ASKPASS); git said: {said[:600]}")
-    return TianshuError(ErrorCode.REMOTE_UNAVAILABLE, f"git {what} of {url} failed; git said: {said[:600]}")
+                            _("git {what} of {url} needs credentials this worker does not have (give them to the "
+                              "worker's environment: a credential helper, an SSH key or GIT_ASKPASS); git said: "
+                              "{said}").format(what=what, url=url, said=said[:600]))
+    return TianshuError(ErrorCode.REMOTE_UNAVAILABLE,
+                        _("git {what} of {url} failed; git said: {said}").format(what=what, url=url, said=said[:600]))
 
 
 def sync_clone(home: Path, repo_url: str, ref: str, task_id: str) -> tuple[str, str]:
@@ -114,7 +118,8 @@ def _resolve(path: Path, ref: str, url: str) -> str:
         r = run_git(["rev-parse", "--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}"], path)
         if r.status == 0 and r.stdout.strip():
             return r.stdout.strip()
-    raise TianshuError(ErrorCode.REF_NOT_FOUND, f"ref {ref!r} names no branch, tag or commit of {url}")
+    raise TianshuError(ErrorCode.REF_NOT_FOUND,
+                       _("ref {ref} names no branch, tag or commit of {url}").format(ref=repr(ref), url=url))
 
 
 def push_result(clone: str, branch: str, repo_url: str) -> None:

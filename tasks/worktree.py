@@ -44,6 +44,7 @@ from ..acceptance.git import (
 )
 from ..core.errors import ErrorCode, TianshuError
 from ..core.gate import kill_project_processes
+from ..core.i18n import _
 from ..core.paths import norm_path, project_key
 from ..core.settings import home_tag
 
@@ -103,23 +104,26 @@ def repo_top(project: str) -> tuple[str, str]:
     r = run_git(["rev-parse", "--show-toplevel"], project)
     if not r.ok or not r.stdout.strip():
         raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
-                           f"isolation \"worktree\" needs a git repository; {project} is not in one "
-                           f"(git said: {(r.stderr.strip() or 'nothing')[:300]}). Use isolation \"inplace\" or git init it")
+                           _("isolation \"worktree\" needs a git repository; {project} is not in one (git said: "
+                             "{said}). Use isolation \"inplace\" or git init it").format(
+                               project=project, said=(r.stderr.strip() or "nothing")[:300]))
     top = os.path.realpath(r.stdout.strip())
     if not run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], project).ok:
         raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
-                           f"isolation \"worktree\" starts from the project's HEAD commit, and {top} has no commit yet; "
-                           "commit once (or use isolation \"inplace\")")
+                           _("isolation \"worktree\" starts from the project's HEAD commit, and {top} has no commit "
+                             "yet; commit once (or use isolation \"inplace\")").format(top=top))
     rel = os.path.relpath(os.path.realpath(project), top).replace(os.sep, "/")
     rel = "" if rel == "." else rel
     if rel and not run_git(["cat-file", "-e", f"HEAD:{rel}"], top).ok:
         raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
-                           f"{project} is not part of {top}'s HEAD commit (a new or untracked directory), so a worktree "
-                           "from HEAD would not have it; commit it first or use isolation \"inplace\"")
+                           _("{project} is not part of {top}'s HEAD commit (a new or untracked directory), so a "
+                             "worktree from HEAD would not have it; commit it first or use isolation \"inplace\"").format(
+                               project=project, top=top))
     if run_git(["rev-parse", "--verify", "--quiet", "refs/heads/" + BRANCH_PREFIX.rstrip("/")], top).ok:
         raise TianshuError(ErrorCode.WORKTREE_UNAVAILABLE,
-                           f"{top} has a branch named \"{BRANCH_PREFIX.rstrip('/')}\", so git cannot create the result "
-                           f"branches {BRANCH_PREFIX}<taskId>; rename it or use isolation \"inplace\"")
+                           _("{top} has a branch named \"{name}\", so git cannot create the result branches "
+                             "{prefix}<taskId>; rename it or use isolation \"inplace\"").format(
+                               top=top, name=BRANCH_PREFIX.rstrip("/"), prefix=BRANCH_PREFIX))
     return top, rel
 
 
@@ -192,8 +196,9 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
         _git(["worktree", "add", "--quiet", str(path), branch], top)
     elif base_commit:  # a re-run (rework, verify_task) of a task whose result branch is gone
         raise TianshuError(ErrorCode.INVALID_STATE,
-                           f"the result branch {branch} no longer exists in {top} (merged and deleted, or deleted by "
-                           "hand); there is no work of this task to continue or verify — start a new task")
+                           _("the result branch {branch} no longer exists in {top} (merged and deleted, or deleted by "
+                             "hand); there is no work of this task to continue or verify — start a new task").format(
+                               branch=branch, top=top))
     else:
         _discard(top, path)
         base = start or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
@@ -233,7 +238,8 @@ def hold(home: Path, task_id: str) -> FileLock:
     try:
         lock.acquire()
     except Timeout as exc:
-        raise TianshuError(ErrorCode.INVALID_STATE, f"the worktree of {task_id} is in use by another process") from exc
+        raise TianshuError(ErrorCode.INVALID_STATE,
+                           _("the worktree of {taskId} is in use by another process").format(taskId=task_id)) from exc
     return lock
 
 
@@ -437,14 +443,15 @@ def merge_result(home: Path, project_path: str, task_id: str, message: str) -> d
             was; the conflicting paths are named); GitFailed (git refused to start the merge,
             e.g. a staged change or uncommitted edits of files the branch changes).
     """
-    top, _ = repo_top(project_path)
+    top, _rel = repo_top(project_path)
     branch = branch_name(task_id)
     worktrees_root(home).mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(worktrees_root(home) / f"merge-{project_key(norm_path(top))}.lock"), timeout=300)
     try:
         lock.acquire()
     except Timeout as exc:
-        raise TianshuError(ErrorCode.INVALID_STATE, f"another merge into {top} has held it for 5 minutes") from exc
+        raise TianshuError(ErrorCode.INVALID_STATE,
+                           _("another merge into {top} has held it for 5 minutes").format(top=top)) from exc
     try:
         return _merge_locked(top, branch, task_id, message)
     finally:
@@ -453,20 +460,23 @@ def merge_result(home: Path, project_path: str, task_id: str, message: str) -> d
 
 def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str, Any]:
     if not _branch_exists(top, branch):
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{task_id} has no result branch {branch} in {top} "
-                           "(merged and deleted already, or deleted by hand)")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} has no result branch {branch} in {top} (merged and "
+                                                      "deleted already, or deleted by hand)").format(
+                               taskId=task_id, branch=branch, top=top))
     on = run_git(["symbolic-ref", "-q", "HEAD"], top).stdout.strip()
     if not on:
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{top}'s HEAD is detached; check out the branch {branch} should "
-                           "be merged into, then merge again")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{top}'s HEAD is detached; check out the branch {branch} should "
+                                                      "be merged into, then merge again").format(top=top, branch=branch))
     if on == f"refs/heads/{branch}":
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{top} has {branch} itself checked out; check out the branch it "
-                           "should be merged into, then merge again")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{top} has {branch} itself checked out; check out the branch it "
+                                                      "should be merged into, then merge again").format(
+                               top=top, branch=branch))
     git_dir = Path(_git(["rev-parse", "--path-format=absolute", "--git-dir"], top).stdout.strip())
     busy = [name for name in IN_PROGRESS if (git_dir / name).exists()]
     if busy:
-        raise TianshuError(ErrorCode.INVALID_STATE, f"{top} is in the middle of a git operation ({', '.join(busy)}); "
-                           "finish or abort it first — nothing was touched")
+        raise TianshuError(ErrorCode.INVALID_STATE, _("{top} is in the middle of a git operation ({operations}); "
+                                                      "finish or abort it first — nothing was touched").format(
+                               top=top, operations=", ".join(busy)))
     if run_git(["merge-base", "--is-ancestor", branch, "HEAD"], top).ok:
         run_git([*NO_HOOKS, "branch", "-d", branch], top)
         return {"branch": branch, "mergeCommit": None, "alreadyMerged": True}
@@ -478,9 +488,9 @@ def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str
         if (git_dir / "MERGE_HEAD").exists():  # ours: there was none before
             run_git(["merge", "--abort"], top)
             raise TianshuError(ErrorCode.MERGE_CONFLICT,
-                               f"merging {branch} into {top} conflicts in {', '.join(conflicts[:20]) or 'some files'}; "
-                               f"the merge was aborted and the project is unchanged. Resolve by hand: "
-                               f"git -C {top} merge {branch}")
+                               _("merging {branch} into {top} conflicts in {files}; the merge was aborted and the "
+                                 "project is unchanged. Resolve by hand: git -C {top} merge {branch}").format(
+                                   branch=branch, top=top, files=", ".join(conflicts[:20]) or _("some files")))
         raise git_failed(["merge", branch], top, r)
     commit = _git(["rev-parse", "HEAD"], top).stdout.strip()
     run_git([*NO_HOOKS, "branch", "-d", branch], top)

@@ -102,7 +102,7 @@ def check_reply(tool: str, args: dict[str, Any], result: dict[str, Any]) -> None
 def test_fuzz_tool(raw: RawClient, tool: str) -> None:
     schema = next(t.input_schema for t in TOOL_DEFS if t.name == tool)
 
-    @settings(max_examples=170, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=140, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
     @given(args=mutated(schema))
     def run(args: dict[str, Any]) -> None:

@@ -23,6 +23,7 @@ from babel.messages.pofile import read_po  # noqa: E402
 
 from tianshu_mcp.core import i18n  # noqa: E402
 from tianshu_mcp.core.errors import ErrorCode, TianshuError  # noqa: E402
+from tianshu_mcp.core.taskstore import TaskStore  # noqa: E402
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 ERROR_RE = re.compile(r"^Error: \[([A-Z_]+)\] ")
@@ -203,6 +204,10 @@ async def test_scripted_session_in_zh_matches_en_codes_and_keys(ts_home: Path, c
         assert "状态: [PASS] 任务成功（已用 2 轮" in text_of(done) and "下一步：用 query_info" in text_of(done)
         meta_zh = meta_of(done)
         assert meta_zh["status"] == "succeeded" and meta_zh["waitSettled"] is True
+        # the flow run wrote its own text in Chinese: the final message (the task's lastMessage,
+        # composed in the flow-run process from the verdict and the acceptance engine's message)
+        assert meta_zh["message"].startswith("任务完成：验收通过（report-1，agent 共执行 2 轮；agent "), meta_zh["message"]
+        assert meta_zh["message"].endswith("验收通过。"), meta_zh["message"]
 
         # the same task read in both languages: identical meta (keys, order and values) and structuredContent
         heads = {"query_task": ("状态: [PASS] 任务成功（已用 2 轮", "status: [PASS] task succeeded (2 rounds used"),
@@ -223,11 +228,15 @@ async def test_scripted_session_in_zh_matches_en_codes_and_keys(ts_home: Path, c
             assert text_of(a).startswith(heads[tool][0]) and text_of(b).startswith(heads[tool][1]), (text_of(a), text_of(b))
         qa = text_of(await zh.call_tool("query_task", {"taskId": task_id}))
         assert "\n最近消息: " in qa and "--- agent 日志尾部（" in qa
+        # event details written by the flow run (recentEvents): the original's wording
+        assert "第 0 轮验收失败，进入第 1 轮自动返修" in qa and "第 1 轮：任务书已交给 scripted" in qa, qa
         # the task's flow run adopted the submitting host's environment (core.childenv), locale included:
         # its reports are Chinese too, with the same structure
         report = text_of(await zh.call_tool("query_info", {"type": "report", "taskId": task_id}))
         assert report.startswith("# 验收报告 — 第 1 轮\n"), report[:300]
         assert "## 命令检查" in report and "- 结论：**[PASS]**" in report and "[PASS] pytest" in report
+        page = (TaskStore(ts_home).dir(task_id) / "report-1.html").read_text(encoding="utf-8")
+        assert '<html lang="zh-CN">' in page and "<h2>命令检查</h2>" in page and "<th>状态</th>" in page
 
         # errors: the same [CODE] and structuredContent keys, the message after the code in Chinese
         cases: list[tuple[str, dict[str, Any], str, str]] = [
@@ -242,6 +251,9 @@ async def test_scripted_session_in_zh_matches_en_codes_and_keys(ts_home: Path, c
             ("manage_task", {"taskId": task_id, "action": "cancel", "message": "m"}, ErrorCode.INVALID_ARGUMENT.value,
              "action=cancel 不接受参数: message（该分支允许: taskId, action, reason）"),
             ("cancel_task", {"taskId": task_id}, ErrorCode.UNKNOWN_TOOL.value, "工具 cancel_task 不存在"),
+            # an agent argument gate of the adapters layer (10-tools §1.3, the original's wording)
+            ("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted", "allowCreateProject": True},
+             ErrorCode.INVALID_ARGUMENT.value, "allowCreateProject 是 ZCode 专用参数，agent 'scripted' 不支持；请移除该参数后重试"),
         ]
         for tool, args, code, zh_text in cases:
             a, b = await zh.call_tool(tool, args), await en.call_tool(tool, args)
