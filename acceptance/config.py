@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .visual.config import VisualConfigError, parse_visual
 
 __all__ = [
@@ -324,7 +325,8 @@ def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
     except ValidationError as exc:
         raise AcceptanceConfigError(
             ErrorCode.CONFIG_INVALID,
-            f"{layer} acceptance config {path} is invalid: {_format_validation(exc)}",
+            _("{layer} acceptance config {path} is invalid: {details}").format(layer=layer, path=path,
+                                                                               details=_format_validation(exc)),
             layer=layer,
             path=path,
         ) from exc
@@ -346,11 +348,13 @@ def read_layer_bytes(path: str | os.PathLike[str], layer: str) -> bytes | None:
         if not stat.S_ISREG(st.st_mode):
             # port: a FIFO would block the round forever, /dev/zero would exhaust memory
             raise AcceptanceConfigError(ErrorCode.CONFIG_UNREADABLE,
-                                        f"{layer} acceptance config {p} is not a regular file",
+                                        _("{layer} acceptance config {path} is not a regular file").format(
+                                            layer=layer, path=p),
                                         layer=layer, path=p)
         if st.st_size > MAX_LAYER_BYTES:
             raise AcceptanceConfigError(ErrorCode.CONFIG_UNREADABLE,
-                                        f"{layer} acceptance config {p} is larger than {MAX_LAYER_BYTES} bytes",
+                                        _("{layer} acceptance config {path} is larger than {n} bytes").format(
+                                            layer=layer, path=p, n=MAX_LAYER_BYTES),
                                         layer=layer, path=p)
         with open(p, "rb") as fh:
             return fh.read(MAX_LAYER_BYTES + 1)
@@ -359,7 +363,8 @@ def read_layer_bytes(path: str | os.PathLike[str], layer: str) -> bytes | None:
     except OSError as exc:
         raise AcceptanceConfigError(
             ErrorCode.CONFIG_UNREADABLE,
-            f"{layer} acceptance config {p} cannot be read: {exc.strerror or exc}",
+            _("{layer} acceptance config {path} cannot be read: {error}").format(layer=layer, path=p,
+                                                                                 error=exc.strerror or exc),
             layer=layer,
             path=p,
         ) from exc
@@ -376,7 +381,7 @@ def parse_layer_bytes(raw: bytes, layer: str, path: str) -> AcceptanceConfig:
     except (UnicodeDecodeError, ValueError) as exc:
         raise AcceptanceConfigError(
             ErrorCode.CONFIG_INVALID,
-            f"{layer} acceptance config {path} is not valid JSON: {exc}",
+            _("{layer} acceptance config {path} is not valid JSON: {error}").format(layer=layer, path=path, error=exc),
             layer=layer,
             path=path,
         ) from exc
@@ -834,7 +839,8 @@ def _normalise_list(items: Sequence[Any], layer: str, path: str) -> list[CheckDe
         except ValidationError as exc:
             raise AcceptanceConfigError(
                 ErrorCode.CONFIG_INVALID,
-                f"{layer} check #{i} ({path}) is invalid: {_format_validation(exc)}",
+                _("{layer} check #{i} ({path}) is invalid: {details}").format(layer=layer, i=i, path=path,
+                                                                              details=_format_validation(exc)),
                 layer=layer,
                 path=path,
             ) from exc

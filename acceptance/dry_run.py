@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write_json, atomic_write_text
+from ..core.i18n import _
 from .config import AcceptanceConfigError, resolve_checks
 from .git import GitFailed, is_git_repo, worktree_status
 from .runner import check_env
@@ -86,17 +87,18 @@ def acceptance_preflight(project: str, home: Path, override: Any,
             program = shutil.which(argv0, path=env.get("PATH", os.defpath))
         if program is None:
             findings.append(finding("error", "check_command_not_found",
-                                    f"check {c.name}: {argv0!r} cannot be found (PATH and the project's tool "
-                                    "directories); the round would be blocked"))
+                                    _("check {name}: {program} cannot be found (PATH and the project's tool "
+                                      "directories); the round would be blocked").format(name=c.name,
+                                                                                         program=repr(argv0))))
         checks.append({"name": c.name, "cmd": c.display_cmd, "timeoutMs": c.timeout_ms or default_timeout_ms,
                        "optional": c.optional,
                        "program": program})
     if not checks:
-        findings.append(finding("warning", "no_checks", "no command check would run: only git diff --check and "
-                                "the zero-change gate would judge the agent's work"))
+        findings.append(finding("warning", "no_checks", _("no command check would run: only git diff --check and "
+                                                          "the zero-change gate would judge the agent's work")))
     if not resolved.require_changes:
-        findings.append(finding("warning", "require_changes_off", "requireChanges is off: an agent that changes "
-                                "nothing can pass"))
+        findings.append(finding("warning", "require_changes_off", _("requireChanges is off: an agent that changes "
+                                                                    "nothing can pass")))
     return {"checks": checks, "requireChanges": resolved.require_changes, "layers": resolved.applied,
             "notes": resolved.notes, "warnings": resolved.warnings}, findings
 
@@ -106,15 +108,16 @@ def git_preflight(project: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
         if not is_git_repo(project):
             return {"isRepo": False}, [finding("warning", "not_a_git_repository",
-                                               "not a git repository: no baseline, no change analysis; only the "
-                                               "checks would judge the agent")]
+                                               _("not a git repository: no baseline, no change analysis; only the "
+                                                 "checks would judge the agent"))]
         head, entries = worktree_status(project)
     except GitFailed as exc:
         return {"isRepo": None}, [finding("error", "git_failed", exc.render())]
     found = []
     if entries:
-        found.append(finding("warning", "worktree_dirty", f"{len(entries)} uncommitted change(s) would become part "
-                             "of the baseline and not be attributed to the agent"))
+        found.append(finding("warning", "worktree_dirty", _("{n} uncommitted change(s) would become part "
+                                                            "of the baseline and not be attributed to the agent").format(
+                                                                n=len(entries))))
     return {"isRepo": True, "head": head, "uncommitted": len(entries)}, found
 
 
@@ -135,7 +138,8 @@ def _check_edits(path: str, target: Path, edits: Any) -> list[dict[str, Any]]:
             raise OSError("too large to read")
         text = target.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return [finding("warning", "file_unreadable", f"{path}: cannot read it to place the edits ({exc})", path)]
+        return [finding("warning", "file_unreadable",
+                        _("{path}: cannot read it to place the edits ({error})").format(path=path, error=exc), path)]
     lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
     out = []
     for i, edit in enumerate(edits):
@@ -143,13 +147,15 @@ def _check_edits(path: str, target: Path, edits: Any) -> list[dict[str, Any]]:
         line, symbol = edit.get("line"), edit.get("symbol")
         if isinstance(line, int) and not isinstance(line, bool) and not 1 <= line <= max(lines, 1):
             out.append(finding("warning", "edit_line_out_of_range",
-                               f"{path}: edit {i} is at line {line}, the file has {lines}", path))
+                               _("{path}: edit {i} is at line {line}, the file has {lines}").format(
+                                   path=path, i=i, line=line, lines=lines), path))
         elif isinstance(symbol, str) and symbol and symbol not in text:
-            out.append(finding("warning", "edit_location_missing", f"{path}: edit {i} names {symbol!r}, which "
-                               "the file does not contain", path))
+            out.append(finding("warning", "edit_location_missing", _("{path}: edit {i} names {symbol}, which "
+                                                                     "the file does not contain").format(
+                                                                         path=path, i=i, symbol=repr(symbol)), path))
         elif not isinstance(line, int) and not (isinstance(symbol, str) and symbol):
-            out.append(finding("warning", "edit_location_missing", f"{path}: edit {i} has neither a line nor a "
-                               "symbol", path))
+            out.append(finding("warning", "edit_location_missing",
+                               _("{path}: edit {i} has neither a line nor a symbol").format(path=path, i=i), path))
     return out
 
 
@@ -164,16 +170,17 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
     root = Path(project)
     plan_path = root / PLAN_FILE
     if plan_path.is_symlink():  # never read what a link points at (/etc/passwd, another project)
-        return {"path": PLAN_FILE}, [finding("error", "plan_invalid", f"{PLAN_FILE} is a symbolic link; "
-                                             "the plan must be a file of the project", PLAN_FILE)]
+        return {"path": PLAN_FILE}, [finding("error", "plan_invalid", _("{plan} is a symbolic link; the plan must be "
+                                                                        "a file of the project").format(plan=PLAN_FILE),
+                                             PLAN_FILE)]
     if not plan_path.is_file():
         return None, []
     try:
         if plan_path.stat().st_size > _MAX_PLAN_BYTES:
-            raise ValueError(f"larger than {_MAX_PLAN_BYTES} bytes")
+            raise ValueError(_("larger than {n} bytes").format(n=_MAX_PLAN_BYTES))
         data = json.loads(plan_path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or not isinstance(data.get("files"), list):
-            raise ValueError('expected {"summary"?, "files": [{"path", "action", …}]}')
+            raise ValueError(_('expected {shape}').format(shape='{"summary"?, "files": [{"path", "action", …}]}'))
     except (OSError, ValueError) as exc:
         return {"path": PLAN_FILE}, [finding("error", "plan_invalid", f"{PLAN_FILE}: {exc}", PLAN_FILE)]
     findings: list[dict[str, Any]] = []
@@ -184,8 +191,9 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
         path, action = entry.get("path"), entry.get("action")
         if (not isinstance(path, str) or not path.strip() or any(ord(ch) < 32 for ch in path)
                 or action not in _ACTIONS):
-            findings.append(finding("error", "plan_invalid", f"files[{i}]: needs a path (non-empty, no control "
-                                    f"characters) and an action ({'|'.join(_ACTIONS)})"))
+            findings.append(finding("error", "plan_invalid", _("files[{i}]: needs a path (non-empty, no control "
+                                                               "characters) and an action ({actions})").format(
+                                                                   i=i, actions="|".join(_ACTIONS))))
             continue
         rel = path.replace("\\", "/")
         while rel.startswith("./"):
@@ -193,23 +201,30 @@ def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]
         files.append({"path": rel, "action": action, **({"reason": entry["reason"]} if entry.get("reason") else {})})
         target = _inside(root, rel)
         if target is None:
-            findings.append(finding("error", "path_outside_project", f"{path}: outside the project", path))
+            findings.append(finding("error", "path_outside_project", _("{path}: outside the project").format(path=path),
+                                    path))
             continue
         first = Path(os.path.relpath(target, os.path.realpath(root))).parts[:1]
         if first and first[0].casefold() in FORBIDDEN_DIRS:  # .GIT is .git on case-insensitive file systems
-            findings.append(finding("error", "path_forbidden", f"{path}: {first[0]}/ is not the agent's to change", path))
+            findings.append(finding("error", "path_forbidden", _("{path}: {dir}/ is not the agent's to change").format(
+                path=path, dir=first[0]), path))
             continue
         actions.setdefault(str(target), set()).add(action)
         if action == "create" and target.exists():
-            findings.append(finding("warning", "file_already_exists", f"{path}: planned as created but exists", path))
+            findings.append(finding("warning", "file_already_exists",
+                                    _("{path}: planned as created but exists").format(path=path), path))
         elif action in ("modify", "delete") and not target.is_file():
-            findings.append(finding("warning", "file_not_found", f"{path}: planned as {action}d but not found", path))
+            findings.append(finding("warning", "file_not_found", (_("{path}: planned as modified but not found")
+                                                                  if action == "modify" else
+                                                                  _("{path}: planned as deleted but not found")).format(
+                                                                      path=path), path))
         elif action == "modify":
             findings.extend(_check_edits(path, target, entry.get("edits")))
     for target, acts in actions.items():
         if len(acts) > 1:
             rel = os.path.relpath(target, os.path.realpath(root))
-            findings.append(finding("error", "conflicting_actions", f"{rel}: planned as {', '.join(sorted(acts))}", rel))
+            findings.append(finding("error", "conflicting_actions", _("{path}: planned as {actions}").format(
+                path=rel, actions=", ".join(sorted(acts))), rel))
     return {"path": PLAN_FILE, "summary": data.get("summary"), "files": files}, findings
 
 
@@ -218,31 +233,37 @@ def render_markdown(report: dict[str, Any]) -> str:
     agent = report.get("agent") or {}
     acc = report.get("acceptance") or {}
     git = report.get("git") or {}
-    lines = [f"# Dry run {report['number']} — {report['verdict']}", "",
-             f"- project: `{report['projectPath']}`",
-             f"- agent: `{agent.get('id')}` — " + (f"`{' '.join(agent.get('argv') or [])}` in `{agent.get('cwd')}`, "
-                                                   f"limit {agent.get('timeoutMs')} ms" if agent.get("ok")
-                                                   else f"not usable: {agent.get('message')}"),
-             f"- automatic rework rounds: {report.get('autoFixRounds')}",
-             "- git: " + ("not a repository" if git.get("isRepo") is False else "unreadable" if git.get("isRepo") is None
-                          else f"HEAD {str(git.get('head'))[:12]}, {git.get('uncommitted')} uncommitted change(s)"),
-             "", "## Checks that would run", ""]
+    if agent.get("ok"):
+        how = _("`{argv}` in `{cwd}`, limit {ms} ms").format(argv=" ".join(agent.get("argv") or []),
+                                                             cwd=agent.get("cwd"), ms=agent.get("timeoutMs"))
+    else:
+        how = _("not usable: {message}").format(message=agent.get("message"))
+    git_line = (_("not a repository") if git.get("isRepo") is False else _("unreadable") if git.get("isRepo") is None
+                else _("HEAD {head}, {n} uncommitted change(s)").format(head=str(git.get("head"))[:12],
+                                                                       n=git.get("uncommitted")))
+    lines = [_("# Dry run {number} — {verdict}").format(number=report["number"], verdict=report["verdict"]), "",
+             _("- project: `{path}`").format(path=report["projectPath"]),
+             _("- agent: `{agentId}` — {how}").format(agentId=agent.get("id"), how=how),
+             _("- automatic rework rounds: {n}").format(n=report.get("autoFixRounds")),
+             _("- git: {state}").format(state=git_line),
+             "", _("## Checks that would run"), ""]
     for c in acc.get("checks") or []:
-        where = f"`{c['program']}`" if c.get("program") else "**not found**"
-        lines.append(f"- {c['name']}: `{c['cmd']}` ({where}, timeout {c.get('timeoutMs')} ms"
-                     + (", optional" if c.get("optional") else "") + ")")
+        where = f"`{c['program']}`" if c.get("program") else _("**not found**")
+        lines.append((_("- {name}: `{cmd}` ({where}, timeout {ms} ms, optional)") if c.get("optional")
+                      else _("- {name}: `{cmd}` ({where}, timeout {ms} ms)")).format(
+                          name=c["name"], cmd=c["cmd"], where=where, ms=c.get("timeoutMs")))
     if not acc.get("checks"):
-        lines.append("- (none)")
+        lines.append(_("- (none)"))
     if acc:
-        lines.append(f"- zero-change gate: {'on' if acc.get('requireChanges') else 'off'}")
+        lines.append(_("- zero-change gate: on") if acc.get("requireChanges") else _("- zero-change gate: off"))
     plan = report.get("plan")
     if plan:
-        lines += ["", f"## Plan `{plan['path']}`", ""]
+        lines += ["", _("## Plan `{path}`").format(path=plan["path"]), ""]
         if plan.get("summary"):
             lines += [str(plan["summary"]), ""]
         lines += [f"- {f['action']} `{f['path']}`" + (f" — {f['reason']}" if f.get("reason") else "") for f in plan.get("files") or []]
-    lines += ["", "## Findings", ""]
-    lines += [f"- [{f['severity'].upper()}] {f['code']}: {f['message']}" for f in report["findings"]] or ["- none"]
+    lines += ["", _("## Findings"), ""]
+    lines += [f"- [{f['severity'].upper()}] {f['code']}: {f['message']}" for f in report["findings"]] or [_("- none")]
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.childenv import scrub
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .signals import Signals, SignalsReport, TamperingItem, scan_changes, scan_signals
 
 __all__ = [
@@ -161,15 +162,16 @@ class GitFailed(TianshuError):
 
 def git_failed(args: Sequence[str], project: str | os.PathLike[str], result: GitResult) -> GitFailed:
     """The :class:`GitFailed` for ``git <args>`` in ``project`` that ended as ``result``."""
-    said = result.stderr.strip() or result.stdout.strip()
+    said = result.stderr.strip() or result.stdout.strip()  # git's own words: quoted, never translated
     if result.timed_out:
-        said = "timed out"
+        said = _("timed out")
     elif result.status is None and not said:
-        said = "could not start git"
+        said = _("could not start git")
     if len(said) > GIT_QUOTE_CHARS:
         said = said[:GIT_QUOTE_CHARS] + " …"
-    exit_text = "timeout" if result.timed_out else f"exit {result.status}"
-    return GitFailed(f"git {' '.join(args[:3])} failed in {os.fspath(project)} ({exit_text}): {said}")
+    exit_text = _("timeout") if result.timed_out else _("exit {status}").format(status=result.status)
+    return GitFailed(_("git {command} failed in {project} ({exit}): {said}").format(
+        command=" ".join(args[:3]), project=os.fspath(project), exit=exit_text, said=said))
 
 
 GIT_QUOTE_CHARS = 800
@@ -265,14 +267,14 @@ def is_git_repo(project: str | os.PathLike[str]) -> bool:
     if r.ok:
         if r.stdout.strip() == "true":
             return True
-        raise GitFailed(f"{os.fspath(project)} is inside a repository's git directory (.git), not its work tree; "
-                        "give the work tree as projectPath")
+        raise GitFailed(_("{project} is inside a repository's git directory (.git), not its work tree; "
+                          "give the work tree as projectPath").format(project=os.fspath(project)))
     if r.status == 128 and NOT_A_REPO_RE.search(r.stderr) and "safe.directory" not in r.stderr:
         marker = _git_marker(project)
         if marker is None:
             return False
-        raise git_failed(args, project, GitResult(r.status, r.stdout, f"{marker} exists but git cannot read it: "
-                                                  + r.stderr.strip(), r.timed_out, r.duration_ms))
+        raise git_failed(args, project, GitResult(r.status, r.stdout, _("{marker} exists but git cannot read it: {said}").format(
+            marker=marker, said=r.stderr.strip()), r.timed_out, r.duration_ms))
     raise git_failed(args, project, r)
 
 
@@ -1054,9 +1056,9 @@ def analyze_changes(
         base = _empty_tree(project)  # port: the baseline repo had no commit yet
     else:
         # input issue: measuring against whatever HEAD is now let `rm -rf .git && git init` pass
-        raise GitFailed(f"the baseline commit {baseline.head[:12]} is no longer in the repository at {project} "
-                        "(its history was replaced or rewritten and pruned): the work cannot be measured against "
-                        "the pre-work state")
+        raise GitFailed(_("the baseline commit {commit} is no longer in the repository at {project} "
+                          "(its history was replaced or rewritten and pruned): the work cannot be measured against "
+                          "the pre-work state").format(commit=baseline.head[:12], project=project))
     raw = _raw(project, [base])
     stats = _numstat(project, [base])
     for e in raw:  # a pre-existing untracked file the agent only staged or committed, unchanged

@@ -49,6 +49,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ..core.childenv import scrub
 from ..core.files import atomic_write_json, read_json_safe
+from ..core.i18n import _
 from .config import BASELINE_POLICIES, DEFAULT_BASELINE_POLICY, CheckDef, resolve_layers
 from ..core.procs import stop_requested
 from .git import CACHE_PATH_RE, DELETED_HASH, Baseline, file_sha1, is_git_repo, run_git
@@ -435,7 +436,7 @@ def maybe_capture_baseline_state(
     ``baselineChecks: true`` (and no state is stored yet); None otherwise. Never raises (a broken
     config layer is reported by the verify round itself)."""
     try:
-        merged, _ = resolve_layers(project, home, override)
+        merged, _sources = resolve_layers(project, home, override)
     except Exception:  # noqa: BLE001
         return None
     if not merged.baseline_checks:
@@ -877,15 +878,15 @@ def grade_round(
     """
     policy = policy if policy in BASELINE_POLICIES else DEFAULT_BASELINE_POLICY
     if not baseline.is_repo:
-        return _skipped(policy, "baseline grading skipped: the project is not a git repository")
+        return _skipped(policy, _("baseline grading skipped: the project is not a git repository"))
     if not baseline.head:
-        return _skipped(policy, "baseline grading skipped: the repository has no commit at baseline (unborn HEAD)")
+        return _skipped(policy, _("baseline grading skipped: the repository has no commit at baseline (unborn HEAD)"))
     try:
         return _grade(Path(project), Path(task_dir), baseline, check_defs, results, Path(log_path), policy,
                       task_text, default_timeout_ms, concurrency, should_stop)
     except Exception as exc:  # noqa: BLE001 - grading never sinks the round; nothing is excused
         log.exception("baseline grading failed")
-        return _skipped(policy, f"baseline grading failed, every failing check counts: {exc}")
+        return _skipped(policy, _("baseline grading failed, every failing check counts: {error}").format(error=exc))
 
 
 def _grade(
@@ -946,17 +947,18 @@ def _grade(
         g.report["checks"].append(row)
         g.classes[i] = cls
     if len(tests) > MAX_TEST_ENTRIES:
-        g.report["notes"].append(f"{len(tests) - MAX_TEST_ENTRIES} more test entries not listed")
+        g.report["notes"].append(_("{n} more test entries not listed").format(n=len(tests) - MAX_TEST_ENTRIES))
         tests = tests[:MAX_TEST_ENTRIES]
     g.report["tests"] = tests
+    sep = _("; ")
     if regress:
-        g.bits.append(f"regressions relative to the pre-work baseline: {'; '.join(regress)}")
+        g.bits.append(_("regressions relative to the pre-work baseline: {checks}").format(checks=sep.join(regress)))
     if new:
-        g.bits.append(f"new failures (not present at baseline): {'; '.join(new)}")
+        g.bits.append(_("new failures (not present at baseline): {checks}").format(checks=sep.join(new)))
     if still_counted:
-        g.bits.append(f"still failing before the task, counted: {'; '.join(still_counted)}")
+        g.bits.append(_("still failing before the task, counted: {checks}").format(checks=sep.join(still_counted)))
     if excused:
-        g.bits.append(f"still failing before the task (not counted): {'; '.join(excused)}")
+        g.bits.append(_("still failing before the task (not counted): {checks}").format(checks=sep.join(excused)))
     g.report["notes"] = list(dict.fromkeys(g.report["notes"]))
     return g
 
@@ -964,7 +966,7 @@ def _grade(
 def _label(name: str, ids: Sequence[str]) -> str:
     if not ids:
         return name
-    shown = ", ".join(ids[:5]) + (f", +{len(ids) - 5} more" if len(ids) > 5 else "")
+    shown = ", ".join(ids[:5]) + (_(", +{n} more").format(n=len(ids) - 5) if len(ids) > 5 else "")
     return f"{name} ({shown})"
 
 
@@ -1013,31 +1015,31 @@ def _decide(
         return True, ""
     if before != "failed":
         if before in ("timeout", "error", "no-tests"):
-            return True, f"the baseline run ended with {before}: not comparable"
+            return True, _("the baseline run ended with {status}: not comparable").format(status=before)
         return True, ""
     if after != "failed":
-        return True, f"the check ended with {after} now"
+        return True, _("the check ended with {status} now").format(status=after)
     failing = [t for t in per_test if t["classification"] != "fixed"]
     if now is not None and now.failed_ids:
         if base is None or not (base.failed_ids or base.passed_ids):
-            return True, "the baseline run reported no test ids to compare"
+            return True, _("the baseline run reported no test ids to compare")
         if any(t["classification"] != "still_failing" for t in failing):
             return True, ""
         if not now.complete:
-            return True, "not every failure has a test id"
+            return True, _("not every failure has a test id")
         if policy != "regressions-only" and any(t["targeted"] for t in failing):
-            return True, "targeted by the task"
-        return False, "every failing test already failed at baseline"
+            return True, _("targeted by the task")
+        return False, _("every failing test already failed at baseline")
     # no test ids now: compare at check level
     if now is not None and (now.failed_count or 0) > 0:
-        return True, "failures without test ids"
+        return True, _("failures without test ids")
     if base is not None and base.failed_ids:
-        return True, "the baseline run reported failing tests, this run none"
+        return True, _("the baseline run reported failing tests, this run none")
     if policy == "regressions-only":
-        return False, "failed at baseline too (check level)"
+        return False, _("failed at baseline too (check level)")
     if _check_targeted(name, task_text):
-        return True, "targeted by the task"
+        return True, _("targeted by the task")
     same = entry is not None and entry.get("exitCode") is not None and entry.get("exitCode") == result.get("exitCode")
     if not same:
-        return True, "exit code differs from the baseline run"
-    return False, "failed at baseline too with the same exit code (check level, no test ids)"
+        return True, _("exit code differs from the baseline run")
+    return False, _("failed at baseline too with the same exit code (check level, no test ids)")

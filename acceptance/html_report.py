@@ -15,7 +15,7 @@ import html
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.i18n import _, resolve_locale
-from .runner import check_tag
+from .runner import check_tag, display_reason
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = ["render_html", "tests_summary", "CLASSIFICATIONS"]
@@ -112,7 +112,7 @@ def _checks(report: Mapping[str, Any]) -> str:
             status += " " + _badge(_("baseline: {classification}").format(classification=c["baseline"]), str(c["baseline"]))
         name = f"<strong>{_e(c.get('name'))}</strong>"
         if c.get("reason"):
-            name += f'<div class="muted">{_e(c.get("reason"))}</div>'
+            name += f'<div class="muted">{_e(display_reason(c.get("reason")))}</div>'
         exit_code = c.get("exitCode")
         t = c.get("tests")
         tests_cell = ""

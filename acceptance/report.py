@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from ..core.files import atomic_write_json, atomic_write_text
 from ..core.i18n import _
 from .html_report import CLASSIFICATIONS, render_html, tests_summary
-from .runner import check_tag
+from .runner import check_tag, display_reason
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = [
@@ -94,7 +94,7 @@ def _check_line(c: Mapping[str, Any]) -> str:
     tag = check_tag(c)
     line = f"- [{tag}] {c.get('name')} — `{c.get('cmd')}` ({c.get('durationMs', 0)}ms)"
     if c.get("skipped") and c.get("reason"):
-        line += f" — {c['reason']}"
+        line += f" — {display_reason(c['reason'])}"
     elif tag == "FAIL" and c.get("optional"):
         line += _(" — optional (does not affect the verdict)")
     elif tag == "FAIL" and c.get("notCounted"):
@@ -201,7 +201,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
             code = c.get("exitCode")
             lines.append("  - " + _("Exit code: {code}").format(code=code if code is not None else "n/a"))
             if c.get("reason"):
-                lines.append("  - " + _("Reason: {reason}").format(reason=c["reason"]))
+                lines.append("  - " + _("Reason: {reason}").format(reason=display_reason(c["reason"])))
             tail = c.get("outputTail") or ""
             if tail:
                 shown = "\n".join(tail.rstrip("\n").split("\n")[-MD_TAIL_LINES:])
@@ -346,14 +346,14 @@ def summarize_report(report: Mapping[str, Any]) -> str:
         lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
     for c in checks:
         if c.get("skipped"):
-            lines.append(f"- [SKIP] {c.get('name')} — {c.get('reason', '')}")
+            lines.append(f"- [SKIP] {c.get('name')} — {display_reason(c.get('reason', ''))}")
         elif c.get("passed"):
             lines.append(f"- [PASS] {c.get('name')} ({c.get('durationMs', 0)}ms){_summary_tests(c)}")
         else:
             code = c.get("exitCode")
             extra = _(" timed out") if c.get("timeout") else ""
             opt = _(" (optional)") if c.get("optional") else ""
-            reason = f" — {c['reason']}" if c.get("reason") else ""
+            reason = f" — {display_reason(c['reason'])}" if c.get("reason") else ""
             lines.append(
                 f"- [FAIL]{opt} {c.get('name')} — exit {code if code is not None else 'n/a'}{extra} "
                 f"({c.get('durationMs', 0)}ms){reason}{_summary_tests(c)}"

@@ -43,6 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from ..core.i18n import N_, _
 from ..core.procs import run_process, stop_requested
 from .config import CheckDef
 from .directives import strip_ansi
@@ -68,6 +69,7 @@ __all__ = [
     "SKIP_EXPLICIT",
     "SKIP_CANCELLED",
     "OUTPUT_TAIL_CHARS",
+    "display_reason",
 ]
 
 log = logging.getLogger("tianshu_mcp")
@@ -81,18 +83,37 @@ PARSE_TAIL_BYTES = 1 << 20
 """Bytes of a test check's output (from the end) given to :func:`parse_tests` (1 MiB)."""
 _FALLBACK_TIMEOUT_MS = 300_000
 
-ZERO_TEST_REASON = "fail-closed: the command exited 0 but ran no test case"
+# A result's ``reason`` stays this English text (code and stored reports compare it);
+# :func:`display_reason` shows it in the current locale.
+ZERO_TEST_REASON = N_("fail-closed: the command exited 0 but ran no test case")
 ZERO_TEST_MARK = "\n[fail-closed] the command exited 0 but ran no test case"
-ALL_SKIPPED_REASON = "fail-closed: the command exited 0 but every test was skipped"
+ALL_SKIPPED_REASON = N_("fail-closed: the command exited 0 but every test was skipped")
 ALL_SKIPPED_MARK = "\n[fail-closed] the command exited 0 but every test was skipped"
-CONTRADICTION_REASON = "fail-closed: the command exited 0 but its output reports failed tests or errors"
+CONTRADICTION_REASON = N_("fail-closed: the command exited 0 but its output reports failed tests or errors")
 CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
 FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON)
 """Every reason a mandatory test check that exited 0 can be failed with."""
-SKIP_EMPTY = "empty command"
-SKIP_EXPLICIT = "explicit skip command"
-SKIP_CANCELLED = "task cancelled, not run"
+SKIP_EMPTY = N_("empty command")
+SKIP_EXPLICIT = N_("explicit skip command")
+SKIP_CANCELLED = N_("task cancelled, not run")
 SPAWN_REASON_PREFIX = "cannot start command: "
+_OUTPUT_LIMIT_REASON = N_("output limit: the check wrote more than {n} MiB and was stopped")
+_SHOWN_PREFIXES = ((SPAWN_REASON_PREFIX, N_("cannot start command: {detail}")),
+                   ("internal runner error: ", N_("internal runner error: {detail}")))
+
+
+def display_reason(reason: Any) -> str:
+    """A check result's ``reason`` in the current locale (the stored reason keeps its English
+    constants, which code compares: :data:`ZERO_TEST_REASON`, :data:`SPAWN_REASON_PREFIX` …).
+    Unknown text is returned as it is."""
+    text = str(reason)
+    if text in (*FAIL_CLOSED_REASONS, SKIP_EMPTY, SKIP_EXPLICIT, SKIP_CANCELLED):
+        return _(text)
+    for prefix, template in _SHOWN_PREFIXES:
+        if text.startswith(prefix):
+            return _(template).format(detail=text[len(prefix):])
+    m = re.fullmatch(r"output limit: the check wrote more than (\d+) MiB and was stopped", text)
+    return _(_OUTPUT_LIMIT_REASON).format(n=m.group(1)) if m else text
 MAX_OUTPUT_BYTES = 256 << 20  # a check writing more is stopped (a runaway `yes` must not fill the disk)
 KEEP_HEAD_BYTES = 1 << 20  # what verify-N.log keeps of a huge check output: its head …
 KEEP_TAIL_BYTES = 8 << 20  # … and its tail (the tail is what reports and parsers read)
@@ -175,29 +196,31 @@ def _effective_timeout(check_timeout_ms: Any, default_timeout_ms: Any) -> int:
 
 
 def _spawn_hint(argv0: str, project: str | os.PathLike[str], env: Mapping[str, str]) -> str:
-    """A short English explanation of why ``argv0`` could not be started."""
+    """A short explanation (current locale) of why ``argv0`` could not be started."""
     root = Path(project)
+    prog = repr(argv0)
     if not root.is_dir():
-        return f"the project directory {str(root)!r} does not exist"
+        return _("the project directory {path} does not exist").format(path=repr(str(root)))
     if not argv0:
-        return "the program name is empty"
+        return _("the program name is empty")
     if os.sep in argv0 or (os.altsep and os.altsep in argv0):
         path = Path(argv0) if os.path.isabs(argv0) else root / argv0
         if path.is_dir():
-            return f"{argv0!r} is a directory"
+            return _("{program} is a directory").format(program=prog)
         if not path.exists():
-            return f"{argv0!r} does not exist"
+            return _("{program} does not exist").format(program=prog)
         if not os.access(path, os.X_OK):
-            return f"{argv0!r} is not executable"
-        return f"{argv0!r} could not be executed (bad #! interpreter or binary format?)"
+            return _("{program} is not executable").format(program=prog)
+        return _("{program} could not be executed (bad #! interpreter or binary format?)").format(program=prog)
     found = shutil.which(argv0, path=env.get("PATH", os.defpath))
     if found is None:
         for d in env.get("PATH", os.defpath).split(os.pathsep):
             candidate = Path(d or ".") / argv0
             if candidate.is_file() and not os.access(candidate, os.X_OK):
-                return f"{argv0!r} on PATH ({candidate}) is not executable"
-        return f"{argv0!r} was not found on PATH"
-    return f"{argv0!r} ({found}) could not be executed (bad #! interpreter or binary format?)"
+                return _("{program} on PATH ({path}) is not executable").format(program=prog, path=candidate)
+        return _("{program} was not found on PATH").format(program=prog)
+    return _("{program} ({path}) could not be executed (bad #! interpreter or binary format?)").format(
+        program=prog, path=found)
 
 
 def _read_tail(path: Path, start: int, max_bytes: int = _READ_TAIL_BYTES) -> str:
@@ -386,7 +409,7 @@ def _run(
         "timeout": res.timed_out,
     }
     if res.output_limited:
-        result["reason"] = f"output limit: the check wrote more than {MAX_OUTPUT_BYTES // (1 << 20)} MiB and was stopped"
+        result["reason"] = _OUTPUT_LIMIT_REASON.format(n=MAX_OUTPUT_BYTES // (1 << 20))
     if res.error is not None:
         if "[spawn-error]" not in tail:
             result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]

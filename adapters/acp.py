@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from ..core.i18n import _
 from ..core.procs import ProcRecord, kill_tree, record_of, tagged_env
 from ..core.reaper import keep_alive, release
 from .acp_client import TianshuClient
@@ -357,7 +358,7 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
             session.start(log_file, hooks)
         except OSError as exc:
             session.close()
-            return setup_failure(log_file, f"cannot start the ACP agent: {exc}",
+            return setup_failure(log_file, _("cannot start the ACP agent: {error}").format(error=exc),
                                  int((time.monotonic() - started) * 1000))
         with _LOCK:
             _SESSIONS[ctx.task_id] = session

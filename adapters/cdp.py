@@ -54,6 +54,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..core.i18n import N_, _
 from ..core.procs import ProcRecord
 from .cdp_config import GuiSettings, gui_settings
 from .cdp_instance import AppInstance, InstanceError, launch_argv
@@ -202,9 +203,11 @@ def _result(ch: _Channel, started: float, **kw: Any) -> AgentRunResult:
     return AgentRunResult(duration_ms=int((time.monotonic() - started) * 1000), log_file=ch.log_file, **fields)
 
 
-def _fail(ch: _Channel, started: float, error_type: str, message: str) -> AgentRunResult:
+def _fail(ch: _Channel, started: float, error_type: str, message: str, shown: str | None = None) -> AgentRunResult:
+    """A hard failure: ``message`` (English) in the round's log, ``shown`` (the locale's words,
+    default ``message``) as the result's error, which becomes the task's message."""
     ch.log("error", message)
-    return _result(ch, started, error=message, hard_failure=True, error_type=error_type)
+    return _result(ch, started, error=shown or message, hard_failure=True, error_type=error_type)
 
 
 def _session(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettings, ch: _Channel,
@@ -291,9 +294,9 @@ async def _round(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
                 ch.log("info", "cancelled; the app was closed before its stop button could be clicked")
                 return _result(ch, started, killed=True, error="cancelled", gui_stop={"clicked": False, "idle": False})
             if gone:
-                return _fail(ch, started, "cdp_disconnected",
-                             f"the app closed or its debugging connection dropped mid-run (port {instance.port}): "
-                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                why = N_("the app closed or its debugging connection dropped mid-run (port {port}): {error}")
+                said = dict(port=instance.port, error=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+                return _fail(ch, started, "cdp_disconnected", why.format(**said), _(why).format(**said))
             return _fail(ch, started, "setup_failed", f"internal: {type(exc).__name__}: {exc}")
         finally:
             if browser is not None:
@@ -432,10 +435,11 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
             append_log(ch.log_file, "[reply] " + s.reply.replace("\n", "\n[reply] ") + "\n")
             return _result(ch, started, ok=True, exit_code=0)
         if verdict == "idle_timeout":
-            msg = (f"idle_timeout: no running signal and no final reply within {settings.idle_timeout_ms} ms "
-                   "(the app's selectors may have changed); not taken as a success")
-            ch.log("error", msg)
-            return _result(ch, started, timeout=True, error=msg, error_type="idle_timeout")
+            why = N_("idle_timeout: no running signal and no final reply within {ms} ms "
+                     "(the app's selectors may have changed); not taken as a success")
+            ch.log("error", why.format(ms=settings.idle_timeout_ms))  # the log stays English
+            return _result(ch, started, timeout=True, error=_(why).format(ms=settings.idle_timeout_ms),
+                           error_type="idle_timeout")
         await _sleep(ch, settings.poll_interval_ms)
 
 

@@ -30,6 +30,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ..core.errors import ErrorCode, TianshuError
+from ..core.i18n import _
 from .acp_policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
@@ -380,16 +381,20 @@ def discover_executable(dirs: list[str], file_names: list[str]) -> str | None:
 def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgent:
     """Resolve one profile (already loaded) to a runnable command; see :func:`resolve_agent`."""
     if profile is None:
-        return _not_ok(agent_id, None, f"agent '{agent_id}' is not configured; add a profile to {PROFILES_FILE}")
+        return _not_ok(agent_id, None, _("agent '{agentId}' is not configured; add a profile to {file}").format(
+            agentId=agent_id, file=PROFILES_FILE))
     if profile.status == "unsupported":
-        detail = profile.note or "marked unsupported"
-        return _not_ok(agent_id, profile, f"agent '{agent_id}' is unsupported: {detail}")
+        detail = profile.note or _("marked unsupported")
+        return _not_ok(agent_id, profile, _("agent '{agentId}' is unsupported: {detail}").format(agentId=agent_id,
+                                                                                                 detail=detail))
     if profile.status == "research":
         return _not_ok(
             agent_id,
             profile,
-            f"agent '{agent_id}' is marked research and is not runnable in this build"
-            + (f" ({profile.note})" if profile.note else "") + "; set \"status\": \"ready\" to try it",
+            (_("agent '{agentId}' is marked research and is not runnable in this build ({note}); set \"status\": "
+               "\"ready\" to try it") if profile.note else
+             _("agent '{agentId}' is marked research and is not runnable in this build; set \"status\": \"ready\" to "
+               "try it")).format(agentId=agent_id, note=profile.note),
         )
     command = (profile.command or "").strip()
     candidates: list[str]
@@ -398,7 +403,8 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
             return _not_ok(
                 agent_id,
                 profile,
-                f"agent '{agent_id}' has a placeholder command '{command}'; set the executable in {PROFILES_FILE}",
+                _("agent '{agentId}' has a placeholder command '{command}'; set the executable in {file}").format(
+                    agentId=agent_id, command=command, file=PROFILES_FILE),
             )
         candidates = [command]
     else:
@@ -412,29 +418,34 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
             if isinstance(names, list):
                 candidates.extend(n for n in names if isinstance(n, str) and n.strip() and n not in candidates)
         if not candidates:
-            return _not_ok(agent_id, profile, f"agent '{agent_id}' has no command; set \"command\" in {PROFILES_FILE}")
+            return _not_ok(agent_id, profile, _("agent '{agentId}' has no command; set \"command\" in {file}").format(
+                agentId=agent_id, file=PROFILES_FILE))
 
     name = profile.display_name or agent_id
     for cand in candidates:
         if _looks_like_path(cand) or os.path.isabs(cand):
             path = Path(cand).expanduser()
             if path.is_file():
-                return ResolvedAgent(agent_id, name, profile, os.path.abspath(path), True, f"command {os.path.abspath(path)}", "explicit")
+                return ResolvedAgent(agent_id, name, profile, os.path.abspath(path), True,
+                                     _("command {path}").format(path=os.path.abspath(path)), "explicit")
             continue
         found = shutil.which(cand)
         if found:
             found = os.path.abspath(found)
-            return ResolvedAgent(agent_id, name, profile, found, True, f"command {found} (found on PATH)", "path")
+            return ResolvedAgent(agent_id, name, profile, found, True, _("command {path} (found on PATH)").format(path=found),
+                                 "path")
     disc = (profile.model_extra or {}).get("executableDiscovery")
     if isinstance(disc, dict) and isinstance(disc.get("dirs"), list) and isinstance(disc.get("fileNames"), list):
         found = discover_executable(disc["dirs"], disc["fileNames"])
         if found:
-            return ResolvedAgent(agent_id, name, profile, found, True, f"command {found} (found by discovery)", "discovery")
+            return ResolvedAgent(agent_id, name, profile, found, True,
+                                 _("command {path} (found by discovery)").format(path=found), "discovery")
     first = candidates[0]
     if _looks_like_path(first) or os.path.isabs(first):
-        return _not_ok(agent_id, profile, f"command '{first}' does not exist")
-    others = "".join(f" (or '{c}')" for c in candidates[1:])
-    return _not_ok(agent_id, profile, f"command '{first}'{others} not found on PATH")
+        return _not_ok(agent_id, profile, _("command '{command}' does not exist").format(command=first))
+    others = "".join(_(" (or '{command}')").format(command=c) for c in candidates[1:])
+    return _not_ok(agent_id, profile, _("command '{command}'{others} not found on PATH").format(command=first,
+                                                                                                others=others))
 
 
 def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:

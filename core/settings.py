@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from .files import read_json
+from .i18n import N_, _
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -113,6 +114,15 @@ class RemoteConfig(BaseModel):
     queue_timeout_ms: int = Field(1800000, ge=10000, alias="queueTimeoutMs")
 
 
+class _Why(ValueError):
+    """A validator's reason as a msgid and its values: English in logs, the locale's words in
+    :func:`check_config` errors (:func:`describe_config_error` with ``translate``)."""
+
+    def __init__(self, template: str, **values: Any) -> None:
+        super().__init__(template.format(**values))
+        self.template, self.values = template, values
+
+
 WebhookEvent = Literal["done", "failed", "needs_human", "needs_user", "cancelled"]
 """A subscribable webhook event (40-agents-tasks §2.12)."""
 DEFAULT_WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("done", "failed", "needs_human")
@@ -149,18 +159,18 @@ class WebhookConfig(BaseModel):
     def _check_url(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             if info.data.get("enabled"):
-                raise ValueError("is required when enabled is true")
+                raise _Why(N_("is required when enabled is true"))
             return None
         parts = urlsplit(value)
         if value != value.strip() or parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"must be an http(s) URL, got {value[:200]!r}")
+            raise _Why(N_("must be an http(s) URL, got {value}"), value=repr(value[:200]))
         return value
 
     @field_validator("sign")
     @classmethod
     def _check_sign(cls, value: bool | None, info: ValidationInfo) -> bool | None:
         if value and "secret" in info.data and info.data["secret"] is None:
-            raise ValueError("is true but no secret is set")
+            raise _Why(N_("is true but no secret is set"))
         return value
 
     @property
@@ -217,25 +227,31 @@ class ServerConfig(BaseModel):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
 
-def describe_config_error(path: Path, exc: ValidationError) -> str:
+def describe_config_error(path: Path, exc: ValidationError, translate: bool = False) -> str:
     """One line per problem of ``exc``: ``<path>: <field path> <why>`` (field path in the file's
     own spelling, e.g. ``notifications.webhook.url must be an http(s) URL, got 'ftp://x'``).
 
-    The offending value is quoted for scalars, never for a ``secret`` field.
+    The offending value is quoted for scalars, never for a ``secret`` field. ``translate``: our own
+    reasons (not pydantic's) in the current locale (:mod:`~tianshu_mcp.core.i18n`); logs keep English.
     """
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ())) or "(top level)"
         msg = str(err.get("msg", "invalid"))
         if err.get("type") == "value_error":
-            parts.append(f"{loc} {msg.removeprefix('Value error, ')}")
+            why = (err.get("ctx") or {}).get("error")
+            if translate and isinstance(why, _Why):
+                parts.append(f"{loc} {_(why.template).format(**why.values)}")
+            else:
+                parts.append(f"{loc} {msg.removeprefix('Value error, ')}")
             continue
         value: Any = err.get("input")
         if isinstance(value, str):
             value = value[:200]
-        shown = "" if "secret" in loc or not isinstance(value, (str, int, float, bool)) else f", got {value!r}"
+        shown = "" if "secret" in loc or not isinstance(value, (str, int, float, bool)) else (
+            _(", got {value}") if translate else ", got {value}").format(value=repr(value))
         parts.append(f"{loc}: {msg[:1].lower() + msg[1:]}{shown}")
-    return f"{path}: " + "; ".join(parts)
+    return f"{path}: " + (_("; ") if translate else "; ").join(parts)
 
 
 def check_config(home: Path | None = None) -> ServerConfig:
@@ -255,20 +271,22 @@ def check_config(home: Path | None = None) -> ServerConfig:
     except FileNotFoundError:
         return ServerConfig()
     except UnicodeDecodeError as exc:
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: not valid UTF-8 ({exc.reason})") from exc
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: not valid UTF-8 ({reason})").format(
+            path=path, reason=exc.reason)) from exc
     except json.JSONDecodeError as exc:
-        raise TianshuError(ErrorCode.CONFIG_INVALID,
-                           f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: invalid JSON at line {line} column {column}: {error}").format(
+            path=path, line=exc.lineno, column=exc.colno, error=exc.msg)) from exc
     except ValueError as exc:
         raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: {exc}") from exc
     except OSError as exc:
-        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, _("{path}: cannot read ({error})").format(
+            path=path, error=exc.strerror or exc)) from exc
     if not isinstance(data, dict):
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: the top level must be a JSON object")
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: the top level must be a JSON object").format(path=path))
     try:
         return ServerConfig.model_validate(data)
     except ValidationError as exc:
-        raise TianshuError(ErrorCode.CONFIG_INVALID, describe_config_error(path, exc)) from exc
+        raise TianshuError(ErrorCode.CONFIG_INVALID, describe_config_error(path, exc, translate=True)) from exc
 
 
 class _ConfigCache:

@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from ..core.files import atomic_write_text
+from ..core.i18n import N_, _
 from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, record_artifact_key
 from ..core.settings import load_config
 from ..core.taskstore import age_s, utc_now
@@ -101,7 +102,7 @@ async def sync_remote(service: Any, client: Any, tasks: list[dict[str, Any]], st
 async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: State) -> dict[str, Any]:
     from prefect.client.schemas.filters import ArtifactCollectionFilter, ArtifactCollectionFilterKey
 
-    st_type, st_name, st_msg, _ = state
+    st_type, st_name, st_msg, _ts = state
     status = status_from_state(st_type, st_name, t.get("phase"))
     if status == "queued":
         return await _queued(service, client, t)
@@ -137,20 +138,25 @@ async def _queued(service: Any, client: Any, t: dict[str, Any]) -> dict[str, Any
     online = [w for w in workers if str(getattr(w.status, "value", w.status)).upper() == "ONLINE"]
     age = age_s(str(t.get("submittedAt") or t.get("createdAt") or "")) or 0.0
     if online:
-        msg = (f"queued: waiting for a slot in work pool {pool} ({len(online)} worker(s) online) and in the "
-               "repository's queue")
+        msg = _("queued: waiting for a slot in work pool {pool} ({n} worker(s) online) and in the "
+                "repository's queue").format(pool=pool, n=len(online))
     elif age * 1000 >= timeout_ms:
-        msg = (f"no worker of work pool {pool} took the task within remote.queueTimeoutMs ({timeout_ms} ms); nothing "
-               f"ran. Start `tianshu-mcp worker --pool {pool}` where the repository can be reached, then run the task again")
-        await client.set_flow_run_state(t["flowRunId"], Failed(message=msg), force=True)
+        template = N_("no worker of work pool {pool} took the task within remote.queueTimeoutMs ({ms} ms); nothing "
+                      "ran. Start `tianshu-mcp worker --pool {pool}` where the repository can be reached, then run the "
+                      "task again")
+        msg = _(template).format(pool=pool, ms=timeout_ms)
+        # the Prefect state message stays English (design-notes 45)
+        await client.set_flow_run_state(t["flowRunId"], Failed(message=template.format(pool=pool, ms=timeout_ms)),
+                                        force=True)
         t = service.store.update(t["taskId"], lastMessage=msg, errorType="no_worker", finishedAt=utc_now(), phase=None,
                                  remoteFinal=True)
         service.store.event(t["taskId"], "failed", "failed", msg)
         return t
     else:
-        msg = (f"queued: no worker serves work pool {pool} (none online); start `tianshu-mcp worker --pool {pool}` on "
-               f"a machine that can reach {t.get('repoUrl')}. The task ends failed (NO_WORKER) if no worker takes it "
-               f"within remote.queueTimeoutMs ({timeout_ms} ms) of its submission")
+        msg = _("queued: no worker serves work pool {pool} (none online); start `tianshu-mcp worker --pool {pool}` on "
+                "a machine that can reach {repoUrl}. The task ends failed (NO_WORKER) if no worker takes it "
+                "within remote.queueTimeoutMs ({ms} ms) of its submission").format(pool=pool, repoUrl=t.get("repoUrl"),
+                                                                                    ms=timeout_ms)
     if t.get("lastMessage") != msg:
         t = service.store.update(t["taskId"], lastMessage=msg)
     return t
@@ -172,6 +178,6 @@ async def cancel_remote(service: Any, client: Any, task_id: str, flow_run_id: st
     while (view := await service.view(task_id)).status not in TERMINAL and anyio.current_time() < deadline:
         await anyio.sleep(0.5)
     if view.status not in TERMINAL:
-        return view, False, (f"cancel requested for {task_id} (its worker ends it), not final yet after {wait_s:.0f} s; "
-                             "check again with query_task")
-    return view, True, f"cancelled {task_id}"
+        return view, False, _("cancel requested for {taskId} (its worker ends it), not final yet after {secs} s; "
+                              "check again with query_task").format(taskId=task_id, secs=f"{wait_s:.0f}")
+    return view, True, _("cancelled {taskId}").format(taskId=task_id)

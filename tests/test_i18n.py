@@ -111,6 +111,97 @@ def test_zh_text_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     assert i18n._("task not found: {taskId}") == "task not found: {taskId}"
 
 
+def test_zh_config_errors_keep_their_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_config (CONFIG_INVALID) and an acceptance layer: Chinese text, the same code; logs stay English."""
+    from pydantic import ValidationError
+
+    from tianshu_mcp.acceptance.config import AcceptanceConfigError, parse_layer_bytes
+    from tianshu_mcp.core.settings import ServerConfig, check_config, describe_config_error
+
+    (tmp_path / "config.json").write_text(json.dumps({"notifications": {"webhook": {"enabled": True, "url": "ftp://x"}}}))
+    texts = {}
+    for loc in ("en", "zh-CN"):
+        monkeypatch.setenv("TIANSHU_MCP_LOCALE", loc)
+        with pytest.raises(TianshuError) as caught:
+            check_config(tmp_path)
+        assert caught.value.code == ErrorCode.CONFIG_INVALID
+        texts[loc] = caught.value.message
+    path = tmp_path / "config.json"
+    assert texts["en"] == f"{path}: notifications.webhook.url must be an http(s) URL, got 'ftp://x'"
+    assert texts["zh-CN"] == f"{path}: notifications.webhook.url 必须是 http(s) URL，收到 'ftp://x'"
+    with pytest.raises(ValidationError) as bad:  # the log's description (the config cache) stays English
+        ServerConfig.model_validate({"notifications": {"webhook": {"enabled": True}}})
+    assert describe_config_error(path, bad.value).endswith("notifications.webhook.url is required when enabled is true")
+    (tmp_path / "config.json").write_text("[1]")
+    with pytest.raises(TianshuError) as caught:
+        check_config(tmp_path)
+    assert (caught.value.code, caught.value.message) == (ErrorCode.CONFIG_INVALID, f"{path}：顶层必须是 JSON 对象")
+    with pytest.raises(AcceptanceConfigError) as layer:
+        parse_layer_bytes(b"{", "project", "/p/.tianshu-mcp/acceptance.json")
+    assert layer.value.code == ErrorCode.CONFIG_INVALID
+    assert layer.value.message.startswith("project 验收配置 /p/.tianshu-mcp/acceptance.json 不是合法 JSON：")
+
+
+def test_zh_dry_run_and_visual_report_sections(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tianshu_mcp.acceptance.dry_run import render_markdown
+    from tianshu_mcp.acceptance.visual.report import visual_html, visual_markdown
+
+    report = {"number": 0, "verdict": "ready", "projectPath": "/p", "autoFixRounds": 1, "git": {"isRepo": False},
+              "agent": {"id": "scripted", "ok": False, "message": "m"}, "acceptance": {"checks": [], "requireChanges": True},
+              "findings": []}
+    visual = {"passed": False, "message": "m", "visual": {"results": [
+        {"id": "home", "viewport": "desktop", "status": "failed", "code": "C", "message": "x", "metrics": {},
+         "content": {"expect": "e", "confidenceGate": "no-confidence", "votes": [], "provider": "judge", "cached": False}}]}}
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "en")
+    en_md = render_markdown(report)
+    assert en_md.startswith("# Dry run 0 — ready\n") and "## Checks that would run" in en_md
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
+    md = render_markdown(report)
+    assert md.startswith("# 预演 0 — ready\n") and "\n## 将运行的检查\n" in md and "- git：不是仓库" in md
+    assert md.count("\n") == en_md.count("\n")  # the same structure
+    vis = visual_markdown(visual)
+    assert vis.startswith("## 视觉验收\n") and "- 置信度闸门：命令未提供 confidence，minConfidence 未生效" in vis  # 30-visual §10
+    assert "### home / desktop [failed]" in vis and "- 提供者命令：judge；命中缓存：否" in vis
+    page = visual_html(visual, "/t")
+    assert "<h3>视觉验收 — failed</h3>" in page and '<option value="all">全部</option>' in page
+
+
+def test_zh_git_grading_and_check_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GitFailed quotes git's own words untranslated; check reasons keep their English constants
+    (compared by code) and are translated when shown; baseline-grading text for the verdict."""
+    from tianshu_mcp.acceptance.git import Baseline, GitResult, git_failed
+    from tianshu_mcp.acceptance.grading import _decide, grade_round
+    from tianshu_mcp.acceptance.runner import SKIP_CANCELLED, ZERO_TEST_REASON, display_reason
+
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
+    exc = git_failed(["status", "--porcelain"], "/p", GitResult(128, "", "fatal: detected dubious ownership", False, 3))
+    assert exc.code == ErrorCode.GIT_FAILED
+    assert exc.message == "git status --porcelain 在 /p 中失败（退出码 128）：fatal: detected dubious ownership"
+    assert ZERO_TEST_REASON == "fail-closed: the command exited 0 but ran no test case"
+    assert display_reason(ZERO_TEST_REASON) == "失败即关闭：命令退出码为 0，但没有运行任何测试用例"
+    assert display_reason(SKIP_CANCELLED) == "任务已取消，未运行"
+    assert display_reason("cannot start command: 'x' (boom)") == "命令无法启动：'x' (boom)"
+    assert display_reason("something else") == "something else"
+    graded = grade_round(project="/nowhere", task_dir="/nowhere", baseline=Baseline(isRepo=False), check_defs=[],
+                         results=[], log_path="/nowhere/verify.log", policy="strict", task_text="",
+                         default_timeout_ms=1000, concurrency=1)
+    assert graded.report["notes"] == ["已跳过基线评判：项目不是 git 仓库"]
+    assert _decide("regressions-only", "failed", "failed", {}, None, None, None, [], "t", "") == (
+        False, "基线时同样失败（检查级）")
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "en")
+    assert display_reason(ZERO_TEST_REASON) == ZERO_TEST_REASON
+
+
+def test_zh_agent_resolution_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tianshu_mcp.adapters.profiles import resolve_profile
+
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
+    agent = resolve_profile("nope", None)
+    assert not agent.ok and agent.message == "agent 'nope' 未配置；请在 agent-profiles.json 中添加 profile"
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "en")
+    assert resolve_profile("nope", None).message == "agent 'nope' is not configured; add a profile to agent-profiles.json"
+
+
 # --- the catalogue ---------------------------------------------------------------------------
 
 def test_every_msgid_has_a_chinese_translation_and_the_catalogue_matches_the_source() -> None:

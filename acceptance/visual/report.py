@@ -13,9 +13,17 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from ...core.i18n import N_, _
+
 _ORDER = ("actual", "baseline", "diff", "regions")
-GATE_LABELS = {"off": "not configured", "applied": "applied", "downgraded": "below the threshold, downgraded to uncertain",
-               "no-confidence": "the command reported no confidence; minConfidence did not apply"}
+GATE_LABELS = {"off": N_("not configured"), "applied": N_("applied"),
+               "downgraded": N_("below the threshold, downgraded to uncertain"),
+               "no-confidence": N_("the command reported no confidence; minConfidence did not apply")}
+"""Confidence-gate labels (msgids: shown through ``_()``; 30-visual §10)."""
+
+
+def _yes_no(flag: Any) -> str:
+    return _("yes") if flag else _("no")
 
 
 def _compact(value: Any) -> str:
@@ -27,37 +35,45 @@ def visual_markdown(report: Mapping[str, Any]) -> str:
     visual = report.get("visual")
     if not isinstance(visual, Mapping):
         return ""
-    lines = ["## Visual acceptance", "",
-             "Visual results are evidence, not something to work around: a failing page is fixed in the project, "
-             "never by editing baselines or the visual rules.",
-             "Content checks are warnings by default (optional: true); only blocking content checks fail the round "
-             "and trigger rework."]
+    lines = [_("## Visual acceptance"), "",
+             _("Visual results are evidence, not something to work around: a failing page is fixed in the project, "
+               "never by editing baselines or the visual rules."),
+             _("Content checks are warnings by default (optional: true); only blocking content checks fail the round "
+               "and trigger rework.")]
     if visual.get("cleanedAt"):
-        lines.append(f"Artifacts were removed explicitly: {visual['cleanedAt']}")
+        lines.append(_("Artifacts were removed explicitly: {at}").format(at=visual["cleanedAt"]))
     for r in visual.get("results") or []:
         where = r.get("viewport") or r.get("target")
-        lines += ["", f"### {r.get('id')} / {where} [{r.get('status')}]", f"- Target: {r.get('target')}",
-                  f"- Reason: {r.get('code')} — {r.get('message')}",
-                  f"- Optional: {str(bool(r.get('optional'))).lower()}; repairable: {str(bool(r.get('repairable'))).lower()}"]
+        lines += ["", f"### {r.get('id')} / {where} [{r.get('status')}]",
+                  _("- Target: {target}").format(target=r.get("target")),
+                  _("- Reason: {code} — {message}").format(code=r.get("code"), message=r.get("message")),
+                  _("- Optional: {optional}; repairable: {repairable}").format(
+                      optional=str(bool(r.get("optional"))).lower(), repairable=str(bool(r.get("repairable"))).lower())]
         content = r.get("content")
         if isinstance(content, Mapping):
             m = r.get("metrics") or {}
-            conf = f"; mean confidence {content['confidence']}" if content.get("confidence") is not None else ""
-            lines += [f"- Expected: {content.get('expect')}",
-                      f"- Votes: {m.get('samples')} sample(s): {m.get('passedVotes')} passed / {m.get('failedVotes')} failed / "
-                      f"{m.get('invalidVotes')} invalid{conf}",
-                      f"- Confidence gate: {GATE_LABELS.get(str(content.get('confidenceGate')), content.get('confidenceGate'))}",
-                      "- Reasons: " + " / ".join(str(v.get("reason")) for v in content.get("votes") or []),
-                      f"- Judge command: {content.get('provider')}; cache hit: {'yes' if content.get('cached') else 'no'}"]
-        for key, label in (("rules", "Expected rules"), ("metrics", "Actual metrics"), ("regions", "Diff regions"),
-                           ("masks", "Masked regions"), ("environment", "Environment")):
+            conf = (_("; mean confidence {confidence}").format(confidence=content["confidence"])
+                    if content.get("confidence") is not None else "")
+            gate = content.get("confidenceGate")
+            lines += [_("- Expected: {expect}").format(expect=content.get("expect")),
+                      _("- Votes: {samples} sample(s): {passed} passed / {failed} failed / {invalid} invalid{confidence}").format(
+                          samples=m.get("samples"), passed=m.get("passedVotes"), failed=m.get("failedVotes"),
+                          invalid=m.get("invalidVotes"), confidence=conf),
+                      _("- Confidence gate: {label}").format(
+                          label=_(GATE_LABELS[str(gate)]) if str(gate) in GATE_LABELS else gate),
+                      _("- Reasons: {reasons}").format(reasons=" / ".join(str(v.get("reason")) for v in content.get("votes") or [])),
+                      _("- Judge command: {provider}; cache hit: {hit}").format(provider=content.get("provider"),
+                                                                               hit=_yes_no(content.get("cached")))]
+        for key, label in (("rules", N_("- Expected rules: {json}")), ("metrics", N_("- Actual metrics: {json}")),
+                           ("regions", N_("- Diff regions: {json}")), ("masks", N_("- Masked regions: {json}")),
+                           ("environment", N_("- Environment: {json}"))):
             if r.get(key) is not None:
-                lines.append(f"- {label}: {_compact(r[key])}")
+                lines.append(_(label).format(json=_compact(r[key])))
         for kind, path in (r.get("artifacts") or {}).items():
             lines.append(f"- [{kind}]({path})")
     html_path = (report.get("files") or {}).get("html")
     if html_path:
-        lines += ["", f"Offline report: [HTML]({html_path})"]
+        lines += ["", _("Offline report: [HTML]({path})").format(path=html_path)]
     return "\n".join(lines)
 
 
@@ -76,14 +92,18 @@ def _article(r: Mapping[str, Any], base: Path, cleaned: bool) -> str:
              f"<p><code>{e(str(r.get('code')))}</code>: {e(str(r.get('message')))}</p>"]
     content = r.get("content")
     if isinstance(content, Mapping):
+        verdicts = {True: _yes_no(True), False: _yes_no(False), None: _("undecided")}
         rows = "".join(
-            f"<tr><td>{i + 1}</td><td>{'yes' if v.get('passed') is True else 'no' if v.get('passed') is False else 'undecided'}</td>"
+            f"<tr><td>{i + 1}</td><td>{e(verdicts.get(v.get('passed'), verdicts[None]))}</td>"
             f"<td>{e(str(v['confidence'])) if v.get('confidence') is not None else '—'}</td><td>{e(str(v.get('reason')))}</td></tr>"
             for i, v in enumerate(content.get("votes") or []))
-        parts.append("<table><tr><th>Sample</th><th>Passed</th><th>Confidence</th><th>Reason</th></tr>" + rows + "</table>")
-        parts.append(f"<p>Judge command <code>{e(str(content.get('provider')))}</code>; "
-                     f"<strong>cache hit:</strong> {'yes' if content.get('cached') else 'no'}"
-                     + ("; minConfidence did not apply" if content.get("confidenceGate") == "no-confidence" else "") + "</p>")
+        heads = "".join("<th>" + e(label) + "</th>" for label in (_("Sample"), _("Passed"), _("Confidence"), _("Reason")))
+        parts.append("<table><tr>" + heads + "</tr>" + rows + "</table>")
+        parts.append("<p>" + _("Judge command {provider}; {cache_hit} {answer}").format(
+                         provider="<code>" + e(str(content.get("provider"))) + "</code>",
+                         cache_hit="<strong>" + e(_("cache hit:")) + "</strong>", answer=e(_yes_no(content.get("cached"))))
+                     + (e(_("; minConfidence did not apply")) if content.get("confidenceGate") == "no-confidence" else "")
+                     + "</p>")
     arts = {k: v for k, v in (r.get("artifacts") or {}).items() if k != "metrics" and str(v).endswith(".png")}
     if arts and not cleaned:
         figs = "".join(f'<figure><img loading="lazy" src="{e(_rel(arts[k], base))}" alt="{e(k)}"><figcaption>{e(k)}</figcaption></figure>'
@@ -93,17 +113,20 @@ def _article(r: Mapping[str, Any], base: Path, cleaned: bool) -> str:
             m = r.get("metrics") or {}
             w, h = m.get("width") or 1, m.get("height") or 1
             boxes = "".join(f'<rect x="{g["x"]}" y="{g["y"]}" width="{g["width"]}" height="{g["height"]}"/>' for g in r.get("regions") or [])
-            parts.append('<div class="overlay"><label>Actual opacity <input type="range" min="0" max="1" step="0.05" value="0.5" '
+            parts.append('<div class="overlay"><label>' + e(_("Actual opacity"))
+                         + ' <input type="range" min="0" max="1" step="0.05" value="0.5" '
                          'oninput="this.closest(\'.overlay\').querySelector(\'.top\').style.opacity=this.value"></label>'
                          f'<div class="stack"><img src="{e(_rel(arts["baseline"], base))}" alt="baseline">'
                          f'<img class="top" style="opacity:0.5" src="{e(_rel(arts["actual"], base))}" alt="actual">'
                          f'<svg viewBox="0 0 {w} {h}" preserveAspectRatio="none">{boxes}</svg></div></div>')
-            regions = "".join(f'<button type="button">Region {i + 1}: ({g["x"]}, {g["y"]}) {g["width"]}×{g["height"]}</button>'
+            region = _("Region {i}: ({x}, {y}) {width}×{height}")
+            regions = "".join('<button type="button">' + e(region.format(i=i + 1, **g)) + "</button>"
                               for i, g in enumerate(r.get("regions") or []))
             if regions:
                 parts.append(f"<p>{regions}</p>")
     details = {k: r.get(k) for k in ("target", "metrics", "rules", "environment", "masks", "regions") if r.get(k) is not None}
-    parts.append(f"<details><summary>Details</summary><pre>{e(json.dumps(details, indent=2, ensure_ascii=False))}</pre></details>")
+    parts.append("<details><summary>" + e(_("Details")) + "</summary>"
+                 f"<pre>{e(json.dumps(details, indent=2, ensure_ascii=False))}</pre></details>")
     parts.append("</article>")
     return "".join(parts)
 
@@ -112,10 +135,13 @@ _STYLE = ("<style>.quad{display:grid;grid-template-columns:repeat(4,1fr);gap:6px
           ".stack{position:relative;display:inline-block;max-width:100%}.stack img{display:block;max-width:100%}"
           ".stack .top,.stack svg{position:absolute;left:0;top:0;width:100%;height:100%}"
           ".stack svg rect{fill:none;stroke:red;stroke-width:2}article{border-top:1px solid #ddd;margin-top:1em}</style>")
-_FILTER = ('<label>Show <select id="filter" onchange="for(const a of document.querySelectorAll(\'#visual article\'))'
-           'a.hidden=this.value!==\'all\'&&a.dataset.status!==this.value"><option value="all">All</option>'
-           + "".join(f'<option value="{s}">{s}</option>' for s in ("passed", "failed", "blocked", "skipped", "uncertain"))
-           + "</select></label>")
+def _filter() -> str:
+    """The status filter (its labels in the current locale; option values stay the status names)."""
+    return ("<label>" + html.escape(_("Show")) + ' <select id="filter" onchange="for(const a of '
+            "document.querySelectorAll('#visual article'))a.hidden=this.value!=='all'&&a.dataset.status!==this.value\">"
+            '<option value="all">' + html.escape(_("All")) + "</option>"
+            + "".join(f'<option value="{s}">{s}</option>' for s in ("passed", "failed", "blocked", "skipped", "uncertain"))
+            + "</select></label>")
 
 
 def visual_html(report: Mapping[str, Any], task_dir: str | os.PathLike[str]) -> str:
@@ -126,8 +152,10 @@ def visual_html(report: Mapping[str, Any], task_dir: str | os.PathLike[str]) -> 
     base = Path(task_dir)
     cleaned = bool(visual.get("cleanedAt"))
     verdict = "passed" if report.get("passed") else "failed"
-    head = f"<h3>Visual acceptance — {html.escape(verdict)}</h3><p>{html.escape(str(report.get('message', '')))}</p>"
+    head = ("<h3>" + html.escape(_("Visual acceptance — {verdict}").format(verdict=verdict)) + "</h3>"
+            f"<p>{html.escape(str(report.get('message', '')))}</p>")
     if cleaned:
-        head += f"<p>Artifacts were removed explicitly: {html.escape(str(visual['cleanedAt']))}</p>"
-    body = "".join(_article(r, base, cleaned) for r in visual.get("results") or []) or "<p>(no visual results)</p>"
-    return _STYLE + head + _FILTER + body
+        head += "<p>" + html.escape(_("Artifacts were removed explicitly: {at}").format(at=visual["cleanedAt"])) + "</p>"
+    body = ("".join(_article(r, base, cleaned) for r in visual.get("results") or [])
+            or "<p>" + html.escape(_("(no visual results)")) + "</p>")
+    return _STYLE + head + _filter() + body
