@@ -148,7 +148,10 @@ def read_text_tail(path: str | os.PathLike[str], max_bytes: int) -> str | None:
 
     Follows 40-agents-tasks §2.4: missing → None; size ≤ n → all; otherwise read bytes
     ``[size-n-1, size)`` and drop the partial first line. Invalid UTF-8 is replaced, never raised.
+    A ``path`` that is not a string or path (an int would open that file descriptor) gives None.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        return None
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as fh:

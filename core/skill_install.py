@@ -440,7 +440,10 @@ def install_skill(source: str | os.PathLike[str], target: str | os.PathLike[str]
         return result
     try:
         dst.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(_hidden(dst.parent, dst.name, "install", "lock")), timeout=lock_timeout_s):
+        lock_path = _hidden(dst.parent, dst.name, "install", "lock")
+        open(lock_path, "a").close()  # an unwritable parent fails here, with its OS error (a lock
+        # that cannot be created would otherwise read as "held by another process" until the timeout)
+        with FileLock(str(lock_path), timeout=lock_timeout_s):
             _clean_incoming(dst.parent, dst.name, result, time.time())
             _install_locked(src, dst, mode, package_version, package_hash, backup_keep, result,
                             source_label or str(src))

@@ -365,8 +365,9 @@ class Handlers:
         lines = [status_phrase(view)]
         if task.get("lastMessage"):
             lines.append(_("last message: {message}").format(message=task["lastMessage"]))
-        used = int(task.get("roundsUsed") or 0)
-        log_file = task.get("logFile") or str(self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")
+        used = task["roundsUsed"] if isinstance(task.get("roundsUsed"), int) else 0
+        log_file = task.get("logFile") if isinstance(task.get("logFile"), str) and task.get("logFile") else str(
+            self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")  # a damaged logFile: never an fd
         tail = tail_lines(log_file, tail_n)
         if tail:
             lines.append(_("--- agent log tail ({n} lines) ---").format(n=len(tail.splitlines())) + f"\n{tail}")

@@ -70,6 +70,8 @@ def plan(config: ServerConfig, *, no_install_flag: bool = False, approve_flag: b
     mode: Mode = ("approve" if approve_flag or env_on(env.get(APPROVE_ENV))
                   else "prompt" if skills.auto_install == "prompt" else "auto")
     raw = env.get(TARGET_ENV) or skills.target_dir or str(DEFAULT_TARGET)
+    if not why and not os.path.isabs(os.path.expanduser(raw)):  # relative to what? never the cwd
+        why = f"the skill target {raw!r} is not an absolute path"
     target = Path(os.path.abspath(os.path.expanduser(raw)))
     return SkillPlan(enabled=not why, why_off=why, mode=mode, target=target, source=skill_source_dir(),
                      backup_keep=skills.backup_keep)
@@ -119,7 +121,11 @@ def start_skill_install(config: ServerConfig, *, no_install_flag: bool = False, 
         log.warning("[%s] skill self-install not started: %s", SKILL_INSTALL_FAILED, exc)
         return None
     if not p.enabled:
-        log.info("skill self-install is off (%s)", p.why_off)
+        if p.why_off.startswith("the skill target"):
+            log.warning("[%s] skill self-install not started: %s (set %s or skills.targetDir to an absolute path)",
+                        SKILL_INSTALL_FAILED, p.why_off, TARGET_ENV)
+        else:
+            log.info("skill self-install is off (%s)", p.why_off)
         return None
     thread = threading.Thread(target=_run, args=(p,), name="tianshu-skill-install", daemon=True)
     thread.start()

@@ -23,8 +23,11 @@ identifier advertised under ``capabilities.extensions``).
   exactly like ``manage_task(action="continue", message=…)``. Responses to keys that are not
   outstanding are ignored (spec); ``decline``/``cancel`` leave the question open (the task keeps
   waiting; ``tasks/cancel`` or ``manage_task`` ends it).
-* **tasks/cancel** — ``manage_task(action="cancel")``; on a final task it is acknowledged and
-  changes nothing (cancellation is cooperative, spec "Task Cancellation").
+* **tasks/cancel** — ``manage_task(action="cancel")``; on a final task, and on a ``vfy_``
+  verification (not cancellable through manage_task either), it is acknowledged and changes
+  nothing (cancellation is cooperative, spec "Task Cancellation").
+* An answer through ``tasks/update`` meets ``manage_task(action="continue")``'s argument rules
+  (no NUL character, at most its length), else ``-32602`` and the question stays open.
 * ``ttlMs`` is null (records are kept until the user deletes them) and ``pollIntervalMs``
   :data:`POLL_INTERVAL_MS`.
 
@@ -47,6 +50,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, 
 from pydantic import Field
 
 from ..core.errors import TianshuError
+from ..core.i18n import _
 from ..core.model import TERMINAL
 from ..core.taskstore import utc_now
 
@@ -88,7 +92,8 @@ def _require(ctx: Any) -> None:
 
 
 def _not_found(task_id: str) -> MCPError:
-    return MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: Task not found ({task_id[:80]})")
+    return MCPError(code=INVALID_PARAMS, message=_("Failed to retrieve task: Task not found ({taskId})").format(
+        taskId=task_id[:80]))
 
 
 def _dump(result: types.CallToolResult) -> dict[str, Any]:
@@ -129,12 +134,21 @@ class TasksExtension(Extension):
 
     # --- the three methods ------------------------------------------------------------------
     async def _view(self, task_id: str) -> Any:
+        """The task's view; MCPError -32602 when it cannot be read (unknown, damaged record), -32603
+        with ``[PREFECT_UNAVAILABLE]`` when the Prefect API does not answer."""
+        import httpx
+
         try:
             return await self.service.view(task_id)
         except TianshuError as err:
             if err.code.value == "TASK_NOT_FOUND":
                 raise _not_found(task_id) from None
-            raise MCPError(code=INTERNAL_ERROR, message=f"[{err.code.value}] {err.message}") from None
+            code = INTERNAL_ERROR if err.code.value in ("PREFECT_UNAVAILABLE", "INTERNAL") else INVALID_PARAMS
+            raise MCPError(code=code, message=f"[{err.code.value}] {err.message}") from None
+        except httpx.HTTPError as exc:
+            raise MCPError(code=INTERNAL_ERROR, message=_("[PREFECT_UNAVAILABLE] the Prefect API did not answer "
+                                                          "({error}); try again shortly").format(
+                error=type(exc).__name__)) from None
 
     async def get(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         """``tasks/get``: the task's current :func:`task_object`."""
@@ -145,16 +159,24 @@ class TasksExtension(Extension):
         """``tasks/update``: an accepted answer to the open question continues the task."""
         _require(ctx)
         view = await self._view(params.task_id)
-        key = view.task.get("needsUserKey")
+        key = question_key(view.task)
         response = params.input_responses.get(key) if view.status == "needs_user" and key else None
         if not isinstance(response, dict) or response.get("action") != "accept":
             return {}  # not outstanding, declined or dismissed: nothing changes (spec: ignore)
         content = response.get("content") if isinstance(response.get("content"), dict) else {}
         message = content.get("message")
         if not isinstance(message, str) or not message.strip():
-            raise MCPError(code=INVALID_PARAMS, message=f"inputResponses.{key}.content.message must be a non-empty "
-                           "string (the answer to the agent's question)")
+            raise MCPError(code=INVALID_PARAMS, message=_("inputResponses.{key}.content.message must be a non-empty "
+                                                          "string (the answer to the agent's question)").format(key=key))
+        from .format import validate_arguments
         from .resume import continue_task
+        from .tools import TOOLS_BY_NAME
+
+        try:  # the answer meets manage_task(action="continue")'s rules: no NUL, at most its length
+            validate_arguments("manage_task", TOOLS_BY_NAME["manage_task"].input_schema,
+                               {"taskId": params.task_id, "action": "continue", "message": message})
+        except TianshuError as err:
+            raise MCPError(code=INVALID_PARAMS, message=f"[{err.code.value}] {err.message}") from None
 
         try:
             await continue_task(self.service, params.task_id, message)
@@ -167,14 +189,9 @@ class TasksExtension(Extension):
         """``tasks/cancel``: ``manage_task(action="cancel")``; a final task stays as it is."""
         _require(ctx)
         view = await self._view(params.task_id)
-        if view.status in TERMINAL:
-            return {}
-        if params.task_id.startswith("vfy_"):
-            from .cancel import cancel_task
-
-            await cancel_task(self.service, params.task_id, "cancelled through tasks/cancel")
-        else:
-            await self.service.cancel(params.task_id, "cancelled through tasks/cancel")
+        if view.status in TERMINAL or params.task_id.startswith("vfy_"):
+            return {}  # a verification is not cancellable (as with manage_task): it runs to its verdict
+        await self.service.cancel(params.task_id, _("cancelled through tasks/cancel"))
         return {}
 
     # --- the Task object -------------------------------------------------------------------
@@ -187,29 +204,32 @@ class TasksExtension(Extension):
         view = await self._view(task_id)
         task = view.task
         status = view.status
-        if status == "needs_user" and not task.get("needsUserKey"):
+        if status == "needs_user" and not question_key(task):
             # the record was read before the run's state: the flow wrote its question and paused
             # in between, so the question is in the record now (else the task is still working)
             task = self.service.store.read(task_id) or task
-            status = status if task.get("needsUserKey") else "running"
+            status = status if question_key(task) else "running"
+        created = _text(task.get("createdAt")) or utc_now()
         obj: dict[str, Any] = {
             "taskId": task_id,
-            "createdAt": task.get("createdAt") or utc_now(),
-            "lastUpdatedAt": task.get("updatedAt") or task.get("createdAt") or utc_now(),
+            "createdAt": created,
+            "lastUpdatedAt": _text(task.get("updatedAt")) or created,
             "ttlMs": None,
             "pollIntervalMs": POLL_INTERVAL_MS,
         }
-        message = str(task.get("lastMessage") or "")
+        message = _text(task.get("lastMessage"))
         if status in WORKING:
-            obj.update(status="working", statusMessage=message or status)
+            # a record's message may still be its queue note while the run already works on it
+            stale = status != "queued" and message.startswith("queued")
+            obj.update(status="working", statusMessage=status if stale or not message else message)
         elif status == "needs_user":
-            key = str(task["needsUserKey"])
-            question = str(task.get("pendingQuestion") or task.get("lastMessage") or "the agent asks for an answer")
+            key = str(question_key(task))
+            question = _text(task.get("pendingQuestion")) or message or _("the agent asks for an answer")
             obj.update(status="input_required", statusMessage=question, inputRequests={key: {
                 "method": "elicitation/create",
                 "params": {"mode": "form", "message": question, "requestedSchema": {
                     "type": "object", "required": ["message"],
-                    "properties": {"message": {"type": "string", "description": "your answer to the agent"}}}},
+                    "properties": {"message": {"type": "string", "description": _("your answer to the agent")}}}},
             }})
         elif status == "cancelled":
             obj.update(status="cancelled", statusMessage=message or "cancelled")
@@ -218,13 +238,30 @@ class TasksExtension(Extension):
         return obj
 
     async def final_result(self, view: Any) -> types.CallToolResult:
-        """The ``CallToolResult`` of a finished task, as the classic contract shows it at that stop."""
+        """The ``CallToolResult`` of a finished task, as the classic contract shows it at that stop
+        (through :func:`.outputs.fit_output`: a damaged field is left out and named)."""
+        from .outputs import fit_output
+
         task_id = view.task["taskId"]
         if task_id.startswith("vfy_"):
             target_id = view.task.get("targetTaskId")
-            target = self.service.store.read(target_id) if target_id else None
-            return await self.handlers.verify_result(view, target)
-        return await self.handlers.query_task({"taskId": task_id})
+            target = self.service.store.read(target_id) if isinstance(target_id, str) and target_id else None
+            return fit_output("verify_task", await self.handlers.verify_result(view, target))
+        return fit_output("query_task", await self.handlers.query_task({"taskId": task_id}))
+
+
+def question_key(task: dict[str, Any]) -> str | None:
+    """The ``inputRequests`` key of a task's open question: its ``needsUserKey``, or
+    ``needs-user`` for a (hand-edited) record that has a question but lost its key; None: no question."""
+    key = task.get("needsUserKey")
+    if isinstance(key, str) and key:
+        return key
+    return "needs-user" if _text(task.get("pendingQuestion")) else None
+
+
+def _text(value: Any) -> str:
+    """A record's string field, or "" for anything else (a damaged record never breaks the Task shape)."""
+    return value if isinstance(value, str) else ""
 
 
 def apply_extension(server: Server[Any], extension: Extension, call_tool: Any) -> None:

@@ -107,12 +107,24 @@ async def test_a_damaged_record_field_is_left_out_and_named(ts_daemon: dict[str,
     tdir.mkdir(parents=True)
     (tdir / "task.json").write_text(json.dumps({
         "taskId": tid, "projectPath": "/work/x", "createdAt": "2020-01-01T00:00:00Z", "finalStatus": "failed",
-        "diffstat": {"k": 1}, "roundsUsed": 2, "changedFiles": "calc.py", "agentId": "scripted"}))
+        "diffstat": {"k": 1}, "roundsUsed": 2, "changedFiles": "calc.py", "agentId": "scripted",
+        "logFile": 8, "updatedAt": 12345, "pendingQuestion": {"q": 1}, "needsUserKind": 5}))
     try:
         async with mcp_client(home) as client:
+            # logFile 8 once made query_task read (or close) the server's own file descriptor 8
             meta = meta_of(await client.call_tool("query_task", {"taskId": tid}))
-            assert meta["damagedFields"] == ["changedFiles", "diffstat"] and meta["round"] == 2
-            assert "diffstat" not in meta and meta["status"] == "failed"
+            assert meta["damagedFields"] == ["changedFiles", "diffstat", "logFile", "needsUserKind", "pendingQuestion"]
+            assert "diffstat" not in meta and meta["status"] == "failed" and meta["round"] == 2
+            assert meta_of(await client.call_tool("query_task", {"taskId": tid}))["taskId"] == tid  # still serving
+        from tasks_client import TasksRequester, tasks_request
+        from test_tasks_ext import modern
+
+        async with modern(home, TasksRequester()) as client:
+            task = await tasks_request(client.session, "tasks/get", {"taskId": tid})
+            assert task["status"] == "completed" and task["lastUpdatedAt"] == task["createdAt"] == "2020-01-01T00:00:00Z"
+            check_output("query_task", type("R", (), {"structured_content": task["result"]["structuredContent"],
+                                                      "content": task["result"]["content"]})())
+        async with mcp_client(home) as client:
             listing = meta_of(await client.call_tool("query_info", {"type": "tasks", "limit": 200}))
             row = next(r for r in listing["tasks"] if r["taskId"] == tid)
             assert "diffstat" not in row and f"tasks.{listing['tasks'].index(row)}.diffstat" in listing["damagedFields"]

@@ -486,3 +486,33 @@ async def test_e2e_unwritable_target_only_warns(tmp_path: Path) -> None:
         await _wait_for(lambda: "[SKILL_INSTALL_FAILED]" in _server_log(home), 60, "the install warning")
         assert len((await client.list_tools()).tools) == 8  # still serving
     assert "[WARNING] [SKILL_INSTALL_FAILED]" in _server_log(home)
+
+
+def test_a_lock_that_cannot_be_created_fails_at_once_not_after_the_lock_timeout(tmp_path: Path, src: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc/<x> as target (seen): the lock file cannot be created; that is the target's error."""
+    real_open = open
+
+    def refusing_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(path).endswith(".install-lock"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr("builtins.open", refusing_open)
+    started = time.monotonic()
+    result = si.install_skill(src, tmp_path / "host" / "tianshu-mcp", package_version="1", lock_timeout_s=30)
+    assert result.failed and time.monotonic() - started < 20
+    assert [w for w in result.warnings if w.startswith(f"[{si.SKILL_INSTALL_FAILED}]") and "Permission denied" in w]
+    assert not (tmp_path / "host" / "tianshu-mcp").exists()
+
+
+def test_a_relative_target_is_refused_not_resolved_against_the_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   collected: _Collect) -> None:
+    monkeypatch.chdir(tmp_path)
+    p = skill_boot.plan(ServerConfig(), environ={skill_boot.TARGET_ENV: "relskill"})
+    assert not p.enabled and "not an absolute path" in p.why_off
+    assert skill_boot.start_skill_install(ServerConfig(), environ={skill_boot.TARGET_ENV: "relskill"}) is None
+    assert any(level == logging.WARNING and msg.startswith(f"[{si.SKILL_INSTALL_FAILED}]") and "relskill" in msg
+               for level, msg in collected.lines)
+    assert not (tmp_path / "relskill").exists()
+    assert skill_boot.plan(ServerConfig(), environ={skill_boot.TARGET_ENV: "~/skills/x"}).enabled  # ~ is absolute

@@ -160,6 +160,12 @@ async def test_needs_user_is_input_required_and_answered_through_tasks_update(ts
             await tasks_request(client.session, "tasks/update", {"taskId": created.task_id, "inputResponses": {
                 key: {"action": "accept", "content": {"message": "  "}}}})
         assert exc.value.error.code == -32602 and "non-empty" in exc.value.error.message
+        for bad in ("a\u0000b", "x" * 100_001):  # manage_task(action="continue")'s rules hold here too
+            with pytest.raises(MCPError) as exc:
+                await tasks_request(client.session, "tasks/update", {"taskId": created.task_id, "inputResponses": {
+                    key: {"action": "accept", "content": {"message": bad}}}})
+            assert exc.value.error.code == -32602 and "[INVALID_ARGUMENT]" in exc.value.error.message
+        assert (await _get(client, created.task_id))["status"] == "input_required"
         meta_of(await client.call_tool("manage_task", {"taskId": created.task_id, "action": "continue",
                                                        "message": "yes"}))
         done = await _until_status(client, created.task_id, {"completed"})
@@ -178,6 +184,10 @@ async def test_tasks_cancel_and_bad_task_ids(ts_daemon: dict[str, Any], calc_rep
         done = await _until_status(client, created.task_id, {"cancelled"})
         assert "tasks/cancel" in done["statusMessage"] and "result" not in done
         assert meta_of(await client.call_tool("query_task", {"taskId": created.task_id}))["status"] == "cancelled"
+        # a verification is not cancellable (manage_task refuses it too): acknowledged, it runs on
+        vfy = await client.session.call_tool("verify_task", {"projectPath": str(calc_repo)}, allow_claimed=True)
+        await tasks_request(client.session, "tasks/cancel", {"taskId": vfy.task_id})
+        assert (await _until_status(client, vfy.task_id, {"completed", "cancelled"}))["status"] == "completed"
         # cancel of a final task: acknowledged, nothing changes
         await tasks_request(client.session, "tasks/cancel", {"taskId": created.task_id})
         assert (await _get(client, created.task_id))["status"] == "cancelled"
