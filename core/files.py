@@ -99,7 +99,11 @@ def read_json(path: str | os.PathLike[str]) -> Any:
     Raises:
         FileNotFoundError: when absent. OSError: unreadable, or not a regular file.
         ValueError: too large, or invalid JSON (json.JSONDecodeError).
+        OSError also for a ``path`` that is not a str or path (an int would be a file descriptor:
+        a damaged record's field must never read or close one of ours).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise OSError(f"not a file path: {type(path).__name__}")
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         raise OSError(f"{os.fspath(path)} is not a regular file")

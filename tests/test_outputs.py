@@ -132,3 +132,19 @@ async def test_a_damaged_record_field_is_left_out_and_named(ts_daemon: dict[str,
         import shutil
 
         shutil.rmtree(tdir)
+
+
+def test_a_number_where_a_path_belongs_never_reads_or_closes_a_file_descriptor() -> None:
+    """A damaged record's logFile/reportJson of 8 once opened the server's own fd 8 (and closed it)."""
+    import os
+
+    from tianshu_mcp.core.files import read_json_safe, read_text_tail, tail_lines
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b'{"a": 1}\n')
+        assert read_json_safe(r) is None and read_text_tail(r, 100) is None and tail_lines(r, 5) is None
+        assert os.read(r, 100) == b'{"a": 1}\n'  # still open, nothing consumed
+    finally:
+        os.close(r)
+        os.close(w)

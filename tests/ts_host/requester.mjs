@@ -153,20 +153,25 @@ async function waitForFile(path) {
   }
 }
 
+// run_task as a task on a session with `sessionOptions`, followed to completion by the package
+async function runFollowed(sessionOptions) {
+  const { client, transport } = await connect(true);
+  const session = taskSession(client, transport, sessionOptions);
+  try {
+    const execution = await session.callTool("run_task", toolArgs, { task: { preference: "require" } });
+    out.taskId = execution.handle?.taskId;
+    const outcome = await follow(execution);
+    out.final = summary(resultFromTaskOutcome(outcome));
+  } finally {
+    await session.close();
+    await client.close();
+  }
+}
+
 const scenarios = {
   // run_task as a task, followed to completion by the package
   async run() {
-    const { client, transport } = await connect(true);
-    const session = taskSession(client, transport);
-    try {
-      const execution = await session.callTool("run_task", toolArgs, { task: { preference: "require" } });
-      out.taskId = execution.handle?.taskId;
-      const outcome = await follow(execution);
-      out.final = summary(resultFromTaskOutcome(outcome));
-    } finally {
-      await session.close();
-      await client.close();
-    }
+    await runFollowed({});
   },
   // tasks/cancel of a running task through the execution, then the server's final state read back
   async cancel() {
@@ -202,17 +207,7 @@ const scenarios = {
       sampling: async () => { throw new Error("no sampling expected"); },
       roots: async () => ({ roots: [] }),
     });
-    const { client, transport } = await connect(true);
-    const session = taskSession(client, transport, { onInputRequest });
-    try {
-      const execution = await session.callTool("run_task", toolArgs, { task: { preference: "require" } });
-      out.taskId = execution.handle?.taskId;
-      const outcome = await follow(execution);
-      out.final = summary(resultFromTaskOutcome(outcome));
-    } finally {
-      await session.close();
-      await client.close();
-    }
+    await runFollowed({ onInputRequest });
   },
   // a 2025-era host: no extension, the same ext-tasks call is immediate and classic (taskId + wait_task)
   async legacy() {
