@@ -651,18 +651,18 @@ def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDe
             if s in scripts:
                 checks.append(CheckDef.make(s, ["npm", "run", s]))
         if len(missing) == len(_NPM_SCRIPTS):
-            notes.append("package.json has no typecheck/lint/test/build script; only the basic checks run.")
+            notes.append(_("package.json has no typecheck/lint/test/build script; only the basic checks run."))
         elif missing:
-            notes.append(f"package.json lacks scripts (skipped): {'/'.join(missing)}.")
+            notes.append(_("package.json lacks scripts (skipped): {scripts}.").format(scripts="/".join(missing)))
     elif (root / "tsconfig.json").is_file():
         checks.append(CheckDef.make("typecheck-tsc", ["npx", "tsc", "--noEmit"], optional=True))
     why = detect_pytest(root)
     if why is not None:
         exe = _project_venv_pytest(root)
         checks.append(CheckDef.make("pytest", [exe or "pytest", "-q"], optional=False))
-        notes.append(f"Python tests detected ({why}): pytest -q is a mandatory check.")
+        notes.append(_("Python tests detected ({why}): pytest -q is a mandatory check.").format(why=why))
         if exe:
-            notes.append(f"Using the project's virtualenv pytest: {exe}.")
+            notes.append(_("Using the project's virtualenv pytest: {path}.").format(path=exe))
     if (root / "go.mod").is_file():
         checks.append(CheckDef.make("go-test", ["go", "test", "./..."]))  # port: mandatory, like pytest
     if (root / "Cargo.toml").is_file():
@@ -684,14 +684,15 @@ class ResolvedChecks:
             always runs it first).
         require_changes: the zero-change gate switch (default True).
         verify_concurrency: the merged layers' value 1..4, or None (inherit the server config).
-        notes: English notes for ``analysis.notes``.
+        notes: notes for ``analysis.notes``, in the current locale (:mod:`~tianshu_mcp.core.i18n`).
         applied: ``[{"source": "global"|"project"|"override", "path"}]`` of existing layers.
         visual: the merged, still-unvalidated ``visual`` object, or None.
         config: the merged layer config.
         baseline_checks: run the command checks on the baseline too and grade against it
             (``baselineChecks``, default False).
         baseline_policy: ``baselinePolicy`` (default :data:`DEFAULT_BASELINE_POLICY`).
-        warnings: English warnings for ``analysis.warnings`` (the task changed the project layer).
+        warnings: warnings for ``analysis.warnings`` (the task changed the project layer), in the
+            current locale.
     """
 
     checks: list[CheckDef]
@@ -771,10 +772,12 @@ def resolve_checks(
         if merged.checks is not None:
             base = [to_check_def(c) for c in merged.checks]
             sources = "+".join(a["source"] for a in applied)
-            notes.append(f"Using the checks of the acceptance config layers (effective layers {sources}, {len(base)} item(s)).")
+            notes.append(_("Using the checks of the acceptance config layers (effective layers {sources}, {n} "
+                           "item(s)).").format(sources=sources, n=len(base)))
         elif project_verify:
             base = _normalise_list(project_verify, "projects.json", "projects.json verify")
-            notes.append(f"Using the acceptance checks registered in the data home's projects.json ({len(base)} item(s)).")
+            notes.append(_("Using the acceptance checks registered in the data home's projects.json ({n} item(s)).")
+                         .format(n=len(base)))
         elif project is not None:
             derived, dnotes = derive_default_checks(project)
             base = derived
@@ -787,16 +790,17 @@ def resolve_checks(
                 gone = sorted(names - {d.name for d in derived})
                 base = pinned_defs + [d for d in derived if d.name not in names]
                 if gone:
-                    warnings.append("derived at the task's baseline but no longer derivable (kept: the task removed "
-                                    "what they run): " + ", ".join(gone))
-            notes.append("Using the default acceptance set (derived from the project's tech stack).")
+                    warnings.append(_("derived at the task's baseline but no longer derivable (kept: the task removed "
+                                      "what they run): {checks}").format(checks=", ".join(gone)))
+            notes.append(_("Using the default acceptance set (derived from the project's tech stack)."))
     checks = list(base)
     if has_extra:
         checks.extend(extra)
         if mode == "replace":
-            notes.append("checksMode=replace: only the caller's extraChecks run (project/default checks skipped).")
+            notes.append(_("checksMode=replace: only the caller's extraChecks run (project/default checks skipped)."))
         else:
-            notes.append(f"extraChecks appends {len(extra)} temporary check(s) (the base gate is not replaced).")
+            notes.append(_("extraChecks appends {n} temporary check(s) (the base gate is not replaced).").format(
+                n=len(extra)))
     return ResolvedChecks(
         checks=checks,
         require_changes=merged.require_changes if merged.require_changes is not None else True,
@@ -826,9 +830,9 @@ def _pin_warnings(project: str | os.PathLike[str] | None, home: str | os.PathLik
     if project is not None and now(project_layer_path(project), "project") != pinned.project_raw:
         changed.append(str(project_layer_path(project)))
     if (list(project_verify) if project_verify else None) != pinned.project_verify:
-        changed.append("the project's verify entry in projects.json")
-    return [f"the rules changed since the task started ({c}); this round was judged by them as they were "
-            "then (the change applies to later tasks)" for c in changed]
+        changed.append(_("the project's verify entry in projects.json"))
+    return [_("the rules changed since the task started ({source}); this round was judged by them as they were "
+              "then (the change applies to later tasks)").format(source=c) for c in changed]
 
 
 def _normalise_list(items: Sequence[Any], layer: str, path: str) -> list[CheckDef]:

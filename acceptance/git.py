@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.childenv import scrub
 from ..core.errors import ErrorCode, TianshuError
-from ..core.i18n import _
+from ..core.i18n import N_, _
 from .signals import Signals, SignalsReport, TamperingItem, scan_changes, scan_signals
 
 __all__ = [
@@ -461,7 +461,8 @@ class Baseline(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-NON_REPO_MESSAGE = "Not a git repository: change list/diffstat unavailable (command checks still run)."
+NON_REPO_MESSAGE = N_("Not a git repository: change list/diffstat unavailable (command checks still run).")
+"""``Baseline.message`` of a non-repository (a msgid: stored in the current locale's words)."""
 
 
 def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
@@ -478,7 +479,7 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     sha>`` (port).
     """
     if not is_git_repo(project):
-        return Baseline(is_repo=False, message=NON_REPO_MESSAGE)
+        return Baseline(is_repo=False, message=_(NON_REPO_MESSAGE))
     root = _toplevel(project)
     head = _rev(project, "HEAD")
     entries = _status_entries(project)
@@ -500,16 +501,14 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     truncated = max(0, len(hashable) - UNTRACKED_HASH_CAP)
     n = len(entries)
     if head is None:
-        message = "No HEAD (empty repository)." + (f" Working tree has {n} entries." if n else "")
+        message = _("No HEAD (empty repository).") + (_(" Working tree has {n} entries.").format(n=n) if n else "")
     elif n:
-        message = f"Baseline HEAD={head}, working tree dirty ({n} entries)."
+        message = _("Baseline HEAD={head}, working tree dirty ({n} entries).").format(head=head, n=n)
     else:
-        message = f"Baseline HEAD={head}, working tree clean."
+        message = _("Baseline HEAD={head}, working tree clean.").format(head=head)
     if truncated:
-        message += (
-            f" {truncated} untracked file(s) beyond the first {UNTRACKED_HASH_CAP} were not hashed; "
-            "changes to them cannot be attributed."
-        )
+        message += _(" {n} untracked file(s) beyond the first {cap} were not hashed; changes to them cannot be "
+                     "attributed.").format(n=truncated, cap=UNTRACKED_HASH_CAP)
     return Baseline(
         is_repo=True,
         head=head,

@@ -306,7 +306,7 @@ def _stash_create(top: Path) -> tuple[str | None, str | None]:
             if index.is_file():
                 shutil.copyfile(index, tmp_index)
         except OSError as exc:
-            return None, f"the index could not be copied ({exc})"
+            return None, _("the index could not be copied ({error})").format(error=exc)
         env = {
             "GIT_INDEX_FILE": str(tmp_index),
             # stash needs an identity; never depend on the user's config for an unreferenced commit
@@ -315,7 +315,7 @@ def _stash_create(top: Path) -> tuple[str | None, str | None]:
         }
         status, out, err = _git_env_run(["stash", "create", "tianshu-mcp baseline"], top, env)
     if status != 0:
-        return None, f"git stash create failed: {(err or out).strip()[:300]}"
+        return None, _("git stash create failed: {said}").format(said=(err or out).strip()[:300])
     sha = out.strip()
     return (sha or None), None
 
@@ -365,7 +365,7 @@ def capture_baseline_state(project: str | os.PathLike[str], task_dir: str | os.P
         _capture_into(Path(project), tdir, state)
     except Exception as exc:  # noqa: BLE001 - a capture problem must not stop the task
         log.exception("capturing the baseline state failed")
-        state["notes"].append(f"capturing the baseline state failed: {exc}")
+        state["notes"].append(_("capturing the baseline state failed: {error}").format(error=exc))
     try:
         atomic_write_json(tdir / STATE_FILE, state)
     except OSError as exc:
@@ -375,11 +375,11 @@ def capture_baseline_state(project: str | os.PathLike[str], task_dir: str | os.P
 
 def _capture_into(project: Path, tdir: Path, state: dict[str, Any]) -> None:
     if not is_git_repo(project):
-        state["notes"].append("not a git repository: baseline checks cannot run")
+        state["notes"].append(_("not a git repository: baseline checks cannot run"))
         return
     top = _toplevel(project)
     if top is None:
-        state["notes"].append("the repository's top level could not be determined")
+        state["notes"].append(_("the repository's top level could not be determined"))
         return
     state.update(isRepo=True, toplevel=str(top))
     try:
@@ -391,7 +391,7 @@ def _capture_into(project: Path, tdir: Path, state: dict[str, Any]) -> None:
     head = _head(project)
     state["head"] = head
     if head is None:
-        state["notes"].append("unborn HEAD (no commit yet): baseline checks cannot run")
+        state["notes"].append(_("unborn HEAD (no commit yet): baseline checks cannot run"))
         return
     sha, err = _stash_create(top)
     state["dirtyStashCommit"] = sha
@@ -414,15 +414,15 @@ def _capture_into(project: Path, tdir: Path, state: dict[str, Any]) -> None:
                 continue
             _copy_entry(src, dest / rel)
         except OSError as exc:
-            state["notes"].append(f"untracked file {rel} could not be copied: {exc}")
+            state["notes"].append(_("untracked file {file} could not be copied: {error}").format(file=rel, error=exc))
             continue
         total += size
         copied.append(rel)
     state.update(untrackedFiles=copied, untrackedBytes=total, untrackedSkipped=skipped, capped=skipped > 0)
     if skipped:
         state["notes"].append(
-            f"{skipped} pre-existing untracked file(s) were not copied (the copies are capped at "
-            f"{UNTRACKED_CAP_BYTES // (1024 * 1024)} MB): the baseline run does not see them"
+            _("{n} pre-existing untracked file(s) were not copied (the copies are capped at {mb} MB): the baseline "
+              "run does not see them").format(n=skipped, mb=UNTRACKED_CAP_BYTES // (1024 * 1024))
         )
 
 
@@ -508,7 +508,7 @@ def _reproduce_dirty(
     if state is None:
         if baseline.dirty:
             _copy_unchanged(wt_top, top, baseline, [*baseline.pre_existing_changed, *baseline.pre_existing_untracked],
-                            notes, "baseline-state.json is missing")
+                            notes, _("baseline-state.json is missing"))
         return
     sha = state.get("dirtyStashCommit")
     if sha:
@@ -516,12 +516,12 @@ def _reproduce_dirty(
         r = run_git(["read-tree", "--reset", "-u", sha], wt_top) if exists.ok else None
         if r is None or not r.ok:
             notes.append(
-                "the pre-work tracked changes could not be reproduced in the baseline worktree "
-                f"(stash commit {str(sha)[:12]} unavailable)"
+                _("the pre-work tracked changes could not be reproduced in the baseline worktree "
+                  "(stash commit {commit} unavailable)").format(commit=str(sha)[:12])
             )
             sha = None
     if not sha and baseline.pre_existing_changed:
-        _copy_unchanged(wt_top, top, baseline, list(baseline.pre_existing_changed), notes, "no stash commit")
+        _copy_unchanged(wt_top, top, baseline, list(baseline.pre_existing_changed), notes, _("no stash commit"))
     src_root = tdir / str(state.get("untrackedDir") or UNTRACKED_DIR)
     for rel in state.get("untrackedFiles") or []:
         if not _safe_rel(rel):
@@ -529,7 +529,7 @@ def _reproduce_dirty(
         try:
             _copy_entry(src_root / rel, wt_top / rel)
         except OSError as exc:
-            notes.append(f"pre-existing untracked file {rel} could not be restored: {exc}")
+            notes.append(_("pre-existing untracked file {file} could not be restored: {error}").format(file=rel, error=exc))
     for n in state.get("notes") or []:
         notes.append(str(n))
 
@@ -553,12 +553,12 @@ def _copy_unchanged(wt_top: Path, top: Path, baseline: Baseline, paths: Sequence
                 lost.append(rel)
         except OSError:
             lost.append(rel)
-    notes.append(f"{why}: the pre-work dirty files were rebuilt from the project where they are still "
-                 "byte-identical to the baseline")
+    notes.append(_("{why}: the pre-work dirty files were rebuilt from the project where they are still "
+                   "byte-identical to the baseline").format(why=why))
     if lost:
-        shown = ", ".join(lost[:10]) + (f" (+{len(lost) - 10} more)" if len(lost) > 10 else "")
-        notes.append(f"{len(lost)} pre-work dirty file(s) changed since the baseline and could not be "
-                     f"reproduced (the baseline run used their committed version): {shown}")
+        shown = ", ".join(lost[:10]) + (_(" (+{n} more)").format(n=len(lost) - 10) if len(lost) > 10 else "")
+        notes.append(_("{n} pre-work dirty file(s) changed since the baseline and could not be reproduced (the "
+                       "baseline run used their committed version): {files}").format(n=len(lost), files=shown))
 
 
 def _baseline_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef:
@@ -628,7 +628,7 @@ def run_baseline_checks(
             ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency, should_stop)
         except Exception as exc:  # noqa: BLE001 - the caller falls back to counting every failure
             log.exception("baseline checks failed")
-            ran, run_notes = {}, [f"the baseline checks could not run: {exc}"]
+            ran, run_notes = {}, [_("the baseline checks could not run: {error}").format(error=exc)]
         stopped = stop_requested(should_stop)
         keep = {
             k: v for k, v in ran.items()
@@ -661,10 +661,10 @@ def _run_in_worktree(
     notes: list[str] = []
     top = _toplevel(project)
     if top is None or baseline.head is None:
-        return {}, ["the baseline worktree could not be created (no repository top level or HEAD)"]
+        return {}, [_("the baseline worktree could not be created (no repository top level or HEAD)")]
     state = load_baseline_state(tdir)
     if state is not None and state.get("head") != baseline.head:
-        notes.append("baseline-state.json belongs to another baseline head; ignored")
+        notes.append(_("baseline-state.json belongs to another baseline head; ignored"))
         state = None
     try:
         rel = Path(os.path.realpath(project)).relative_to(os.path.realpath(top))
@@ -680,7 +680,7 @@ def _run_in_worktree(
                     timeout_ms=_WORKTREE_TIMEOUT_MS)
         added = os.path.realpath(wt) in _worktree_paths(top)
         if not r.ok or not added:
-            return {}, [f"git worktree add failed: {(r.stderr or r.stdout).strip()[:300]}"]
+            return {}, [_("git worktree add failed: {said}").format(said=(r.stderr or r.stdout).strip()[:300])]
         _reproduce_dirty(wt, top, state, baseline, tdir, notes)
         wt_project = wt / rel
         for name in LINKED_DEP_DIRS:
@@ -691,7 +691,7 @@ def _run_in_worktree(
                 except OSError:
                     pass
         if (top / ".gitmodules").is_file():
-            notes.append("submodules are not checked out in the baseline worktree")
+            notes.append(_("submodules are not checked out in the baseline worktree"))
         defs = [_baseline_argv(c, wt_project, project) for c in checks]
         log_path = tdir / LOG_FILE
         results = run_checks(defs, wt_project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop)
@@ -714,7 +714,8 @@ def _run_in_worktree(
                 "tests": ids.to_json() if ids is not None else None,
             }
             if st == "timeout":
-                notes.append(f"baseline run of {c.name} timed out: not comparable, its failures count")
+                notes.append(_("baseline run of {check} timed out: not comparable, its failures count").format(
+                    check=c.name))
         return out, notes
     finally:
         if (added or wt.exists()) and not _remove_worktree(top, wt):

@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from ..core.i18n import _
+from ..core.i18n import N_, _
 from ..core.procs import ProcRecord, kill_tree, record_of, tagged_env
 from ..core.reaper import keep_alive, release
 from .acp_client import TianshuClient
@@ -80,7 +80,13 @@ PERMISSIONS_FILE = "acp-permissions.json"
 
 
 class SetupFailed(Exception):
-    """The agent started but its session could not be set up (``setup_failed``)."""
+    """The agent started but its session could not be set up (``setup_failed``). ``message``: a
+    constant English msgid (``N_``) filled from ``values``; ``str(exc)`` is English (the round's
+    log), ``exc.shown`` the locale's words (the task's message; ``shown_values`` override there)."""
+
+    def __init__(self, message: str, shown_values: dict[str, Any] | None = None, **values: Any) -> None:
+        super().__init__(message.format(**values))
+        self.shown = _(message).format(**{**values, **(shown_values or {})})
 
 
 class Stopped(Exception):
@@ -229,17 +235,20 @@ class AcpSession:
         try:
             self.session_id, loaded = future.result(timeout=0)
         except concurrent.futures.CancelledError as exc:
-            raise SetupFailed(f"the agent did not answer initialize/session within {self.settings.init_timeout_ms} ms") from exc
+            raise SetupFailed(N_("the agent did not answer initialize/session within {ms} ms"),
+                              ms=self.settings.init_timeout_ms) from exc
         except acp.RequestError as exc:
             said = f"{exc}" + (f" ({exc.data})" if getattr(exc, "data", None) else "")  # the agent's own reason
             if exc.code == -32000:  # auth_required
                 raise AuthRequired(said) from exc
-            raise SetupFailed(f"the agent answered {step[0]} with an error: {said}") from exc
+            raise SetupFailed(N_("the agent answered {step} with an error: {said}"), step=step[0], said=said) from exc
         except Exception as exc:  # noqa: BLE001 - a broken pipe, malformed JSON, an early exit
             code = self.returncode
-            gone = f" (it exited with code {code})" if code is not None else ""
-            raise SetupFailed(f"the ACP handshake ({step[0]}) failed{gone}: {type(exc).__name__}: {exc}; is "
-                              f"'{self.agent.command}' an ACP agent? (its stderr is in the round's log)") from exc
+            gone = N_(" (it exited with code {code})") if code is not None else ""
+            raise SetupFailed(N_("the ACP handshake ({step}) failed{gone}: {error}; is '{command}' an ACP agent? (its "
+                                 "stderr is in the round's log)"), {"gone": _(gone).format(code=code) if gone else ""},
+                              step=step[0], gone=gone.format(code=code), error=f"{type(exc).__name__}: {exc}",
+                              command=self.agent.command) from exc
         return loaded
 
     def prompt(self, text: str) -> Any:
@@ -334,7 +343,9 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
     log_file = log_file_path(ctx)
     started = time.monotonic()
     if agent.profile is None or not agent.ok or not agent.command:
-        return setup_failure(log_file, agent.message or f"agent '{agent.id}' is not runnable")
+        why = N_("agent '{agentId}' is not runnable")
+        return setup_failure(log_file, agent.message or why.format(agentId=agent.id),
+                             shown=agent.message or _(why).format(agentId=agent.id))
     try:
         settings = acp_settings(agent)
         prompt_file_path(ctx).parent.mkdir(parents=True, exist_ok=True)
@@ -358,8 +369,9 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
             session.start(log_file, hooks)
         except OSError as exc:
             session.close()
-            return setup_failure(log_file, _("cannot start the ACP agent: {error}").format(error=exc),
-                                 int((time.monotonic() - started) * 1000))
+            why = N_("cannot start the ACP agent: {error}")
+            return setup_failure(log_file, why.format(error=exc), int((time.monotonic() - started) * 1000),
+                                 shown=_(why).format(error=exc))
         with _LOCK:
             _SESSIONS[ctx.task_id] = session
         try:
@@ -372,7 +384,8 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
             return _login_needed(ctx, agent, hooks, log_file, started, str(exc))
         except SetupFailed as exc:
             end_acp_session(ctx.task_id)
-            return setup_failure(log_file, str(exc), int((time.monotonic() - started) * 1000), error_type="setup_failed")
+            return setup_failure(log_file, str(exc), int((time.monotonic() - started) * 1000), error_type="setup_failed",
+                                 shown=exc.shown)
         _save_session(session)
     else:
         session.client.log_file = log_file
@@ -384,9 +397,12 @@ def run_acp_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
 def _login_needed(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks, log_file: Path, started: float,
                   why: str) -> AgentRunResult:
     """The agent answered ``auth_required``: the round asks the user to log in."""
-    note = agent.profile.auth_note if agent.profile and agent.profile.auth_note else "log in to the agent"
-    question = f"{agent.display_name} needs a login before it can work ({why}). {note[:1].upper()}{note[1:]}, then continue."
-    hooks.event("awaiting_user_authorization", f"round {ctx.round}: {agent.display_name} needs a login", {"round": ctx.round})
+    note = agent.profile.auth_note if agent.profile and agent.profile.auth_note else _("log in to the agent")
+    question = _("{name} needs a login before it can work ({why}). {note}, then continue.").format(
+        name=agent.display_name, why=why, note=note[:1].upper() + note[1:])
+    hooks.event("awaiting_user_authorization", _("round {round}: {name} needs a login").format(
+        round=ctx.round, name=agent.display_name), {"round": ctx.round})
+    # the error stays English: it ends the round's log, where "login required" is a fatal pattern
     return _result(log_file, started, error="login required", question=question, question_kind="login_required")
 
 
@@ -434,8 +450,8 @@ def _drive(ctx: AgentRunContext, session: AcpSession, text: str, hooks: RoundHoo
     if reason == "asked" and client.asked is not None:
         ask = client.asked
         session.client.answers.ask(ctx.round, ask.key, ask.question())
-        hooks.event("confirmation_dialog_detected", f"round {ctx.round}: the agent asks for permission: {ask.title}",
-                    {"round": ctx.round, "paths": list(ask.paths), "kind": ask.kind})
+        hooks.event("confirmation_dialog_detected", _("round {round}: the agent asks for permission: {title}").format(
+            round=ctx.round, title=ask.title), {"round": ctx.round, "paths": list(ask.paths), "kind": ask.kind})
         return _result(log_file, started, error="waiting for the user's permission", question=ask.question(),
                        question_kind="user_confirmation")
     if not future.done():  # the process ended and the turn with it

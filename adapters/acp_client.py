@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ..core.i18n import _
 from .acp_policy import AcpPermissions, PermissionAsk, decide
 from .answers import Answers
 from .round import append_log
@@ -106,16 +107,17 @@ class TianshuClient:
             where = f" {', '.join(paths)}" if paths else ""
             self.write_log(f"[tool] {title or update.tool_call_id} ({tool_kind or 'update'}) {status}{where}".rstrip())
             if kind == "tool_call":
-                self._event("progress", f"round {self.round}: {title or tool_kind}{where}", {"tool": tool_kind})
+                self._event("progress", _("round {round}: {tool}").format(
+                    round=self.round, tool=f"{title or tool_kind}{where}"), {"tool": tool_kind})
             if tool_kind in EDIT_KINDS and not self._edit_sent:
                 self._edit_sent = True
-                self._event("file_modification_started",
-                            f"round {self.round}: the agent started changing files ({', '.join(paths[:5]) or title})",
-                            {"files": paths[:20]})
+                self._event("file_modification_started", _("round {round}: the agent started changing files ({files})")
+                            .format(round=self.round, files=", ".join(paths[:5]) or title), {"files": paths[:20]})
         elif kind == "plan":
             entries = [f"[{e.status}] {e.content}" for e in (getattr(update, "entries", None) or [])]
             self.write_log("[plan] " + "; ".join(entries))
-            self._event("progress", f"round {self.round}: plan: " + "; ".join(entries)[:500])
+            self._event("progress", _("round {round}: plan: {plan}").format(round=self.round,
+                                                                            plan="; ".join(entries)[:500]))
 
     async def request_permission(self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any) -> Any:
         """``session/request_permission``: the user's earlier answer, else the profile's policy."""

@@ -23,6 +23,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..core.i18n import _
+
 Decision = Literal["allow", "deny", "ask"]
 
 
@@ -76,9 +78,9 @@ class PermissionAsk:
 
     def question(self) -> str:
         """The text the user is asked (``pendingQuestion``)."""
-        where = ", ".join(self.paths) if self.paths else "no file named"
-        return (f"The agent asks for permission: {self.title or self.kind or 'a tool call'} ({where}). "
-                "Answer \"yes\" to allow it, anything else to deny it.")
+        where = ", ".join(self.paths) if self.paths else _("no file named")
+        return _("The agent asks for permission: {what} ({where}). Answer \"yes\" to allow it, anything else to deny "
+                 "it.").format(what=self.title or self.kind or _("a tool call"), where=where)
 
 
 def _inside(path: str, roots: list[str]) -> bool:

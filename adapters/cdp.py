@@ -166,7 +166,9 @@ def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks)
     log_file = log_file_path(ctx)
     profile = agent.profile
     if profile is None or not agent.command:
-        return setup_failure(log_file, f"agent '{agent.id}' has no app executable: {agent.message}", 0, "setup_failed")
+        why = N_("agent '{agentId}' has no app executable: {message}")
+        return setup_failure(log_file, why.format(agentId=agent.id, message=agent.message), 0, "setup_failed",
+                             _(why).format(agentId=agent.id, message=agent.message))
     settings = gui_settings(profile)
     Answers(ctx.task_dir, CONFIRMATIONS_FILE).settle(ctx.round, ctx.answer)  # a re-run round brings the answer
     now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -221,7 +223,7 @@ async def _connect(pw: Any, instance: AppInstance, settings: GuiSettings, ch: _C
     import re
 
     deadline = time.monotonic() + settings.launch_timeout_ms / 1000
-    last = "no attempt"
+    last, raw = N_("no attempt"), False  # raw: an exception's own words, not a msgid
     while True:
         browser = None
         try:
@@ -240,21 +242,22 @@ async def _connect(pw: Any, instance: AppInstance, settings: GuiSettings, ch: _C
                     snap = await app.snapshot()  # a DOM round trip: the composer or the login screen
                     if snap.login or snap.input is not None:
                         return browser, app
-                    last = "the window shows neither the composer nor the login screen yet"
+                    last, raw = N_("the window shows neither the composer nor the login screen yet"), False
             if not any(context.pages for context in browser.contexts):
-                last = "no window"
+                last, raw = N_("no window"), False
         except Exception as exc:  # noqa: BLE001 - retried until the deadline
-            last = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            last, raw = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", True
         if browser is not None:
             with contextlib.suppress(Exception):
                 await browser.close()
         if not instance.alive():
-            raise InstanceError("cdp_disconnected", "the app exited while connecting")
+            raise InstanceError("cdp_disconnected", N_("the app exited while connecting"))
         if ch.stopped():
             raise InstanceError("aborted", "cancelled while connecting")
         if time.monotonic() >= deadline:
-            raise InstanceError("setup_failed", f"could not drive the app's window on port {instance.port} within "
-                                                f"{settings.launch_timeout_ms} ms: {last}")
+            raise InstanceError("setup_failed", N_("could not drive the app's window on port {port} within {ms} ms: "
+                                                   "{last}"), {"last": last if raw else _(last)},
+                                port=instance.port, ms=settings.launch_timeout_ms, last=last)
         await asyncio.sleep(0.5)
 
 
@@ -275,7 +278,8 @@ async def _round(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
             ch.log("info", str(exc))
             return _result(ch, started, killed=True, error=str(exc))
         # an app that cannot be started at all is the same hard failure as a CLI that cannot
-        return _fail(ch, started, "spawn" if exc.reason == "spawn" else "setup_failed", f"{exc.reason}: {exc}")
+        return _fail(ch, started, "spawn" if exc.reason == "spawn" else "setup_failed", f"{exc.reason}: {exc}",
+                     f"{exc.reason}: {exc.shown}")
     async with async_playwright() as pw:
         browser = None
         try:
@@ -285,9 +289,9 @@ async def _round(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
             if exc.reason == "aborted":
                 return _result(ch, started, killed=True, error=str(exc))
             return _fail(ch, started, "cdp_disconnected" if exc.reason == "cdp_disconnected" else "setup_failed",
-                         f"{exc.reason}: {exc}")
+                         f"{exc.reason}: {exc}", f"{exc.reason}: {exc.shown}")
         except StepError as exc:
-            return _fail(ch, started, "setup_failed", f"{exc.reason}: {exc}")
+            return _fail(ch, started, "setup_failed", f"{exc.reason}: {exc}", f"{exc.reason}: {exc.shown}")
         except Exception as exc:  # noqa: BLE001 - Playwright errors, timeouts
             gone = not instance.alive() or (browser is not None and not browser.is_connected())
             if gone and ch.stopped():
@@ -326,7 +330,7 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
     if settings.model_switch and model:
         ch.log("info", f"model {model}: {await app.pick_model(model)}")
     elif settings.model_required and not model:
-        raise StepError("model_unavailable", "the profile requires a model (gui.modelRequired) but names none (gui.model)")
+        raise StepError("model_unavailable", N_("the profile requires a model (gui.modelRequired) but names none (gui.model)"))
     text = mark + message_of(ctx, same_chat)
     try:
         prompt_file_path(ctx).write_text(text, encoding="utf-8")
@@ -335,11 +339,12 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
     before = await app.snapshot()
     back = await app.type_text(text)
     if mark not in back:
-        raise StepError("input_mismatch", f"the composer does not hold the message after typing it (read back "
-                                          f"{back[:120]!r}); nothing was sent")
+        raise StepError("input_mismatch", N_("the composer does not hold the message after typing it (read back "
+                                             "{back}); nothing was sent"), back=repr(back[:120]))
     if not await app.click("send"):
-        raise StepError("send_unknown", f"no send button (selector send={settings.selectors.get('send')!r}); "
-                                        f"nothing was sent; visible: {await app.visible_labels()}")
+        raise StepError("send_unknown", N_("no send button (selector send={selector}); nothing was sent; visible: "
+                                           "{visible}"), selector=repr(settings.selectors.get("send")),
+                        visible=await app.visible_labels())
     confirm_by = time.monotonic() + min(60.0, max(5.0, timeout_ms / 1000))
     while True:
         s = await app.snapshot(before.reply_count, mark)
@@ -348,8 +353,8 @@ async def _drive(ctx: AgentRunContext, agent: ResolvedAgent, settings: GuiSettin
         if how:
             break
         if time.monotonic() >= confirm_by:
-            raise StepError("send_unknown", "the send could not be confirmed (no marker in the conversation, composer "
-                                            "not cleared, no running signal); not resent")
+            raise StepError("send_unknown", N_("the send could not be confirmed (no marker in the conversation, "
+                                               "composer not cleared, no running signal); not resent"))
         await asyncio.sleep(0.25)
     ch.log("info", f"sent round {ctx.round} ({attempt}, {len(text)} chars); confirmed by {how}")
     return await _watch(ctx, settings, ch, started, deadline, app, before.reply_count, mark, name,
@@ -378,11 +383,12 @@ def _ask_login(ctx: AgentRunContext, ch: _Channel, started: float, name: str, ar
     adopts it: the same executable, debugging port and profile directory."""
     import shlex
 
-    q = (f"{name} shows its login screen. Open the app with its tianshu-mcp profile and log in: "
-         f"{shlex.join(argv)} — then continue the task (the next round takes over that window; "
-         "the login is kept in that profile directory).")
+    q = _("{name} shows its login screen. Open the app with its tianshu-mcp profile and log in: {command} — then "
+          "continue the task (the next round takes over that window; the login is kept in that profile "
+          "directory).").format(name=name, command=shlex.join(argv))
     ch.log("warn", "login screen visible: awaiting the user's login")
-    ch.event("awaiting_user_authorization", f"round {ctx.round}: {name} waits for a login", {"round": ctx.round})
+    ch.event("awaiting_user_authorization", _("round {round}: {name} waits for a login").format(round=ctx.round, name=name),
+             {"round": ctx.round})
     return _result(ch, started, error="login required", question=q, question_kind="login_required")
 
 
@@ -403,7 +409,8 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
         first_run = not state.saw_running
         verdict, state = judge(state, obs, time.monotonic() * 1000, limits)
         if verdict == "running" and first_run:
-            ch.event("file_modification_started", f"round {ctx.round}: {name} is working", {"round": ctx.round})
+            ch.event("file_modification_started", _("round {round}: {name} is working").format(round=ctx.round, name=name),
+                     {"round": ctx.round})
         if time.monotonic() >= next_note:
             next_note = time.monotonic() + settings.progress_interval_ms / 1000
             evidence = "stop button" if s.stop else "running signal" if s.running else "reply" if s.reply else "none"
@@ -420,16 +427,19 @@ async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, star
                 ch.log("info", f"confirmation card: {s.confirm} → {'allowed' if decided else 'denied'} (the user's answer)")
                 continue
             ch.log("warn", f"confirmation card: {s.confirm}")
-            question = f"{name} asks for a confirmation: {s.confirm}\nAnswer yes to allow it, or no to deny it."
+            question = _("{name} asks for a confirmation: {card}\nAnswer yes to allow it, or no to deny it.").format(
+                name=name, card=s.confirm)
             answers.ask(ctx.round, key, question)
             return _result(ch, started, error="user confirmation required", question_kind="user_confirmation",
                            question=question)
         if verdict == "stalled":
-            ch.event("confirmation_dialog_detected", f"round {ctx.round}: {name} seems to wait", {"round": ctx.round})
+            ch.event("confirmation_dialog_detected", _("round {round}: {name} seems to wait").format(round=ctx.round,
+                                                                                                    name=name),
+                     {"round": ctx.round})
             return _result(ch, started, error="stalled", question_kind="user_confirmation",
-                           question=(f"{name} shows its stop button but its reply has not changed for "
-                                     f"{settings.stall_timeout_ms} ms; it may wait for a confirmation in its window. "
-                                     "Confirm there (or answer here) and continue the task."))
+                           question=_("{name} shows its stop button but its reply has not changed for {ms} ms; it may "
+                                      "wait for a confirmation in its window. Confirm there (or answer here) and "
+                                      "continue the task.").format(name=name, ms=settings.stall_timeout_ms))
         if verdict == "finished":
             ch.log("info", f"reply final after {state.stable} stable polls")
             append_log(ch.log_file, "[reply] " + s.reply.replace("\n", "\n[reply] ") + "\n")

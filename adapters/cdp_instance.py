@@ -37,6 +37,7 @@ from typing import Any
 
 import psutil
 
+from ..core.i18n import N_, _
 from ..core.procs import ProcRecord, kill_tree, spawn
 from .cdp_config import GuiSettings
 
@@ -47,11 +48,16 @@ UDD_RE = re.compile(r"^--user-data-dir(?:=(.*))?$")
 class InstanceError(Exception):
     """The app could not be provided: ``reason`` is a setup end reason (40-agents-tasks §1.3:
     ``setup_failed``, ``port_foreign``, ``spawn`` (the executable cannot be started), ``launch_failed``, ``instance_unproven``), the message
-    says what and where."""
+    says what and where.
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+    ``message`` is a constant English msgid (``N_``) whose ``{named}`` placeholders ``values`` fill:
+    ``str(exc)`` is English (the round's log), ``exc.shown`` the locale's words (the task's message);
+    ``shown_values`` replaces values in ``shown`` only (a value that is itself translated)."""
+
+    def __init__(self, reason: str, message: str, shown_values: dict[str, Any] | None = None, **values: Any) -> None:
+        super().__init__(message.format(**values))
         self.reason = reason
+        self.shown = _(message).format(**{**values, **(shown_values or {})})
 
 
 @dataclass
@@ -211,10 +217,12 @@ def ensure_instance(command: str, settings: GuiSettings, udd: Path, env: Mapping
             log("info", f"adopting our running instance: pid {proc.pid}, port {port}, user-data-dir {udd}")
             return AppInstance(port, udd, record_of(proc), None, adopted=True)
     if mine:
-        pids = ", ".join(f"{p.pid}" + (f" port {port}" if port else " no debugging port") for p, port in mine)
+        pids = [(N_("{pid} port {port}") if port else N_("{pid} no debugging port"), p.pid, port) for p, port in mine]
         raise InstanceError("instance_unproven",
-                            f"an app instance with our user-data-dir {udd} is running (pid {pids}) but does not "
-                            "show the product's page on its debugging port; close it and retry")
+                            N_("an app instance with our user-data-dir {udd} is running (pid {pids}) but does not "
+                               "show the product's page on its debugging port; close it and retry"), udd=udd,
+                            pids=", ".join(m.format(pid=pid, port=port) for m, pid, port in pids),
+                            shown_values={"pids": ", ".join(_(m).format(pid=pid, port=port) for m, pid, port in pids)})
     ports = range(settings.cdp_port, settings.cdp_port + settings.cdp_port_range) if settings.cdp_port_auto \
         else [settings.cdp_port]
     foreign: list[str] = []
@@ -226,9 +234,9 @@ def ensure_instance(command: str, settings: GuiSettings, udd: Path, env: Mapping
         foreign.append(f"{port} ({port_owner(port)})")
     if chosen is None:
         raise InstanceError("port_foreign",
-                            f"debugging port {', '.join(foreign)} is in use by a program that is not ours (not "
-                            f"started with our user-data-dir {udd}); it was neither adopted nor killed. Close it or "
-                            "set gui.cdpPort / gui.cdpPortAuto in the profile")
+                            N_("debugging port {ports} is in use by a program that is not ours (not started with our "
+                               "user-data-dir {udd}); it was neither adopted nor killed. Close it or set gui.cdpPort / "
+                               "gui.cdpPortAuto in the profile"), ports=", ".join(foreign), udd=udd)
     if foreign:
         log("info", f"skipped ports held by programs that are not ours: {', '.join(foreign)}")
     udd.mkdir(parents=True, exist_ok=True)
@@ -237,7 +245,7 @@ def ensure_instance(command: str, settings: GuiSettings, udd: Path, env: Mapping
     try:
         popen, record = spawn(argv, cwd=str(udd.parent), log_path=udd.parent / "app.log", env=dict(env))
     except OSError as exc:
-        raise InstanceError("spawn", f"cannot start {command}: {exc}") from exc
+        raise InstanceError("spawn", N_("cannot start {command}: {error}"), command=command, error=exc) from exc
     instance = AppInstance(chosen, udd, record, popen, adopted=False)
     try:
         _wait_up(instance, popen, settings, stopped)
@@ -256,13 +264,14 @@ def _wait_up(instance: AppInstance, popen: subprocess.Popen[bytes], settings: Gu
     while True:
         code = popen.poll()
         if code is not None:
-            raise InstanceError("launch_failed", f"the app exited with code {code} right after its launch "
-                                                 f"(output in {app_log})")
+            raise InstanceError("launch_failed", N_("the app exited with code {code} right after its launch "
+                                                    "(output in {log})"), code=code, log=app_log)
         if product_page(list_targets(instance.port, 1.0), settings):
             return
         if stopped():
             raise InstanceError("aborted", "cancelled while the app was starting")
         if time.monotonic() >= deadline:
-            raise InstanceError("launch_failed", f"the app showed no product page on port {instance.port} within "
-                                                 f"{settings.launch_timeout_ms} ms (output in {app_log})")
+            raise InstanceError("launch_failed", N_("the app showed no product page on port {port} within {ms} ms "
+                                                    "(output in {log})"), port=instance.port,
+                                ms=settings.launch_timeout_ms, log=app_log)
         time.sleep(0.25)

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.i18n import N_, _
 from .cdp_config import GuiSettings
 
 SNAPSHOT_JS = r"""
@@ -82,11 +83,15 @@ ITEMS_JS = r"""
 
 
 class StepError(Exception):
-    """A setup step failed; ``reason`` is the spec's end reason (40-agents-tasks §1.3)."""
+    """A setup step failed; ``reason`` is the spec's end reason (40-agents-tasks §1.3).
 
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
+    ``message`` is a constant English msgid (``N_``) whose ``{named}`` placeholders ``values`` fill:
+    ``str(exc)`` is English (the round's log), ``exc.shown`` the locale's words (the task's message)."""
+
+    def __init__(self, reason: str, message: str, **values: Any) -> None:
+        super().__init__(message.format(**values))
         self.reason = reason
+        self.shown = _(message).format(**values)
 
 
 @dataclass(frozen=True)
@@ -186,8 +191,8 @@ class AppPage:
     async def type_text(self, text: str) -> str:
         """Replace the composer's content with ``text`` and return what it holds afterwards."""
         if not await self.has("input"):
-            raise StepError("input_mismatch", f"no composer found (selector input={self.sel.get('input')!r}); "
-                                              f"visible: {await self.visible_labels()}")
+            raise StepError("input_mismatch", N_("no composer found (selector input={selector}); visible: {visible}"),
+                            selector=repr(self.sel.get("input")), visible=await self.visible_labels())
         box = self._visible("input").first
         await box.fill(text, timeout=self.timeout_ms)
         snap = await self.snapshot()
@@ -231,26 +236,27 @@ class AppPage:
         how = ""
         for _attempt in range(2):
             if not await self.click("projectTrigger"):
-                raise StepError("project_mismatch", f"no project picker (selector projectTrigger="
-                                                    f"{self.sel.get('projectTrigger')!r}); visible: {await self.visible_labels()}")
+                raise StepError("project_mismatch", N_("no project picker (selector projectTrigger={selector}); "
+                                                       "visible: {visible}"),
+                                selector=repr(self.sel.get("projectTrigger")), visible=await self.visible_labels())
             items = await self._wait(lambda: self._items("projectItem", self.settings.project_path_attribute), 1000) or []
             exact = [i for i, it in enumerate(items) if norm_path(it["value"]) == want]
             if not exact:
                 name = os.path.basename(want)
                 exact = [i for i, it in enumerate(items) if it["label"].strip() == name]
             if len(exact) > 1:
-                raise StepError("project_ambiguous", f"{len(exact)} picker items match {path}")
+                raise StepError("project_ambiguous", N_("{n} picker items match {path}"), n=len(exact), path=path)
             if exact:
                 await self._visible("projectItem").nth(exact[0]).click(timeout=self.timeout_ms)
                 how = "picked from the project picker"
             else:
                 if not await self.click("projectAdd") or not await self.has("projectPathInput"):
-                    raise StepError("project_mismatch", f"{path} is not in the project picker and it cannot be added "
-                                                        f"(selectors projectAdd/projectPathInput); visible: "
-                                                        f"{await self.visible_labels()}")
+                    raise StepError("project_mismatch", N_("{path} is not in the project picker and it cannot be added "
+                                                           "(selectors projectAdd/projectPathInput); visible: {visible}"),
+                                    path=path, visible=await self.visible_labels())
                 await self._visible("projectPathInput").first.fill(path, timeout=self.timeout_ms)
                 if not await self.click("projectAddConfirm"):
-                    raise StepError("project_mismatch", "no projectAddConfirm button to add the folder")
+                    raise StepError("project_mismatch", N_("no projectAddConfirm button to add the folder"))
                 how = "added to the project picker"
 
             async def bound() -> bool:
@@ -258,8 +264,8 @@ class AppPage:
 
             if await self._wait(bound, 8000):
                 return how
-        raise StepError("project_mismatch", f"the window stays bound to {await self.current_project()!r}, "
-                                            f"not {path}")
+        raise StepError("project_mismatch", N_("the window stays bound to {current}, not {path}"),
+                        current=repr(await self.current_project()), path=path)
 
     async def current_model(self) -> str:
         """The model the window shows ("" when unreadable)."""
@@ -279,9 +285,10 @@ class AppPage:
         if (await self.current_model()).strip() == model:
             return "already selected"
         if not await self.click("modelTrigger"):
-            raise StepError("model_unavailable", f"no model menu (selector modelTrigger={self.sel.get('modelTrigger')!r})")
+            raise StepError("model_unavailable", N_("no model menu (selector modelTrigger={selector})"),
+                            selector=repr(self.sel.get("modelTrigger")))
         seen: list[str] = []
-        for _ in range(15):
+        for _poll in range(15):
             items = await self._items("modelOption", None)
             seen = [it["label"] for it in items]
             matches = [i for i, label in enumerate(seen) if label.strip() == model]
@@ -290,11 +297,13 @@ class AppPage:
                 break
             await asyncio.sleep(0.2)
         else:
-            raise StepError("model_unavailable", f"model {model!r} is not one option of the model menu; options: {seen[:20]}")
+            raise StepError("model_unavailable", N_("model {model} is not one option of the model menu; options: {options}"),
+                            model=repr(model), options=seen[:20])
 
         async def shows() -> bool:
             return (await self.current_model()).strip() == model
 
         if not await self._wait(shows, 3000):
-            raise StepError("model_mismatch", f"the window shows model {await self.current_model()!r} after picking {model!r}")
+            raise StepError("model_mismatch", N_("the window shows model {current} after picking {model}"),
+                            current=repr(await self.current_model()), model=repr(model))
         return "picked from the model menu"

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.i18n import N_
 from ..core.procs import ProcRecord, kill_tree
 from ..core.reaper import keep_alive, release
 from .cdp_config import GuiSettings, user_data_dir
@@ -54,7 +55,7 @@ def lock_udd(udd: Path, stopped: Callable[[], bool], deadline: float) -> int:
             if stopped() or time.monotonic() >= deadline:
                 os.close(fd)
                 raise InstanceError("aborted" if stopped() else "app_busy",
-                                    f"the app profile {udd} stayed in use by another task") from None
+                                    N_("the app profile {udd} stayed in use by another task"), udd=udd) from None
             time.sleep(0.25)
 
 

@@ -114,7 +114,8 @@ class AgentProfile(BaseModel):
                 try:
                     re.compile(pattern)
                 except re.error as exc:
-                    raise ValueError(f"{name}: {pattern!r} is not a regular expression ({exc})") from exc
+                    raise ValueError(_("{name}: {pattern} is not a regular expression ({error})").format(
+                        name=name, pattern=repr(pattern), error=exc)) from exc
         return self
 
     @model_validator(mode="after")
@@ -124,8 +125,8 @@ class AgentProfile(BaseModel):
         if self.driver == "spawn" and self.command:
             needed = {"arg": "<prompt:arg>", "file": "<prompt:file>"}.get(self.prompt_mode)
             if needed and not any(needed in item for item in self.args_template):
-                raise ValueError(f"promptMode '{self.prompt_mode}' needs {needed} in argsTemplate "
-                                 "(otherwise the agent never receives the brief)")
+                raise ValueError(_("promptMode '{mode}' needs {needed} in argsTemplate (otherwise the agent never "
+                                   "receives the brief)").format(mode=self.prompt_mode, needed=needed))
         return self
 
     @model_validator(mode="after")
@@ -133,8 +134,8 @@ class AgentProfile(BaseModel):
         extra = self.model_extra or {}
         for key in ("acp", "gui"):
             if key in extra and self.driver != key:
-                raise ValueError(f"'{key}' settings apply to \"driver\": \"{key}\" only (this profile's driver is "
-                                 f"'{self.driver}'); add \"driver\": \"{key}\" or remove them")
+                raise ValueError(_("'{key}' settings apply to \"driver\": \"{key}\" only (this profile's driver is "
+                                   "'{driver}'); add \"driver\": \"{key}\" or remove them").format(key=key, driver=self.driver))
         if self.driver == "acp" and extra.get("acp") is not None:
             AcpSettings.model_validate(extra["acp"])  # ValidationError names the field
         if self.driver == "gui" and "gui" in extra:
@@ -184,11 +185,12 @@ def _describe_validation(path: Path, agent_id: str, exc: ValidationError) -> str
     parts = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err.get("loc", ()))
-        where = f"field '{loc}'" if loc else "entry"
+        where = _("field '{field}'").format(field=loc) if loc else _("entry")
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")  # pydantic's wording, not ours
         msg = re.sub(r" or instance of \w+", "", msg)
         parts.append(f"{where}: {msg}")
-    return f"{path}: profile '{agent_id}' is invalid: " + "; ".join(parts)
+    return _("{path}: profile '{agentId}' is invalid: {details}").format(path=path, agentId=agent_id,
+                                                                         details=_("; ").join(parts))
 
 
 def load_registry(home: Path) -> tuple[dict[str, AgentProfile], dict[str, str]]:
@@ -222,26 +224,26 @@ def load_registry(home: Path) -> tuple[dict[str, AgentProfile], dict[str, str]]:
     except FileNotFoundError:
         return profiles, broken
     except OSError as exc:  # IsADirectoryError, PermissionError, …
-        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, f"{path}: cannot read agent profiles ({exc.strerror or exc})") from exc
+        raise TianshuError(ErrorCode.CONFIG_UNREADABLE, _("{path}: cannot read agent profiles ({error})").format(
+            path=path, error=exc.strerror or exc)) from exc
     try:
         data = json.loads(raw_bytes.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: not valid UTF-8 ({exc.reason})") from exc
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: not valid UTF-8 ({reason})").format(
+            path=path, reason=exc.reason)) from exc
     except json.JSONDecodeError as exc:
-        raise TianshuError(
-            ErrorCode.CONFIG_INVALID, f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from exc
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: invalid JSON at line {line} column {column}: {error}")
+                           .format(path=path, line=exc.lineno, column=exc.colno, error=exc.msg)) from exc
     if not isinstance(data, dict):
-        raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: the top level must be an object {{\"profiles\": {{...}}}}")
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: the top level must be an object {shape}").format(
+            path=path, shape='{"profiles": {...}}'))
     user = data.get("profiles", {})
     if not isinstance(user, dict):
-        raise TianshuError(
-            ErrorCode.CONFIG_INVALID,
-            f"{path}: 'profiles' must be an object mapping agent ids to profiles, got {type(user).__name__}",
-        )
+        raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: 'profiles' must be an object mapping agent ids to "
+                                                       "profiles, got {type}").format(path=path, type=type(user).__name__))
     for agent_id, raw in user.items():
         if not agent_id.strip():
-            raise TianshuError(ErrorCode.CONFIG_INVALID, f"{path}: a profile has an empty agent id")
+            raise TianshuError(ErrorCode.CONFIG_INVALID, _("{path}: a profile has an empty agent id").format(path=path))
         try:
             profiles[agent_id] = AgentProfile.model_validate(raw)
         except ValidationError as exc:

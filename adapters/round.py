@@ -244,16 +244,18 @@ def append_log(path: Path, text: str) -> None:
 
 
 def setup_failure(log_file: Path, message: str, duration_ms: int = 0,
-                  error_type: ErrorType = "spawn") -> AgentRunResult:
+                  error_type: ErrorType = "spawn", shown: str | None = None) -> AgentRunResult:
     """Record ``message`` in the round's log as ``[spawn-error] …`` and return a hard failure
-    of type ``error_type`` (no exit code, no verification round)."""
+    of type ``error_type`` (no exit code, no verification round). ``shown``: the same in the
+    locale's words (:mod:`~tianshu_mcp.core.i18n`), the result's error that becomes the task's
+    message (default ``message``); the log keeps ``message`` (English)."""
     append_log(log_file, f"[spawn-error] {message}\n")
     return AgentRunResult(
         ok=False,
         exit_code=None,
         timeout=False,
         killed=False,
-        error=message,
+        error=shown or message,
         duration_ms=duration_ms,
         log_file=log_file,
         hard_failure=True,

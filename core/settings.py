@@ -47,9 +47,11 @@ def data_home() -> Path:
     home = Path(raw).expanduser().resolve()
     norm = norm_path(str(home))
     if norm in SYSTEM_DIRS:
-        raise TianshuError(ErrorCode.PATH_IS_SYSTEM, f"TIANSHU_MCP_HOME must not be a system or root directory: {norm}")
+        raise TianshuError(ErrorCode.PATH_IS_SYSTEM, _("TIANSHU_MCP_HOME must not be a system or root directory: {path}")
+                           .format(path=norm))
     if norm == norm_path(os.path.realpath(Path.home())):
-        raise TianshuError(ErrorCode.PATH_IS_HOME, f"TIANSHU_MCP_HOME must not be the home directory itself: {norm}")
+        raise TianshuError(ErrorCode.PATH_IS_HOME, _("TIANSHU_MCP_HOME must not be the home directory itself: {path}")
+                           .format(path=norm))
     home.mkdir(parents=True, exist_ok=True)
     return home
 

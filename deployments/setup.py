@@ -185,13 +185,29 @@ async def ensure_zombie_automation(client: PrefectClient) -> None:
     )
 
 
+async def drop_zombie_automation(client: PrefectClient) -> int:
+    """Delete the zombie-run automation from a home's own Prefect server; return how many.
+
+    The local topology needs none: its API, its worker and its flow runs live and die with one
+    service (a run outlives it by a second, :func:`~tianshu_mcp.core.reaper.exit_when_host_dies`),
+    and the next start's sweep crashes what was left. The automation there could only do harm: a
+    live run whose heartbeat events reached a loaded server late was crashed (note 43). Remote
+    workers make it again on a shared server (:func:`ensure_pool_deployment`).
+    """
+    found = await client.read_automations_by_name(ZOMBIE_AUTOMATION)
+    for automation in found:
+        await client.delete_automation(automation.id)
+    return len(found)
+
+
 async def ensure_all(client: PrefectClient, max_running: int) -> dict[str, Any]:
-    """Create the pool, every deployment and the zombie-run automation; return ``{deployment name: id}``."""
+    """Create the pool and every deployment of a home's own service (no zombie-run automation:
+    :func:`drop_zombie_automation`); return ``{deployment name: id}``."""
     from ..flows.run_task import run_task_flow
     from ..flows.verify import reverify_flow, verify_flow
 
     await ensure_work_pool(client, max_running)
-    await ensure_zombie_automation(client)
+    await drop_zombie_automation(client)
     return {
         "run-task/run-task": await ensure_deployment(client, run_task_flow, "run-task", RUN_TASK_ENTRYPOINT),
         "verify/verify": await ensure_deployment(client, verify_flow, "verify", VERIFY_ENTRYPOINT),

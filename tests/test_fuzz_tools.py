@@ -81,7 +81,7 @@ def mutated(draw: Any, schema: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def raw(ts_daemon: dict[str, Any]) -> Iterator[RawClient]:
     client = RawClient(ts_daemon["home"])
-    _init(client)
+    _init(client, timeout=180)  # the first thing of a run: four workers start their services at once
     yield client
     assert not client.call("query_info", {"type": "profiles"})["isError"]  # alive after the storm
     client.close()

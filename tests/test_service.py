@@ -288,7 +288,7 @@ async def test_api_needs_credentials_refuses_other_origins_and_job_overrides(ts_
 
 
 # --- 5. entry points --------------------------------------------------------------------------
-async def test_the_zombie_automation_crashes_after_150_s_and_replaces_an_older_window(ts_daemon: dict[str, Any]) -> None:
+async def test_the_zombie_automation_is_a_shared_servers_only_and_replaces_an_older_window(ts_daemon: dict[str, Any]) -> None:
     """A live run on a loaded machine may lose or delay a heartbeat: the window is three of them."""
     from datetime import timedelta
 
@@ -297,10 +297,13 @@ async def test_the_zombie_automation_crashes_after_150_s_and_replaces_an_older_w
     from prefect.events.schemas.automations import AutomationCore, EventTrigger, Posture
     from prefect.client.schemas.objects import StateType
 
-    from tianshu_mcp.deployments.setup import ZOMBIE_AUTOMATION, ensure_zombie_automation
+    from tianshu_mcp.deployments.setup import ZOMBIE_AUTOMATION, drop_zombie_automation, ensure_zombie_automation
 
     auth = (ts_daemon["home"] / "prefect" / "credentials").read_text().strip()
     async with PrefectClient(ts_daemon["api"], auth_string=auth) as client:
+        # a home's own service has none (its runs die with it; a late heartbeat crashed a live run)
+        assert await client.read_automations_by_name(ZOMBIE_AUTOMATION) == []
+        await ensure_zombie_automation(client)  # what a remote worker makes on a shared server
         (found,) = await client.read_automations_by_name(ZOMBIE_AUTOMATION)
         assert found.trigger.within == timedelta(seconds=150)
         await client.delete_automation(found.id)  # what an older version made: 75 s
@@ -315,6 +318,8 @@ async def test_the_zombie_automation_crashes_after_150_s_and_replaces_an_older_w
         assert now.trigger.within == timedelta(seconds=150) and now.id != found.id
         await ensure_zombie_automation(client)  # the right one stays
         assert [a.id for a in await client.read_automations_by_name(ZOMBIE_AUTOMATION)] == [now.id]
+        assert await drop_zombie_automation(client) == 1  # what a service start does
+        assert await client.read_automations_by_name(ZOMBIE_AUTOMATION) == []
 
 
 @pytest.mark.own_services

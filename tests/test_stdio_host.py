@@ -192,9 +192,9 @@ def _alive(pids: list[int]) -> list[int]:
     return out
 
 
-def _init(client: RawClient) -> None:
+def _init(client: RawClient, timeout: float = 30) -> None:
     client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                  "clientInfo": {"name": "raw", "version": "0"}}, timeout=30)
+                                  "clientInfo": {"name": "raw", "version": "0"}}, timeout=timeout)
     client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 

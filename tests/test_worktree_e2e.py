@@ -63,7 +63,7 @@ async def test_worktree_tasks_of_one_repository_run_at_once_on_their_own_branche
                 for s in subs]
     for meta in done:
         events = (task_dir(meta["taskId"], wt_home) / "task.jsonl").read_text()
-        assert meta["status"] == "succeeded", (meta.get("lastMessage"), meta.get("errorType"), events)
+        assert meta["status"] == "succeeded", (meta.get("message"), meta.get("errorType"), events)
         assert meta["isolation"] == "worktree" and meta["dirtyNotCarried"] == 2 and "worktreePath" not in meta
         branch = meta["resultBranch"]
         assert branch == f"tianshu/{meta['taskId']}" and meta["resultCommit"]
