@@ -106,7 +106,8 @@ async def test_a_continued_task_waits_behind_a_running_task_of_its_project(ts_da
     home = ts_daemon["home"]
     _profiles(home)
     trace = tmp_path / "trace.txt"
-    add_scripted_profile(home, "slow-sleeper", "sleep", {"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "6"})
+    # long enough that the continued task is seen queued behind it on a loaded machine (6 s was not)
+    add_scripted_profile(home, "slow-sleeper", "sleep", {"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "20"})
     repo = make_calc_repo(tmp_path / "calc")
     async with mcp_client(home) as client:
         tid, asked = await _ask(client, repo)
