@@ -415,11 +415,19 @@ def _server_log(home: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
 
 
-@pytest.mark.anyio
-async def test_e2e_background_install_while_tools_list_answers(tmp_path: Path) -> None:
+def _e2e_home(tmp_path: Path, switch: str = "", locale: str | None = None) -> tuple[Path, Path, dict[str, str]]:
+    """A data home (with ``locale`` in its config), the host's skill target under ``tmp_path`` and
+    the server env (``TIANSHU_MCP_NO_SKILL_INSTALL=switch``; no Prefect needed)."""
     home, target = tmp_path / "home", tmp_path / "host" / "skills" / "tianshu-mcp"
     home.mkdir()
-    env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "", skill_boot.TARGET_ENV: str(target)}
+    if locale:
+        (home / "config.json").write_text(json.dumps({"locale": locale}))
+    return home, target, {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": switch, skill_boot.TARGET_ENV: str(target)}
+
+
+@pytest.mark.anyio
+async def test_e2e_background_install_while_tools_list_answers(tmp_path: Path) -> None:
+    home, target, env = _e2e_home(tmp_path)
     async with mcp_client(home, env=env) as client:
         tools = (await client.list_tools()).tools
         assert len(tools) == 8
@@ -436,10 +444,7 @@ async def test_e2e_background_install_while_tools_list_answers(tmp_path: Path) -
 
 @pytest.mark.anyio
 async def test_e2e_a_chinese_home_installs_the_chinese_skill_document(tmp_path: Path) -> None:
-    home, target = tmp_path / "home", tmp_path / "host" / "skills" / "tianshu-mcp"
-    home.mkdir()
-    (home / "config.json").write_text(json.dumps({"locale": "zh-CN"}))
-    env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "", skill_boot.TARGET_ENV: str(target)}
+    home, target, env = _e2e_home(tmp_path, locale="zh-CN")
     async with mcp_client(home, env=env) as client:
         assert len((await client.list_tools()).tools) == 8
         await _wait_for(lambda: si.read_manifest(target) is not None, 60, "the skill manifest")
@@ -466,9 +471,7 @@ def test_localized_source_keeps_one_document(tmp_path: Path, src: Path) -> None:
 
 @pytest.mark.anyio
 async def test_e2e_switch_set_writes_nothing(tmp_path: Path) -> None:
-    home, target = tmp_path / "home", tmp_path / "host" / "skills" / "tianshu-mcp"
-    home.mkdir()
-    env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "1", skill_boot.TARGET_ENV: str(target)}
+    home, target, env = _e2e_home(tmp_path, switch="1")
     async with mcp_client(home, env=env) as client:
         assert len((await client.list_tools()).tools) == 8
     # the decision is logged before the server answers anything: nothing was started
