@@ -114,6 +114,12 @@ def check_ref(ref: str) -> str:
     return ref
 
 
+def repo_limit_name(pool: str, key: str) -> str:
+    """The global concurrency limit holding the remote runs of repository ``key`` (:func:`repo_key`)
+    in work pool ``pool``: ``tianshu-repo-<key>-<pool>``."""
+    return f"tianshu-repo-{key}-{pool}"
+
+
 def repo_key(url: str) -> str:
     """16 hex digits naming a remote repository (its work queue ``project-<key>-wt``, its clone).
     Only a trailing ``/`` is ignored: ``r`` and ``r.git`` may be different repositories."""

@@ -1,6 +1,6 @@
 """The worker's side of a remote task (scale-out issue §2).
 
-A remote task's flow run carries ``remote = {"repoUrl", "ref", "pool", "record"}`` in its
+A remote task's flow run carries ``remote = {"repoUrl", "ref", "pool", "parallel", "record"}`` in its
 parameters: ``record`` is the caller's ``task.json`` without the caller's paths (the brief, the
 agent id, the verification settings; never a credential — the caller refuses a ``repoUrl`` with
 one, :func:`tianshu_mcp.core.remotes.check_repo_url`). On the worker:
@@ -16,22 +16,30 @@ one, :func:`tianshu_mcp.core.remotes.check_repo_url`). On the worker:
 
 The record is also published when a round's verification ends, so ``query_task`` shows a remote
 task's progress while it runs.
+
+The whole remote run holds one slot of the repository's global concurrency limit
+(:func:`repo_slot`): the work queue's limit is applied when a worker polls, so two workers
+polling at once could both start a run of one repository past ``worktreeParallel``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed, State
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_text_tail
 from ..core.i18n import _
-from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, check_ref, check_repo_url, record_artifact_key
-from ..core.settings import data_home
+from ..core.remotes import (CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, check_ref, check_repo_url, record_artifact_key,
+                             repo_key, repo_limit_name)
+from ..core.settings import data_home, load_config
 from ..tasks.common import record, store
 from ..tasks.remote_repo import push_result, sync_clone
 from .states import NEEDS_ATTENTION
@@ -42,6 +50,38 @@ MAX_FILE_BYTES = 256 * 1024
 """A published file (report, agent log) keeps at most its last this many bytes."""
 MAX_FILES_BYTES = 1024 * 1024
 """All published files of one record together, bytes (the newest rounds first)."""
+
+
+@contextmanager
+def repo_slot(task_id: str, remote: dict[str, Any]) -> Iterator[None]:
+    """Hold one slot of the repository's global concurrency limit ``tianshu-repo-<key>-<pool>``
+    (limit = the submitter's ``remote["parallel"]``, else this worker's
+    ``concurrency.worktreeParallel``) for the whole remote run; wait for it first.
+
+    Prefect takes the slot atomically on the server, with a lease the run renews (a killed
+    worker's slot comes back when the lease expires, 300 s). The work queue's limit alone is
+    applied at poll time: two workers polling at once each started a third run of one repository
+    with ``worktreeParallel`` 2 (the remote e2e test, on a loaded machine).
+
+    Raises:
+        whatever Prefect raises when the API is unreachable (the flow run then fails or crashes).
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.concurrency.sync import concurrency
+    from prefect.exceptions import ObjectAlreadyExists
+
+    url = str(remote.get("repoUrl") or "")
+    parallel = remote.get("parallel")
+    limit = parallel if isinstance(parallel, int) and 1 <= parallel <= 32 else load_config(data_home()).concurrency.worktree_parallel
+    name = repo_limit_name(str(remote.get("pool") or ""), repo_key(url))
+    with get_client(sync_client=True) as client:
+        try:
+            client.upsert_global_concurrency_limit_by_name(name, limit)
+        except ObjectAlreadyExists:
+            pass  # another worker made it at the same moment
+    get_run_logger().info("task %s: waiting for a slot of %s (%d tasks of it at once, limit %s)", task_id, url, limit, name)
+    with concurrency(name, occupy=1, strict=True, raise_on_lease_renewal_failure=False):
+        yield
 
 
 def enter_remote(task_id: str, remote: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from ..tasks.repair import write_repair_plan
 from ..tasks.verify import artifact_key, freeze_visual, preflight_acceptance, run_verify_round
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
-from .remote import enter_remote, leave_remote, publish_record, remote_error_type
+from .remote import enter_remote, leave_remote, publish_record, remote_error_type, repo_slot
 from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends, status_from_state
 from .visual_resume import reverify
 from .watch import guard_run
@@ -156,13 +156,24 @@ def run_task_flow(
         auto_fix_rounds: rework rounds allowed after a failed verification (0..10).
         task_timeout_ms: the agent's wall-clock limit per round, ms.
         feedback: manual rework feedback for the first round of this run.
-        remote: a remote task's ``{"repoUrl", "ref", "pool", "record"}`` (:mod:`.remote`): the
+        remote: a remote task's ``{"repoUrl", "ref", "pool", "parallel", "record"}`` (:mod:`.remote`): the
             worker seeds the task from ``record``, works in a worktree of its own clone and
             pushes ``tianshu/<taskId>``; ``project_path`` is then the remote's URL.
 
     Returns:
         The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
     """
+    args = (task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback, remote)
+    if remote is None:
+        return _run_task(*args)
+    with repo_slot(task_id, remote):  # strict per-repository limit across workers
+        return _run_task(*args)
+
+
+def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
+              task_timeout_ms: int, feedback: str | None, remote: dict[str, Any] | None) -> State:
+    """The body of :func:`run_task_flow` (same arguments and result): the rounds, then the
+    workspace's close and, for a remote task, the push and the published record."""
     state: State | None = None
     try:
         if remote is not None:

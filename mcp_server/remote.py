@@ -131,16 +131,16 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
                   ref=target.ref)
     record = service.store.create(task_id, fields)
     sent = {k: v for k, v in record.items() if k not in CALLER_KEYS}
+    limit = target.parallel or cfg.concurrency.worktree_parallel
     parameters = {
         "task_id": task_id, "project_path": target.repo_url, "agent_id": agent_id,
         "auto_verify": fields["autoVerify"], "auto_fix_rounds": fields["autoFixRounds"],
         "task_timeout_ms": fields["taskTimeoutMs"],
-        "remote": {"repoUrl": target.repo_url, "ref": target.ref, "pool": target.pool, "record": sent},
+        "remote": {"repoUrl": target.repo_url, "ref": target.ref, "pool": target.pool, "parallel": limit, "record": sent},
     }
     tags = [f"tianshu-task:{task_id}", f"project:{target.key}", f"agent:{agent_id}", service.runtime.home_tag,
             f"work-pool:{target.pool}", f"project-name:{os.path.basename(target.repo_url.rstrip('/')) or target.repo_url}",
             f"repo-url:{clip(target.repo_url, 180)}"]
-    limit = target.parallel or cfg.concurrency.worktree_parallel
     await anyio.to_thread.run_sync(lambda: submissions.enqueue(
         home, task_id, pool_deployment(target.pool), parameters, tags, f"{target.key}-wt", record["createdAt"],
         queue_limit=limit, work_pool=target.pool))

@@ -15,10 +15,18 @@ from typing import Any
 
 import anyio
 import pytest
-
 from conftest import mcp_client, meta_of, pid_running, text_of
 from fixture_project import RIGHT_FIX
-from remote_cluster import AUTH, Cluster, bare_remote, branch_file, pg_bin, sleepy_profiles, until
+from remote_cluster import (
+    AUTH,
+    Cluster,
+    bare_remote,
+    branch_file,
+    pg_bin,
+    sleepy_profiles,
+    until,
+)
+from tianshu_mcp.core.remotes import repo_key, repo_limit_name
 
 pytestmark = [pytest.mark.anyio, pytest.mark.own_services,
               pytest.mark.skipif(pg_bin() is None, reason="PostgreSQL is not installed (setup.sh installs it as root)")]
@@ -72,6 +80,21 @@ def flow_runs(cl: Cluster, tag: str) -> list[dict[str, Any]]:
         r = api.post("/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [tag]}}, "limit": 200})
         r.raise_for_status()
         return r.json()
+
+
+def work_spans(cl: Cluster, flow_run_ids: list[str]) -> dict[str, tuple[float, float]]:
+    """flow run id -> (first task run's start, last task run's end), epoch seconds."""
+    with cl.api() as api:
+        r = api.post("/task_runs/filter", json={"flow_runs": {"id": {"any_": flow_run_ids}}, "limit": 200})
+        r.raise_for_status()
+    spans: dict[str, tuple[float, float]] = {}
+    for tr in r.json():
+        if tr["start_time"] and tr["end_time"]:
+            a, b = _ts(tr["start_time"]), _ts(tr["end_time"])
+            old = spans.get(tr["flow_run_id"], (a, b))
+            spans[tr["flow_run_id"]] = (min(old[0], a), max(old[1], b))
+    assert set(spans) == set(flow_run_ids), "a flow run without a finished task run"
+    return spans
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
@@ -136,10 +159,15 @@ async def test_twenty_tasks_over_four_remotes_on_two_workers(cluster: Cluster) -
         assert r["work_pool_name"] == POOL
     spans = [(_ts(r["start_time"]), _ts(r["end_time"])) for r in ours]
     assert max_overlap(spans) <= POOL_LIMIT
+    # a repository's limit is a global concurrency limit the run waits for while Running: its
+    # work (the task runs: agent rounds, verification) never overlaps more than PARALLEL
+    work = work_spans(cluster, [r["id"] for r in ours])
     for remote in remotes:
-        per_repo = [(_ts(r["start_time"]), _ts(r["end_time"])) for r in ours
-                    if r["parameters"]["remote"]["repoUrl"] == str(remote)]
-        assert len(per_repo) == 5 and max_overlap(per_repo) <= PARALLEL
+        per_repo = [work[r["id"]] for r in ours if r["parameters"]["remote"]["repoUrl"] == str(remote)]
+        assert len(per_repo) == 5 and max_overlap(per_repo) <= PARALLEL, per_repo
+    with cluster.api() as api:
+        limits = {g["name"]: g["limit"] for g in api.post("/v2/concurrency_limits/filter", json={}).json()}
+    assert all(limits.get(repo_limit_name(POOL, repo_key(str(r)))) == PARALLEL for r in remotes), limits
     with cluster.api() as api:
         pool = api.get(f"/work_pools/{POOL}").json()
         assert pool["concurrency_limit"] == POOL_LIMIT
