@@ -12,11 +12,11 @@ Plain Python: no Prefect, no adapters.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
 import stat
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -25,7 +25,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
+from .toolchains.base import Derived
+from .toolchains.pytest import detect_pytest  # noqa: F401 - part of this module's API
+from .toolchains.registry import toolchains
 from .visual.config import VisualConfigError, parse_visual
+
+log = logging.getLogger("tianshu_mcp")
 
 __all__ = [
     "AcceptanceCheck",
@@ -145,8 +150,10 @@ SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2
 class AcceptanceCheck(BaseModel):
     """One raw check of an acceptance layer (20-acceptance §1.1, 10-tools AcceptanceCheck).
 
-    ``{name: str≥1, cmd: str≥1 | [str≥1, …≥1], timeoutMs?: int>0 (ms), optional?: bool}``;
-    unknown keys are dropped.
+    ``{name: str≥1, cmd: str≥1 | [str≥1, …≥1], timeoutMs?: int>0 (ms), optional?: bool,
+    junitXml?: str}``; unknown keys are dropped. ``junitXml`` is a project-relative glob of the JUnit
+    XML reports the command writes (issue 13): the counts, failed ids and directives then come from
+    them, before any text heuristic; a report older than the check's start is ignored and said so.
     """
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
@@ -161,11 +168,28 @@ class AcceptanceCheck(BaseModel):
     timeout_ms: int | None = Field(None, alias="timeoutMs", json_schema_extra=_wire(
         {"type": "integer", "exclusiveMinimum": 0, "description": "per-check timeout, ms"}))
     optional: bool | None = Field(None, strict=True, json_schema_extra=_wire({"type": "boolean"}))
+    junit_xml: str | None = Field(None, alias="junitXml", json_schema_extra=_wire({
+        "type": "string", "minLength": 1, "maxLength": 500, "pattern": "^(?!/)(?!.*(^|/)\\.\\.(/|$))[^\\x00-\\x1f\\x7f]+$",
+        "description": "project-relative glob of the JUnit XML reports the command writes (e.g. "
+                       "target/surefire-reports/TEST-*.xml): counts and failed tests come from them"}))
 
     @model_validator(mode="before")
     @classmethod
     def _no_null(cls, data: Any) -> Any:
-        return _reject_null(data, ("name", "cmd", "timeoutMs", "optional"))
+        return _reject_null(data, ("name", "cmd", "timeoutMs", "optional", "junitXml"))
+
+    @field_validator("junit_xml", mode="before")
+    @classmethod
+    def _check_junit_xml(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip() or len(value) > 500:
+            raise ValueError("junitXml must be a non-empty glob of at most 500 characters")
+        if re.search(r"[\x00-\x1f\x7f]", value):
+            raise ValueError("junitXml must be one line without control characters")
+        if value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value) or ".." in re.split(r"[\\/]", value):
+            raise ValueError("junitXml must be a glob relative to the project, without '..'")
+        return value
 
     @field_validator("name", mode="before")
     @classmethod
@@ -506,20 +530,25 @@ class CheckDef:
     display_cmd: str
     timeout_ms: int | None = None
     optional: bool = False
+    junit_xml: str | None = None
 
     @classmethod
-    def make(cls, name: str, cmd: Sequence[str], *, timeout_ms: int | None = None, optional: bool = False) -> "CheckDef":
+    def make(cls, name: str, cmd: Sequence[str], *, timeout_ms: int | None = None, optional: bool = False,
+             junit_xml: str | None = None) -> "CheckDef":
         """Build from argv; ``display_cmd`` is derived."""
         argv = tuple(cmd)
-        return cls(name=name, cmd=argv, display_cmd=" ".join(argv), timeout_ms=timeout_ms, optional=optional)
+        return cls(name=name, cmd=argv, display_cmd=" ".join(argv), timeout_ms=timeout_ms, optional=optional,
+                   junit_xml=junit_xml)
 
     def to_json(self) -> dict[str, Any]:
-        """``{name, cmd: [..], displayCmd, timeoutMs?, optional?}``."""
+        """``{name, cmd: [..], displayCmd, timeoutMs?, optional?, junitXml?}``."""
         out: dict[str, Any] = {"name": self.name, "cmd": list(self.cmd), "displayCmd": self.display_cmd}
         if self.timeout_ms is not None:
             out["timeoutMs"] = self.timeout_ms
         if self.optional:
             out["optional"] = True
+        if self.junit_xml:
+            out["junitXml"] = self.junit_xml
         return out
 
 
@@ -534,139 +563,45 @@ def to_check_def(check: AcceptanceCheck | CheckDef | Mapping[str, Any]) -> Check
     if not isinstance(check, AcceptanceCheck):
         check = AcceptanceCheck.model_validate(check)
     argv = list(check.cmd) if isinstance(check.cmd, list) else split_cmd(check.cmd)
-    return CheckDef.make(check.name, argv, timeout_ms=check.timeout_ms, optional=bool(check.optional))
+    return CheckDef.make(check.name, argv, timeout_ms=check.timeout_ms, optional=bool(check.optional),
+                         junit_xml=check.junit_xml)
 
 
 # --------------------------------------------------------------------------------------------
-# Derived defaults (§2.3, extended for Python projects)
+# Derived defaults (§2.3, extended: every registered toolchain's ``detect``)
 # --------------------------------------------------------------------------------------------
-
-_NPM_SCRIPTS = ("typecheck", "lint", "test", "build")
-
-
-def _read_text(path: Path, limit: int = 1 << 20) -> str | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return None
-
-
-def _has_ini_section(path: Path, section: str) -> bool:
-    text = _read_text(path)
-    if text is None:
-        return False
-    return re.search(rf"^\s*\[{re.escape(section)}\]\s*$", text, re.M) is not None
-
-
-def _pyproject_has_pytest(path: Path) -> bool:
-    text = _read_text(path)
-    if text is None:
-        return False
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return re.search(r"^\s*\[tool\.pytest\.ini_options\]\s*$", text, re.M) is not None
-    tool = data.get("tool")
-    return isinstance(tool, dict) and isinstance(tool.get("pytest"), dict) and "ini_options" in tool["pytest"]
-
-
-def _tests_dir_has_tests(tests: Path, max_entries: int = 2000) -> bool:
-    if not tests.is_dir():
-        return False
-    seen = 0
-    for root, dirs, files in os.walk(tests):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
-        for name in files:
-            seen += 1
-            if name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
-                return True
-            if seen >= max_entries:
-                return False
-    return False
-
-
-def detect_pytest(project: str | os.PathLike[str]) -> str | None:
-    """Return why the project is a pytest project (a short English reason), or None.
-
-    Checked in order: ``pytest.ini``, ``pyproject.toml [tool.pytest.ini_options]``,
-    ``setup.cfg [tool:pytest]``, ``tox.ini [pytest]``, ``tests/`` holding ``test_*.py``/``*_test.py``.
-    """
-    root = Path(project)
-    if (root / "pytest.ini").is_file():
-        return "pytest.ini"
-    if _pyproject_has_pytest(root / "pyproject.toml"):
-        return "pyproject.toml [tool.pytest.ini_options]"
-    if _has_ini_section(root / "setup.cfg", "tool:pytest"):
-        return "setup.cfg [tool:pytest]"
-    if _has_ini_section(root / "tox.ini", "pytest"):
-        return "tox.ini [pytest]"
-    if _tests_dir_has_tests(root / "tests"):
-        return "tests/ contains test_*.py"
-    return None
-
-
-_VENV_DIRS = (".venv", "venv", "env")
-
-
-def _project_venv_pytest(root: Path) -> str | None:
-    """port: ``<project>/{.venv,venv,env}/bin/pytest`` (``Scripts/pytest.exe`` on Windows) when
-    present, so the project's own dependencies are importable; None otherwise."""
-    for d in _VENV_DIRS:
-        for rel in (("bin", "pytest"), ("Scripts", "pytest.exe")):
-            cand = root / d / rel[0] / rel[1]
-            if cand.is_file() and os.access(cand, os.X_OK):
-                return str(cand)
-    return None
 
 
 def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDef], list[str]]:
-    """Default checks from the project's tech stack (20-acceptance §2.3, extended for pytest).
+    """Default checks from the project's tech stack (20-acceptance §2.3, extended).
 
-    1. ``package.json`` with a non-empty ``scripts`` object → ``npm run <s>`` for each of
-       typecheck/lint/test/build present (mandatory); tsconfig is then ignored.
-    2. else ``tsconfig.json`` → ``typecheck-tsc`` ``npx tsc --noEmit`` (optional).
-    3. independently: pytest project (:func:`detect_pytest`) → ``pytest`` ``pytest -q``
-       (**mandatory**; the project's ``.venv``/``venv``/``env`` pytest when present); ``go.mod`` → ``go-test`` and ``Cargo.toml`` → ``cargo-test`` (port: **mandatory** too — a
-       project's tests gate the round whatever its language; the original made them optional).
+    Every registered toolchain (:mod:`.toolchains.registry`, in its order) may derive checks:
+    ``package.json`` scripts → ``npm run <s>`` for each of typecheck/lint/test/build (mandatory);
+    else ``tsconfig.json`` → the optional ``typecheck-tsc``; a pytest project → ``pytest -q``
+    (mandatory; the project's virtualenv pytest when present); ``go.mod`` → ``go-test``;
+    ``Cargo.toml`` → ``cargo-test`` (port: tests gate the round whatever the language; the original
+    made them optional); and the newer toolchains (Maven, Gradle, .NET, …), which also name the
+    JUnit XML their runner writes (``junitXml``). A name already derived is not derived twice.
 
     Returns:
-        ``(checks, notes)``; an empty project gives ``([], [])``. Never raises.
+        ``(checks, notes)``; an empty project gives ``([], [])``. Never raises (a toolchain whose
+        detection raises is logged and skipped).
     """
     root = Path(project)
-    checks: list[CheckDef] = []
+    derived: list[Derived] = []
     notes: list[str] = []
-    scripts: dict[str, Any] | None = None
-    pkg = root / "package.json"
-    if pkg.is_file():
+    for tc in toolchains():
+        if tc.detect is None:
+            continue
         try:
-            data = json.loads(pkg.read_text(encoding="utf-8-sig"))
-            if isinstance(data, dict) and isinstance(data.get("scripts"), dict) and data["scripts"]:
-                scripts = data["scripts"]
-        except (OSError, ValueError):
-            scripts = None
-    if scripts is not None:
-        missing = [s for s in _NPM_SCRIPTS if s not in scripts]
-        for s in _NPM_SCRIPTS:
-            if s in scripts:
-                checks.append(CheckDef.make(s, ["npm", "run", s]))
-        if len(missing) == len(_NPM_SCRIPTS):
-            notes.append(_("package.json has no typecheck/lint/test/build script; only the basic checks run."))
-        elif missing:
-            notes.append(_("package.json lacks scripts (skipped): {scripts}.").format(scripts="/".join(missing)))
-    elif (root / "tsconfig.json").is_file():
-        checks.append(CheckDef.make("typecheck-tsc", ["npx", "tsc", "--noEmit"], optional=True))
-    why = detect_pytest(root)
-    if why is not None:
-        exe = _project_venv_pytest(root)
-        checks.append(CheckDef.make("pytest", [exe or "pytest", "-q"], optional=False))
-        notes.append(_("Python tests detected ({why}): pytest -q is a mandatory check.").format(why=why))
-        if exe:
-            notes.append(_("Using the project's virtualenv pytest: {path}.").format(path=exe))
-    if (root / "go.mod").is_file():
-        checks.append(CheckDef.make("go-test", ["go", "test", "./..."]))  # port: mandatory, like pytest
-    if (root / "Cargo.toml").is_file():
-        checks.append(CheckDef.make("cargo-test", ["cargo", "test"]))  # port: mandatory, like pytest
+            found, said = tc.detect(root, tuple(derived))
+        except Exception as exc:  # noqa: BLE001 - one broken toolchain must not sink the others
+            log.warning("toolchain %s: detection failed on %s: %s: %s", tc.id, root, type(exc).__name__, exc)
+            continue
+        names = {d.name for d in derived}
+        derived += [d for d in found if d.name not in names]
+        notes += said
+    checks = [CheckDef.make(d.name, d.argv, optional=d.optional, junit_xml=d.junit_xml) for d in derived]
     return checks, notes
 
 

@@ -1,0 +1,369 @@
+"""The toolchain protocol: what one toolchain module declares, and the scaffolding they share.
+
+A toolchain (pytest, go, cargo, jest, eslint, Maven, …) is one module of this package exporting
+``TOOLCHAIN``, a :class:`Toolchain`. It declares, each part optional:
+
+* ``detect``: how to recognise the toolchain in a project and which checks to derive
+  (:class:`Derived`), with a note for the report (20-acceptance §2.3, extended);
+* ``test_command``: how to recognise its test command in a check's argv (``is_test_check``,
+  20-acceptance §3.2), and ``hint``: the argv pattern that puts its count formats first;
+* ``formats``: how to count tests from its output, text and machine-readable forms
+  (:class:`CountFormat`, each a parser ``text -> TestCounts | None``);
+* ``zero``: a text rule saying that no test ran (beyond the generic rules of the engine);
+* ``directives`` + ``directive_argv`` + ``shape``: how to turn its failures into repair
+  directives (20-acceptance §6): which checks it reads (by name/command) or which outputs
+  (by shape), and the parser ``(text, ParseContext) -> [Finding]``.
+
+The engines (:mod:`..testcount`, :mod:`..directives`, :mod:`..config`) iterate the registry
+(:mod:`.registry`) and name no toolchain. Formats shared by several toolchains (TAP, JUnit XML,
+the Jest JSON report, ``go test -json``) live in :mod:`.formats`.
+
+Plain Python, no I/O here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any, Callable, Iterable, Sequence
+
+MAX_IDS = 1000
+"""At most this many ids are kept in ``failed_ids`` and in ``passed_ids`` (first seen first)."""
+MAX_LINE = 2000
+"""Lines are cut to this many characters before counting (no summary line is longer; it keeps
+every regex linear on a pathological one-line output)."""
+ISSUE_MAX_CHARS = 300
+"""A directive's ``issue`` is clipped to this many characters."""
+ERROR, WARNING, INFO = 0, 1, 2
+"""A finding's severity (the directive order: errors, warnings, report signals)."""
+
+
+# --- counts --------------------------------------------------------------------------------------
+
+
+@dataclass
+class TestCounts:
+    """What one test run reported.
+
+    ``runner`` names the output format that was recognised (a :class:`CountFormat` id):
+    ``pytest``, ``unittest``, ``jest``, ``vitest``, ``mocha``, ``node-spec``, ``node-tap``
+    (``node --test`` with the TAP reporter, the default when stdout is not a terminal), ``tap``
+    (any other TAP producer), ``go``, ``cargo``, ``junit`` (a JUnit XML report) and the
+    machine-readable or newer forms of :mod:`.registry`.
+
+    * ``passed`` / ``failed``: tests that passed / failed (pytest ``xpassed`` counts as passed,
+      unittest ``unexpected successes`` as failed, node ``cancelled`` as failed);
+    * ``skipped``: skipped, ignored, pending and todo tests, and expected failures (pytest
+      ``xfailed``, unittest ``expected failures``);
+    * ``errors``: things that broke outside a test's assertions: pytest/unittest errors (fixtures,
+      collection, imports), jest "Test suite failed to run", vitest failed suites and unhandled
+      errors, mocha "Error: …" before any test ran, TAP ``Bail out!``, go packages that failed to
+      build or failed without a failing test (panic, timeout), cargo crates that did not compile,
+      JUnit ``<error>`` elements;
+    * ``failed_ids``: ids of failed and errored tests (pytest node ids ``tests/test_x.py::test_y``;
+      unittest ``test_x (module.Class.test_x)``; jest ``describe › test``; vitest
+      ``file > describe > test``; mocha full titles ``describe test``; node ``suite > test``; go
+      ``pkg/TestX`` (``TestX`` when no package line was seen); cargo ``tests::it_works``; JUnit
+      ``classname.name``);
+    * ``passed_ids``: ids of passed tests, when the output lists them.
+
+    ``go test`` without ``-v`` prints nothing for a passing package but ``ok  <pkg>``: each such
+    package then counts as **one** passed unit whose id is the package path (its tests are not
+    listed), so a plain ``go test ./...`` still shows that something ran.
+
+    Both id lists keep at most :data:`MAX_IDS` entries, in output order, without duplicates.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    runner: str
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    errors: int = 0
+    failed_ids: list[str] = field(default_factory=list)
+    passed_ids: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """``passed + failed + skipped + errors``."""
+        return self.passed + self.failed + self.skipped + self.errors
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"runner", "passed", "failed", "skipped", "errors", "total", "failedIds"[, "passedIds"]}``;
+        ``passedIds`` only when the output listed passed tests."""
+        out: dict[str, Any] = {
+            "runner": self.runner,
+            "passed": self.passed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "total": self.total,
+            "failedIds": list(self.failed_ids),
+        }
+        if self.passed_ids:
+            out["passedIds"] = list(self.passed_ids)
+        return out
+
+
+_ANSI = re.compile(r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+
+
+def clean(text: str, max_line: int | None = None) -> str:
+    """Strip ANSI escapes; ``\\r\\n`` → ``\\n``; a line rewritten with ``\\r`` keeps its last
+    version; with ``max_line``, longer lines are cut (characters)."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n")
+    if "\r" in text:
+        text = "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+    if max_line is not None and any(len(line) > max_line for line in text.split("\n")):
+        text = "\n".join(line[:max_line] for line in text.split("\n"))
+    return text
+
+
+def unique_ids(items: Iterable[str]) -> list[str]:
+    """The stripped, non-empty ``items`` without duplicates, in order, at most :data:`MAX_IDS`."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for item in items:
+        item = item.strip()
+        if item and item not in seen:
+            seen.add(item)
+            out.append(item)
+            if len(out) >= MAX_IDS:
+                break
+    return out
+
+
+# --- directives ----------------------------------------------------------------------------------
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI escape sequences and normalise line ends (``\\r\\n`` and lone ``\\r`` → ``\\n``)."""
+    text = _ANSI.sub("", text or "")
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+_WIN_ABS_RE = re.compile(r"^[A-Za-z]:[\\/]")
+_DEP_DIRS = ("node_modules/", "site-packages/", "dist-packages/", "/.cargo/registry/", "/rustc/", "/usr/lib/go")
+
+
+def _real(p: str) -> str:
+    try:
+        return os.path.realpath(p) if p else ""
+    except (OSError, ValueError):
+        return ""
+
+
+@dataclass
+class ParseContext:
+    """What a directive parser knows about the check whose output it reads.
+
+    Attributes:
+        project: the project root (absolute), as in ``report.projectPath``.
+        check_name: the check's name; ``cmd``: its command line (argv joined by spaces).
+    """
+
+    project: str = ""
+    check_name: str = ""
+    cmd: str = ""
+    _go_module: str | None = field(default=None, repr=False)
+
+    def rel(self, path: str) -> str:
+        """``path`` as a project-relative POSIX path; absolute paths outside the project (or equal
+        to its root) are kept as printed, relative ones only lose ``./`` and backslashes."""
+        f = path.strip().strip("'\"")
+        f = f.removeprefix("file://")
+        if _WIN_ABS_RE.match(f):
+            return self._rel_windows(f)
+        if f.startswith("/"):
+            root = os.path.normpath(self.project) if self.project else ""
+            norm = os.path.normpath(f)
+            for r, n in ((root, norm), (_real(root), _real(norm))):
+                if r and n != r and n.startswith(r.rstrip("/") + "/"):
+                    return PurePosixPath(os.path.relpath(n, r)).as_posix()
+            return f
+        f = f.replace("\\", "/")
+        while f.startswith("./"):
+            f = f[2:]
+        return f
+
+    def _rel_windows(self, f: str) -> str:
+        if self.project and _WIN_ABS_RE.match(self.project):
+            root, p = PureWindowsPath(self.project), PureWindowsPath(f)
+            try:
+                rel = p.relative_to(root) if str(p).lower().startswith(str(root).lower()) else None
+            except ValueError:
+                rel = None
+            if rel is None and str(p).lower().startswith(str(root).lower().rstrip("\\") + "\\"):
+                rel = PureWindowsPath(str(p)[len(str(root).rstrip("\\")) + 1:])
+            if rel is not None and str(rel) not in ("", "."):
+                return rel.as_posix()
+        return f
+
+    def own(self, path: str) -> bool:
+        """True when ``path`` (as printed) is the project's own code: inside the project and not in
+        a dependency directory (``node_modules``, ``site-packages``, the Rust/Go toolchains)."""
+        rel = self.rel(path)
+        if rel.startswith(("/", "../", "node:")) or _WIN_ABS_RE.match(rel):
+            return False
+        probe = "/" + rel
+        return not any(d in probe for d in _DEP_DIRS)
+
+    def go_module(self) -> str | None:
+        """The ``module`` line of ``<project>/go.mod`` (None when unreadable)."""
+        if self._go_module is None:
+            self._go_module = ""
+            try:
+                with open(os.path.join(self.project, "go.mod"), encoding="utf-8") as fh:
+                    for line in fh:
+                        m = re.match(r"^\s*module\s+(\S+)", line)
+                        if m:
+                            self._go_module = m.group(1).strip('"')
+                            break
+            except (OSError, ValueError):
+                pass
+        return self._go_module or None
+
+
+def clip(text: str, limit: int = ISSUE_MAX_CHARS) -> str:
+    """``text`` on one line (whitespace runs → one space), at most ``limit`` characters (``…``)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def hinted(prefix: str, hint: str | None, generic: str) -> str:
+    """``"<prefix>: <hint>"`` when there is a hint, else ``generic`` (a directive's action)."""
+    return f"{prefix}: {hint}" if hint else generic
+
+
+def test_action(runner: str, title: str, at: tuple[str, int] | None, test_file: str | None) -> str:
+    """A failed test's directive action: fix the code under test when the failure points into the
+    test file itself (or nowhere), else fix the error thrown at ``at`` (``(file, line)``)."""
+    if at is None or (test_file and at[0] == test_file):
+        return f"make the {runner} test '{title}' pass: fix the code under test (do not weaken the assertion, skip or delete the test)"
+    return f"fix the error thrown here, which makes the {runner} test '{title}' fail (do not weaken, skip or delete the test)"
+
+
+@dataclass
+class Finding:
+    """One directive before ordering: ``{file?, line?, issue, action}`` plus its severity
+    (:data:`ERROR`, :data:`WARNING`, :data:`INFO`); ``source`` is filled in by the engine."""
+
+    issue: str
+    action: str
+    file: str | None = None
+    line: int | None = None
+    severity: int = ERROR
+    source: str = ""
+
+    def to_item(self) -> dict[str, Any]:
+        """``{"file"?, "line"?, "issue" (clipped), "action", "source"}``."""
+        item: dict[str, Any] = {}
+        if self.file:
+            item["file"] = self.file
+        if self.line:
+            item["line"] = int(self.line)
+        item["issue"] = clip(self.issue)
+        item["action"] = self.action
+        item["source"] = self.source
+        return item
+
+
+# --- the protocol --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CountFormat:
+    """One output form of a runner and how to count it.
+
+    Attributes:
+        id: the ``TestCounts.runner`` it produces (``go``, ``go-json``, ``jest-json``, …).
+        parse: ``cleaned text -> TestCounts | None`` (None: not this form). Pure; may be given a
+            tail of the output; must stay linear in the text's length.
+        priority: the order among all forms when the command names none (lower first): an
+            output is counted by the first form that recognises it.
+        hinted: the parser used instead of ``parse`` when the command names the toolchain (it may
+            then trust a weaker sign, e.g. cargo's ``could not compile`` without a summary).
+    """
+
+    id: str
+    parse: Callable[[str], TestCounts | None]
+    priority: int = 100
+    hinted: Callable[[str], TestCounts | None] | None = None
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A check a toolchain derives for a project that declares none (20-acceptance §2.3).
+
+    Attributes:
+        name: the check's name (``pytest``, ``go-test``, ``mvn-test``, …).
+        argv: the command.
+        optional: an optional check never blocks a round.
+        junit_xml: a glob (project-relative) of the JUnit XML files the command writes, when
+            the runner writes them; the counts then come from them (:mod:`.formats.junit`).
+    """
+
+    name: str
+    argv: tuple[str, ...]
+    optional: bool = False
+    junit_xml: str | None = None
+
+
+Detection = tuple[list[Derived], list[str]]
+"""What ``detect`` answers: the derived checks and the notes for the report (translated text)."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What one toolchain module declares (see the module doc). Every part is optional.
+
+    Attributes:
+        id: the toolchain's id (its module name, with ``-`` for ``_``); a directive's ``source``.
+        order: the registry's order (lower first): of derived checks, of directive sources and of
+            hints. Existing ones use 10..110; a new toolchain takes an unused number.
+        detect: ``(project root, already derived) -> (checks, notes)``; never raises; may read
+            a few small files of the project. ``already`` lets a fallback step aside (``tsc``
+            derives nothing when ``npm`` derived scripts).
+        test_command: searched in the lower-cased, space-joined argv: the check runs tests.
+        hint: searched there too: this toolchain's ``hint_formats`` are tried first.
+        hint_formats: format ids (its own or shared ones, e.g. ``tap``) in hint order.
+        formats: its output forms and their counters.
+        zero: ``cleaned text -> bool``: the output shows that no test ran.
+        directive_argv: searched (case-insensitive) in ``"<check name> <cmd>"``: run ``directives``.
+        shape: searched (multi-line) in the output: run ``directives`` on it too.
+        directives: ``(ANSI-stripped text, context) -> findings``; may raise (the engine
+            catches it, one broken parser never sinks the others).
+    """
+
+    id: str
+    order: int = 500
+    detect: Callable[[Path, Sequence[Derived]], Detection] | None = None
+    test_command: re.Pattern[str] | None = None
+    hint: re.Pattern[str] | None = None
+    hint_formats: tuple[str, ...] = ()
+    formats: tuple[CountFormat, ...] = ()
+    zero: Callable[[str], bool] | None = None
+    directive_argv: re.Pattern[str] | None = None
+    shape: re.Pattern[str] | None = None
+    directives: Callable[[str, ParseContext], list[Finding]] | None = None
+
+    def reads(self, name: str, cmd: str, text: str) -> bool:
+        """Whether this toolchain's directive parser runs on a check's output (by name/command, or
+        by the output's shape)."""
+        if self.directives is None:
+            return False
+        return bool((self.directive_argv and self.directive_argv.search(f"{name} {cmd}"))
+                    or (self.shape and self.shape.search(text)))
+
+
+def read_small(path: Path, limit: int = 1 << 20) -> str | None:
+    """The first ``limit`` bytes (default 1 MiB) of a project file as text (UTF-8, replaced
+    errors); None when unreadable. For ``detect``."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return None

@@ -1,0 +1,215 @@
+"""Go: the ``go test ./...`` check of a module, counts of ``go test`` (plain and ``-v``), its
+zero-test rules, and repair directives for build/vet lines, ``--- FAIL: TestX`` with its
+``x_test.go:l:`` lines (mapped to the package directory) and panics.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    Finding,
+    ParseContext,
+    TestCounts,
+    Toolchain,
+    hinted,
+    unique_ids,
+)
+
+_GO_PKG = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$", re.M)
+_GO_WARN_NONE = re.compile(r"testing: warning: no tests to run", re.I)
+_GO_RAN = re.compile(r"^\s*--- (?:PASS|FAIL|SKIP):", re.M)
+
+def _go_zero(text: str) -> bool:
+    pkgs = _GO_PKG.findall(text)
+    if pkgs:
+        for status, _pkg, rest in pkgs:
+            if status == "?" and "[no test files]" in rest:
+                continue
+            if status == "ok" and "[no tests to run]" in rest:
+                continue
+            return False
+        return True
+    return bool(_GO_WARN_NONE.search(text)) and not _GO_RAN.search(text)
+
+
+_GO_RESULT = re.compile(r"^( *)--- (PASS|FAIL|SKIP): (\S+) \(")
+_GO_PKG_LINE = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$")
+
+
+def _parse_go(text: str) -> TestCounts | None:
+    lines = text.split("\n")
+    if not any(_GO_PKG_LINE.match(x) or _GO_RESULT.match(x) for x in lines) and not _GO_WARN_NONE.search(text):
+        return None
+    counts = TestCounts("go")
+    failed_ids: list[str] = []
+    passed_ids: list[str] = []
+    pending: list[tuple[str, str]] = []  # (status, name) since the last package line
+
+    def flush(pkg: str) -> bool:
+        names = [n for _, n in pending]
+        leaves = [(s, n) for s, n in pending if not any(o.startswith(n + "/") for o in names)]
+        seen: set[str] = set()
+        for status, name in leaves:
+            if name in seen:
+                continue
+            seen.add(name)
+            ident = f"{pkg}/{name}" if pkg else name
+            if status == "PASS":
+                counts.passed += 1
+                passed_ids.append(ident)
+            elif status == "FAIL":
+                counts.failed += 1
+                failed_ids.append(ident)
+            else:
+                counts.skipped += 1
+        had = bool(pending)
+        pending.clear()
+        return had
+
+    for line in lines:
+        rm = _GO_RESULT.match(line)
+        if rm:
+            pending.append((rm.group(2), rm.group(3)))
+            continue
+        pm = _GO_PKG_LINE.match(line)
+        if not pm:
+            continue
+        status, pkg, rest = pm.group(1), pm.group(2), pm.group(3) or ""
+        if status == "?":
+            continue
+        if "[build failed]" in rest or "[setup failed]" in rest:
+            pending.clear()
+            counts.errors += 1
+            failed_ids.append(pkg)
+            continue
+        had_tests = flush(pkg)
+        if had_tests:
+            continue
+        if status == "ok" and "[no tests to run]" not in rest:
+            counts.passed += 1  # no -v: a passing package is one unit
+            passed_ids.append(pkg)
+        elif status == "FAIL":
+            counts.errors += 1  # failed without a failing test: panic, timeout, TestMain
+            failed_ids.append(pkg)
+    flush("")
+    counts.failed_ids = unique_ids(failed_ids)
+    counts.passed_ids = unique_ids(passed_ids)
+    return counts
+
+
+_GO_LINE_RE = re.compile(r"^(?:vet: )?((?:\./)?[^\s:][^:]*\.go):(\d+)(?::(\d+))?: (.+)$")
+_GO_FAIL_RE = re.compile(r"^(\s*)--- FAIL: (\S+)")
+_GO_TLOG_RE = re.compile(r"^\s+([\w.-]+\.go):(\d+): (.*)$")
+_GO_PKG_END_RE = re.compile(r"^(?:FAIL|ok)\s+(\S+)(?:\s|$)")
+_GO_PANIC_RE = re.compile(r"^panic: (.+?)(?: \[recovered\])?$")
+_GO_FRAME_RE = re.compile(r"^\t(.+\.go):(\d+)(?: \+0x[0-9a-f]+)?$")
+_GO_HINTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"^undefined: (\S+)"), "define or import `{0}` (check the spelling)"),
+    (re.compile(r"imported and not used|imported but not used"), "remove the unused import"),
+    (re.compile(r"declared and not used|declared but not used"), "use the variable or remove it"),
+    (re.compile(r"^missing return"), "add the missing return statement"),
+    (re.compile(r"^cannot use .+ as .+ value"), "convert the value to the expected type, or change the declared type"),
+    (re.compile(r"too many arguments|not enough arguments"), "call it with the arguments its signature expects"),
+    (re.compile(r"has no field or method"), "use a field or method the type has, or add it"),
+    (re.compile(r"format %\S* has arg|wrong type|arg list ends with redundant newline|missing argument|possible formatting directive"),
+     "make the format verbs and the arguments match"),
+    (re.compile(r"unreachable code"), "remove the unreachable code"),
+    (re.compile(r"passes lock by value"), "pass a pointer instead of copying the lock"),
+]
+
+
+def _go_relpkg(importpath: str, ctx: ParseContext) -> str:
+    module = ctx.go_module()
+    if not module:
+        segs = importpath.split("/")
+        module = "/".join(segs[:3]) if "." in segs[0] else segs[0]
+    if importpath == module:
+        return ""
+    if importpath.startswith(module + "/"):
+        return importpath[len(module) + 1:]
+    return ""
+
+
+def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
+    """go build / go vet (``./x.go:l:c: msg``, after ``# pkg``) and go test (``--- FAIL: TestX``
+    with its ``x_test.go:l: msg`` lines, mapped to the package directory; panics)."""
+    out: list[Finding] = []
+    vet = bool(re.search(r"\bvet\b", f"{ctx.check_name} {ctx.cmd}", re.I))
+    tool = "go vet finding" if vet else "Go compile error"
+    pending: list[Finding] = []  # go test findings whose file needs the package directory
+    test: str | None = None
+    panic: str | None = None
+    panic_done = False
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        m = _GO_LINE_RE.match(line)
+        if m:
+            file, ln, _c, msg = m.groups()
+            hint = None
+            for rx, h in _GO_HINTS:
+                hm = rx.search(msg)
+                if hm:
+                    hint = h.format(*hm.groups())
+                    break
+            action = hinted(f"fix the {tool} at this line", hint, f"fix the {tool} at this line")
+            out.append(Finding(msg.strip(), action, ctx.rel(file), int(ln)))
+            continue
+        f = _GO_FAIL_RE.match(line)
+        if f:
+            test, panic, panic_done = f.group(2), None, False
+            continue
+        t = _GO_TLOG_RE.match(line)
+        if t and test:
+            name, ln, msg = t.groups()
+            pending.append(Finding(f"{test} failed: {msg.strip()}",
+                                   f"make {test} pass: fix the code under test (do not weaken, skip or delete the test)",
+                                   name, int(ln)))
+            continue
+        p = _GO_PANIC_RE.match(line)
+        if p:
+            panic, panic_done = p.group(1), False
+            continue
+        fr = _GO_FRAME_RE.match(line)
+        if fr and panic and not panic_done and ctx.own(fr.group(1)):
+            who = test or "the program"
+            out.append(Finding(f"{who} panicked: {panic}",
+                               f"fix the panic raised here (it makes {who} fail)", ctx.rel(fr.group(1)), int(fr.group(2))))
+            panic_done = True
+            continue
+        e = _GO_PKG_END_RE.match(line)
+        if e:
+            d = _go_relpkg(e.group(1), ctx)
+            for fd in pending:
+                fd.file = f"{d}/{fd.file}" if d else fd.file
+            out.extend(pending)
+            pending, test, panic = [], None, None
+    out.extend(pending)  # package line cut off: keep the bare file names
+    return out
+
+
+def _detect(root: Path, already: Sequence[Derived]) -> Detection:
+    """``go.mod`` → ``go-test`` ``go test ./...`` (port: **mandatory**, like pytest)."""
+    if (root / "go.mod").is_file():
+        return [Derived("go-test", ("go", "test", "./..."))], []
+    return [], []
+
+
+TOOLCHAIN = Toolchain(
+    id="go",
+    order=90,
+    detect=_detect,
+    test_command=re.compile(r"\bgo\s+test\b"),
+    hint=re.compile(r"\bgo\s+test\b"),
+    hint_formats=("go",),
+    formats=(CountFormat("go", _parse_go, 60),),
+    zero=_go_zero,
+    directive_argv=re.compile(r"(?:^|[\s/])go\s+(?:build|vet|test|run|install)\b|golangci-lint|staticcheck", re.I),
+    shape=re.compile(r"^(?:vet: )?(?:\./)?\S+\.go:\d+(?::\d+)?: |^\s*--- FAIL: ", re.M),
+    directives=parse_go,
+)

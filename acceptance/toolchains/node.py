@@ -1,0 +1,72 @@
+"""``node --test``: counts of the spec reporter (``ℹ tests N``) and its zero-test rule; the TAP
+reporter (the default when stdout is not a terminal) is counted by :mod:`.tap`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .base import CountFormat, TestCounts, Toolchain, unique_ids
+
+_NODE_SPEC_ZERO = re.compile(r"^\s*ℹ\s+tests\s+0\s*$", re.M)
+_NODE_SPEC_SOME = re.compile(r"^\s*ℹ\s+tests\s+[1-9]\d*\s*$", re.M)
+
+_NODE_SPEC_SUM = re.compile(r"^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)\s*$", re.M)
+_NODE_SPEC_ITEM = re.compile(r"^( *)(✔|✖|﹣|▶) (.+?)(?: \([\d.]+m?s\))?(?: # (.*))?\s*$")
+
+
+def _parse_node_spec(text: str) -> TestCounts | None:
+    found = _NODE_SPEC_SUM.findall(text)
+    if not any(k == "tests" for k, _ in found):
+        return None
+    c: dict[str, int] = {}
+    for k, v in found:
+        c[k] = c.get(k, 0) + int(v)
+    failed_ids: list[str] = []
+    passed_ids: list[str] = []
+    stack: list[tuple[int, str]] = []
+    for line in text.split("\n"):
+        if line.startswith("✖ failing tests:"):
+            break
+        m = _NODE_SPEC_ITEM.match(line)
+        if not m:
+            continue
+        indent, glyph, name, directive = len(m.group(1)), m.group(2), m.group(3), m.group(4) or ""
+        while stack and stack[-1][0] > indent:
+            stack.pop()
+        if glyph == "▶":
+            stack.append((indent, name))
+            continue
+        if stack and stack[-1][0] == indent and stack[-1][1] == name:
+            stack.pop()  # the suite's own result line
+            continue
+        full = " > ".join([s for i, s in stack if i < indent] + [name])
+        todo = directive.upper().startswith("TODO")
+        if glyph == "✔" and not todo:
+            passed_ids.append(full)
+        elif glyph == "✖" and not todo:
+            failed_ids.append(full)
+    return TestCounts(
+        "node-spec",
+        passed=c.get("pass", 0),
+        failed=c.get("fail", 0) + c.get("cancelled", 0),
+        skipped=c.get("skipped", 0) + c.get("todo", 0),
+        failed_ids=unique_ids(failed_ids),
+        passed_ids=unique_ids(passed_ids),
+    )
+
+
+def _zero(text: str) -> bool:
+    """The spec reporter's ``ℹ tests 0`` (and no ``ℹ tests N>0``)."""
+    return bool(_NODE_SPEC_ZERO.search(text)) and not _NODE_SPEC_SOME.search(text)
+
+
+TOOLCHAIN = Toolchain(
+    id="node",
+    order=86,
+    test_command=re.compile(r"\bnode\s+--test\b"),
+    hint=re.compile(r"\bnode\b.*\s--test\b"),
+    hint_formats=("node-spec", "tap"),
+    formats=(CountFormat("node-spec", _parse_node_spec, 70),),
+    zero=_zero,
+)

@@ -1,0 +1,57 @@
+"""npm scripts: the ``npm run <script>`` checks of a project whose ``package.json`` has scripts.
+
+Source: 20-acceptance §2.3 (step 1): ``typecheck``/``lint``/``test``/``build``, each present one
+mandatory, in that order; the output of each is read by the toolchain it runs (``npm run lint``
+printing ESLint's format is read by :mod:`.eslint` by its shape).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...core.i18n import _
+from .base import Derived, Detection, Toolchain
+
+SCRIPTS = ("typecheck", "lint", "test", "build")
+"""The scripts derived as checks, in this order."""
+
+
+def package_scripts(root: Path) -> dict[str, Any] | None:
+    """The non-empty ``scripts`` object of ``<root>/package.json``; None when there is none (no
+    file, unreadable, not JSON, no or empty ``scripts``)."""
+    pkg = root / "package.json"
+    if not pkg.is_file():
+        return None
+    try:
+        data = json.loads(pkg.read_text(encoding="utf-8-sig"))
+    except (OSError, ValueError):
+        return None
+    if isinstance(data, dict) and isinstance(data.get("scripts"), dict) and data["scripts"]:
+        return data["scripts"]
+    return None
+
+
+def _detect(root: Path, already: Sequence[Derived]) -> Detection:
+    """``npm run <s>`` for each of typecheck/lint/test/build present (mandatory), with a note
+    naming the missing ones."""
+    scripts = package_scripts(root)
+    if scripts is None:
+        return [], []
+    checks = [Derived(s, ("npm", "run", s)) for s in SCRIPTS if s in scripts]
+    missing = [s for s in SCRIPTS if s not in scripts]
+    if not checks:
+        return [], [_("package.json has no typecheck/lint/test/build script; only the basic checks run.")]
+    if missing:
+        return checks, [_("package.json lacks scripts (skipped): {scripts}.").format(scripts="/".join(missing))]
+    return checks, []
+
+
+TOOLCHAIN = Toolchain(
+    id="npm",
+    order=10,
+    detect=_detect,
+    test_command=re.compile(r"\bnpm\s+run\s+test(?:\b|:)"),
+)
