@@ -17,8 +17,12 @@ ordered errors → warnings → diffstat signals (items of optional checks one s
 turns between the failing checks within each step so the first lines cover every check, and capped
 at :data:`MAX_ITEMS`.
 
-Plain Python: no Prefect, no adapters; reads nothing but ``<project>/go.mod`` (to map ``go test``
-file names to package directories).
+A check whose JUnit XML reports name failed cases (``junitXml``) gets its directives from them
+(the report source ``junit``), and the text parsers skip that check's output: the XML takes
+precedence over text heuristics (issue 13).
+
+Plain Python: no Prefect, no adapters; reads no file itself (a toolchain's parser may read a small
+project file, e.g. the Go module path).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .git import LOCKFILE_RE
-from .toolchains.base import INFO, Finding, ParseContext, strip_ansi
+from .toolchains.base import INFO, Finding, ParseContext, strip_ansi, test_action
 from .toolchains.registry import toolchains
 
 __all__ = [
@@ -121,6 +125,36 @@ def collect_diffstat(report: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+# --- JUnit XML (a check's ``junitXml`` reports) ----------------------------------------------------
+
+
+def _junit_failures(check: Mapping[str, Any]) -> list[Any]:
+    junit = check.get("junit")
+    failures = junit.get("failures") if isinstance(junit, Mapping) else None
+    return failures if isinstance(failures, list) else []
+
+
+def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
+    """The failed cases the failing checks' JUnit XML reports name (``checks[].junit.failures``,
+    :mod:`.toolchains.formats.junit`): ``test '<id>' failed: <message>`` at the case's
+    ``file``/``line`` when the report gives them (issue 13: from the XML, before any text)."""
+    project = str(report.get("projectPath") or "")
+    out: list[Finding] = []
+    for c in _checks(report):
+        ctx = ParseContext(project=project, check_name=str(c.get("name") or ""), cmd=str(c.get("cmd") or ""))
+        for f in _junit_failures(c):
+            if not isinstance(f, Mapping) or not f.get("id"):
+                continue
+            file = ctx.rel(str(f["file"])) if f.get("file") else None
+            line = f.get("line") if isinstance(f.get("line"), int) else None
+            message = str(f.get("message") or "").strip().split("\n")[0] or str(f.get("kind") or "failure")
+            title = str(f["id"])
+            out.append(Finding(f"test '{title}' failed: {message}",
+                               test_action("JUnit", title, (file, line) if file and line else None, file),
+                               file, line))
+    return out
+
+
 # --- the registry --------------------------------------------------------------------------------
 
 _NEVER = re.compile(r"(?!)")
@@ -131,7 +165,7 @@ def default_registry() -> tuple[OutputParser | ReportSource, ...]:
     order), then the report source ``diffstat``."""
     parsers = tuple(OutputParser(tc.id, tc.directives, tc.directive_argv or _NEVER, tc.shape or _NEVER)
                     for tc in toolchains() if tc.directives is not None)
-    return (*parsers, ReportSource("diffstat", collect_diffstat))
+    return (ReportSource("junit", collect_junit_failures), *parsers, ReportSource("diffstat", collect_diffstat))
 
 
 DEFAULT_REGISTRY: tuple[OutputParser | ReportSource, ...] = default_registry()
@@ -192,8 +226,8 @@ def extract_directives(
     for ci, c in enumerate(checks):
         name, cmd = str(c.get("name") or ""), str(c.get("cmd") or "")
         text = strip_ansi(str(c.get("outputTail") or ""))
-        if not text.strip():
-            continue
+        if not text.strip() or _junit_failures(c):
+            continue  # a check whose JUnit XML names its failures is read from the XML only
         optional = 1 if c.get("optional") else 0
         for src in registry:
             if not isinstance(src, OutputParser):

@@ -5,7 +5,7 @@ session, stdin at EOF, output to a file, the whole process tree killed on timeou
 Output goes to a per-check part file ``verify-<round>.parts/<NNN>-<safe>.log``; the result's
 ``outputTail`` is read back from the end of that file (a 200 MB output is never held in memory);
 the part is then appended to ``verify-<round>.log`` (in declaration order when run in parallel)
-and removed.
+and removed (:mod:`.runner_log`).
 
 Log layout per check: header ``\\n=== check: <name> — <argv> @ <ISO time> ===\\n``, the raw output,
 then the trailer written by ``run_process``: ``\\n[exit] code=<c|null>[ (timeout)| (killed)] duration=<ms>ms\\n``.
@@ -39,6 +39,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -47,7 +48,9 @@ from ..core.i18n import N_, _
 from ..core.procs import run_process, stop_requested
 from .config import CheckDef
 from .directives import strip_ansi
+from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
+from .toolchains.formats.junit_files import JUnitResult, collect_junit
 
 __all__ = [
     "run_check",
@@ -76,8 +79,6 @@ log = logging.getLogger("tianshu_mcp")
 
 OUTPUT_TAIL_CHARS = 4000
 """``outputTail`` keeps the last 4000 characters (20-acceptance §1.3)."""
-_READ_TAIL_BYTES = 16384
-"""Bytes read back from the end of a part file (the original keeps a 16384-char tail)."""
 
 PARSE_TAIL_BYTES = 1 << 20
 """Bytes of a test check's output (from the end) given to :func:`parse_tests` (1 MiB)."""
@@ -115,8 +116,6 @@ def display_reason(reason: Any) -> str:
     m = re.fullmatch(r"output limit: the check wrote more than (\d+) MiB and was stopped", text)
     return _(_OUTPUT_LIMIT_REASON).format(n=m.group(1)) if m else text
 MAX_OUTPUT_BYTES = 256 << 20  # a check writing more is stopped (a runaway `yes` must not fill the disk)
-KEEP_HEAD_BYTES = 1 << 20  # what verify-N.log keeps of a huge check output: its head …
-KEEP_TAIL_BYTES = 8 << 20  # … and its tail (the tail is what reports and parsers read)
 
 
 def _now_iso() -> str:
@@ -140,19 +139,6 @@ def skip_result(name: str, cmd: str, reason: str, optional: bool = False) -> dic
         out["optional"] = True
     out["aborted"] = False
     return out
-
-
-def parts_dir_for(log_path: str | os.PathLike[str]) -> Path:
-    """``verify-<round>.log`` → ``verify-<round>.parts`` (same directory)."""
-    p = Path(log_path)
-    return p.with_name(p.stem + ".parts")
-
-
-def part_file_name(index: int, name: str) -> str:
-    """``<NNN>-<safe>.log``: 3-digit index; runs outside ``[A-Za-z0-9._-]`` → ``_``, ≤40 chars,
-    ``check`` if empty (20-acceptance §3.2)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:40] or "check"
-    return f"{index:03d}-{safe}.log"
 
 
 def check_tag(c: Mapping[str, Any]) -> str:
@@ -223,66 +209,6 @@ def _spawn_hint(argv0: str, project: str | os.PathLike[str], env: Mapping[str, s
         program=prog, path=found)
 
 
-def _read_tail(path: Path, start: int, max_bytes: int = _READ_TAIL_BYTES) -> str:
-    """Decode the last ``max_bytes`` of ``path`` after byte ``start``, minus ``run_process``'s trailer."""
-    try:
-        size = os.path.getsize(path)
-        begin = max(start, size - max_bytes)
-        with open(path, "rb") as fh:
-            fh.seek(begin)
-            data = fh.read(size - begin)
-    except OSError:
-        return ""
-    if begin > start:
-        i = 0
-        while i < len(data) and i < 4 and (data[i] & 0xC0) == 0x80:  # drop a split UTF-8 sequence
-            i += 1
-        data = data[i:]
-    text = data.decode("utf-8", errors="replace")
-    cut = text.rfind("\n[exit] code=")
-    if cut >= 0 and "\n" not in text[cut + 1 :].rstrip("\n"):
-        text = text[:cut]
-    return text
-
-
-def _append_file(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    with open(src, "rb") as fin, open(dst, "ab") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-
-
-def _compact(part: Path) -> None:
-    """Keep a huge check log readable and bounded: its first ``KEEP_HEAD_BYTES`` and last
-    ``KEEP_TAIL_BYTES``, with a line saying how much was left out (atomic rewrite)."""
-    size = part.stat().st_size
-    if size <= KEEP_HEAD_BYTES + KEEP_TAIL_BYTES:
-        return
-    tmp = part.with_name(part.name + ".compact")
-    with open(part, "rb") as src, open(tmp, "wb") as dst:
-        dst.write(src.read(KEEP_HEAD_BYTES))
-        dst.write(f"\n[… {size - KEEP_HEAD_BYTES - KEEP_TAIL_BYTES} bytes of output left out …]\n".encode())
-        src.seek(size - KEEP_TAIL_BYTES)
-        shutil.copyfileobj(src, dst)
-    os.replace(tmp, part)
-
-
-def _merge_part(part: Path, log_path: Path) -> None:
-    try:
-        if part.exists() and part.stat().st_size > 0:
-            _compact(part)
-            _append_file(part, log_path)
-        part.unlink(missing_ok=True)
-    except OSError as exc:
-        log.warning("could not merge %s into %s (part kept): %s", part, log_path, exc)
-
-
-def _remove_dir_if_empty(path: Path) -> None:
-    try:
-        path.rmdir()
-    except OSError:
-        pass
-
-
 def run_check(
     check: CheckDef,
     project: str | os.PathLike[str],
@@ -315,7 +241,10 @@ def run_check(
         skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
         command: <why> (<OS error>)`` (``'x' was not found on PATH``, ``'./x' is not
         executable``, …). A test check whose output parses gets ``tests`` =
-        :meth:`TestCounts.to_json`. A mandatory test check that exits 0 is failed closed
+        :meth:`TestCounts.to_json` (with ``junitXml``: counted from the reports this run wrote, before
+        any text; the check then also gets ``junit`` = :meth:`JUnitResult.to_json`, and a stale
+        report is ignored and named in the tail's ``[junit-xml]`` line). A mandatory test check
+        that exits 0 is failed closed
         (``passed False``, exitCode stays 0) with :data:`ZERO_TEST_REASON` (nothing ran),
         :data:`CONTRADICTION_REASON` (failures or errors reported) or :data:`ALL_SKIPPED_REASON`
         (every test skipped). Never raises.
@@ -376,6 +305,7 @@ def _run(
     header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
     start = len(header.encode("utf-8"))
     env = check_env(project, tool_dirs=tool_dirs)
+    started_at = time.time()
     res = run_process(
         argv,
         cwd=project,
@@ -388,12 +318,17 @@ def _run(
     )
     tail = strip_ansi(log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
     counts: TestCounts | None = None
-    is_test = res.error is None and is_test_check(check.name, argv)
-    if is_test:
+    junit = _junit(check, project, started_at) if res.error is None and check.junit_xml else None
+    is_test = res.error is None and (bool(check.junit_xml) or is_test_check(check.name, argv))
+    if junit is not None and junit.counts is not None:
+        counts = junit.counts  # the XML before any text heuristic
+    elif is_test:
         try:
             counts = parse_tests(_read_tail(part, start, PARSE_TAIL_BYTES), argv)
         except Exception:  # noqa: BLE001 - a parser bug must not break the check
             log.exception("could not parse the test output of check %s", check.name)
+    if junit is not None:
+        tail = (tail + f"\n[junit-xml] {junit.note}")[-OUTPUT_TAIL_CHARS:]
     if log_note and part.parent == Path(tempfile.gettempdir()):
         part.unlink(missing_ok=True)
     elif merge:
@@ -415,7 +350,7 @@ def _run(
             result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
         result["reason"] = f"{SPAWN_REASON_PREFIX}{_spawn_hint(argv[0], project, env)} ({res.error})"
     elif not check.optional and result["passed"] and result["exitCode"] == 0 and is_test:
-        closed = _fail_closed(tail, counts)
+        closed = _fail_closed(tail, counts, from_xml=junit is not None and junit.counts is not None)
         if closed is not None:
             reason, mark = closed
             result["passed"] = False
@@ -426,16 +361,29 @@ def _run(
     result["aborted"] = res.killed
     if counts is not None:
         result["tests"] = counts.to_json()
+    if junit is not None:
+        result["junit"] = junit.to_json()
     return result
 
 
-def _fail_closed(tail: str, counts: TestCounts | None) -> tuple[str, str] | None:
+def _junit(check: CheckDef, project: str | os.PathLike[str], started_at: float) -> JUnitResult:
+    """The check's JUnit XML reports (``junitXml``, issue 13): files this run wrote, counted; stale
+    and refused ones named in ``note``. A bad glob (the config layer refuses it already) becomes
+    a note, never an exception."""
+    try:
+        return collect_junit(Path(project), str(check.junit_xml), started_at)
+    except ValueError as exc:
+        return JUnitResult(note=str(exc))
+
+
+def _fail_closed(tail: str, counts: TestCounts | None, from_xml: bool = False) -> tuple[str, str] | None:
     """Why a mandatory test check that exited 0 must fail anyway: ``(reason, tail mark)`` or None.
 
-    In this order: nothing ran (zero-test text rules on the tail, or parsed total 0); the parsed
-    counts report failures or errors; every parsed test was skipped.
+    In this order: nothing ran (zero-test text rules on the tail — not when the counts come from
+    JUnit XML, which take precedence —, or parsed total 0); the parsed counts report failures or
+    errors; every parsed test was skipped.
     """
-    if detect_zero_tests(tail) or (counts is not None and counts.total == 0):
+    if (not from_xml and detect_zero_tests(tail)) or (counts is not None and counts.total == 0):
         return ZERO_TEST_REASON, ZERO_TEST_MARK
     if counts is not None and (counts.failed > 0 or counts.errors > 0):
         return CONTRADICTION_REASON, CONTRADICTION_MARK

@@ -103,14 +103,15 @@ def parse_tests(output: str, argv: Sequence[str] = ()) -> TestCounts | None:
     """
     if not output:
         return None
-    text = clean(output, MAX_LINE)
+    whole = clean(output)
+    cut = clean(whole, MAX_LINE)
     formats = count_formats()
     hinted = [f for f in hinted_formats(" ".join(argv).lower()) if f in formats]
     for fid in hinted + [f for f in formats if f not in hinted]:
         fmt = formats[fid]
         parse = fmt.hinted if fid in hinted and fmt.hinted is not None else fmt.parse
         try:
-            res = parse(text)
+            res = parse(whole if fmt.whole_lines else cut)
         except Exception:  # noqa: BLE001 - one broken format must not sink the count
             continue
         if res is not None:

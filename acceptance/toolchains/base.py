@@ -286,12 +286,15 @@ class CountFormat:
             output is counted by the first form that recognises it.
         hinted: the parser used instead of ``parse`` when the command names the toolchain (it may
             then trust a weaker sign, e.g. cargo's ``could not compile`` without a summary).
+        whole_lines: give the parser lines of any length (a JSON report is one long line);
+            otherwise lines are cut to :data:`MAX_LINE` characters first.
     """
 
     id: str
     parse: Callable[[str], TestCounts | None]
     priority: int = 100
     hinted: Callable[[str], TestCounts | None] | None = None
+    whole_lines: bool = False
 
 
 @dataclass(frozen=True)

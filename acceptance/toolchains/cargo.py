@@ -21,6 +21,7 @@ from .base import (
     Toolchain,
     unique_ids,
 )
+from .formats.nextest import parse_nextest
 
 _CARGO_RUNNING = re.compile(r"^running (\d+) tests?\s*$", re.M)
 
@@ -207,9 +208,11 @@ TOOLCHAIN = Toolchain(
     detect=_detect,
     test_command=re.compile(r"\bcargo\s+test\b"),
     hint=re.compile(r"\bcargo\s+(?:test|nextest)\b"),
-    hint_formats=("cargo",),
-    formats=(CountFormat("cargo", lambda text: _parse_cargo(text, False), 50,
-                         hinted=lambda text: _parse_cargo(text, True)),),
+    # nextest first: it repeats a failing test's captured libtest summary inside its own output
+    hint_formats=("nextest", "cargo"),
+    formats=(CountFormat("nextest", parse_nextest, 45),
+             CountFormat("cargo", lambda text: _parse_cargo(text, False), 50,
+                         hinted=lambda text: _parse_cargo(text, True))),
     zero=_zero,
     directive_argv=re.compile(r"\bcargo\b|\brustc\b|\bclippy\b", re.I),
     shape=re.compile(r"^\s*--> \S+\.rs:\d+:\d+|^---- .+ stdout ----$|panicked at ", re.M),

@@ -20,6 +20,7 @@ from .base import (
     hinted,
     unique_ids,
 )
+from .formats.go_json import go_json_zero, parse_go_json
 
 _GO_PKG = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$", re.M)
 _GO_WARN_NONE = re.compile(r"testing: warning: no tests to run", re.I)
@@ -206,9 +207,9 @@ TOOLCHAIN = Toolchain(
     detect=_detect,
     test_command=re.compile(r"\bgo\s+test\b"),
     hint=re.compile(r"\bgo\s+test\b"),
-    hint_formats=("go",),
-    formats=(CountFormat("go", _parse_go, 60),),
-    zero=_go_zero,
+    hint_formats=("go-json", "go"),  # -json first: a Go 1.19 build failure is also a plain FAIL line
+    formats=(CountFormat("go-json", parse_go_json, 55, whole_lines=True), CountFormat("go", _parse_go, 60)),
+    zero=lambda text: _go_zero(text) or go_json_zero(text),
     directive_argv=re.compile(r"(?:^|[\s/])go\s+(?:build|vet|test|run|install)\b|golangci-lint|staticcheck", re.I),
     shape=re.compile(r"^(?:vet: )?(?:\./)?\S+\.go:\d+(?::\d+)?: |^\s*--- FAIL: ", re.M),
     directives=parse_go,

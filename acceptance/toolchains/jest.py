@@ -16,6 +16,7 @@ from .base import (
     test_action,
     unique_ids,
 )
+from .formats.jest_json import parse_jest_json
 
 _JEST_TESTS = re.compile(r"^Tests:\s+(.*\b\d+ total)\s*$", re.M)
 _JEST_NONE = re.compile(r"^No tests found, exiting with code \d+", re.M)
@@ -156,8 +157,10 @@ TOOLCHAIN = Toolchain(
     order=70,
     test_command=re.compile(r"\bjest\b"),
     hint=re.compile(r"\bjest\b"),
-    hint_formats=("jest",),
-    formats=(CountFormat("jest", _parse_jest, 30),),
+    hint_formats=("jest-json", "jest"),
+    # ``jest --json`` and ``vitest --reporter=json`` share the report's shape (runner ``jest-json``
+    # or ``vitest-json``); one long line, so it is read uncut
+    formats=(CountFormat("jest-json", parse_jest_json, 25, whole_lines=True), CountFormat("jest", _parse_jest, 30)),
     directive_argv=re.compile(r"\bjest\b", re.I),
     shape=re.compile(r"^\s*● \S", re.M),
     directives=parse_jest,

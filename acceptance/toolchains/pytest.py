@@ -26,6 +26,7 @@ from .base import (
     read_small,
     unique_ids,
 )
+from .formats.pytest_xdist import parse_pytest_xdist
 
 _PYTEST_COLLECTED0 = re.compile(r"\bcollected 0 items\b", re.I)
 _PYTEST_RAN = re.compile(r"\b\d+ (?:passed|failed|errors?|xfailed|xpassed)\b", re.I)
@@ -326,8 +327,9 @@ TOOLCHAIN = Toolchain(
     detect=_detect,
     test_command=re.compile(r"\bpytest\b"),
     hint=re.compile(r"\bpytest\b|\bpy\.test\b"),
-    hint_formats=("pytest",),
-    formats=(CountFormat("pytest", _parse_pytest, 10),),
+    hint_formats=("pytest-xdist", "pytest"),
+    # ``-n N`` with ``-v``: the ``[gwN] [ NN%] PASSED id`` lines (runner ``pytest``)
+    formats=(CountFormat("pytest-xdist", parse_pytest_xdist, 9), CountFormat("pytest", _parse_pytest, 10)),
     zero=_zero,
     directive_argv=re.compile(r"\bpytest\b|\bpy\.test\b", re.I),
     shape=re.compile(r"^(?:FAILED|ERROR) \S+\.py|^={3,} (?:FAILURES|ERRORS|short test summary info) ={3,}$", re.M),

@@ -1,0 +1,243 @@
+"""The toolchain registry and its engines (issue 13): the protocol every module follows, real runs
+of machine-readable outputs through the check runner, and JUnit XML as the first source of counts,
+failed ids and directives."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import pkgutil
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tianshu_mcp.acceptance import toolchains as pkg
+from tianshu_mcp.acceptance.config import CheckDef, derive_default_checks
+from tianshu_mcp.acceptance.directives import DEFAULT_REGISTRY, extract_directives
+from tianshu_mcp.acceptance.runner import ALL_SKIPPED_REASON, ZERO_TEST_REASON, run_check
+from tianshu_mcp.acceptance.testcount import is_test_check, parse_tests
+from tianshu_mcp.acceptance.toolchains.base import Toolchain
+from tianshu_mcp.acceptance.toolchains.registry import count_formats, toolchains
+
+NODE_BIN = Path(__file__).resolve().parent / "toolchains" / "node_modules" / ".bin"
+GO = shutil.which("go")
+
+
+def _run(tmp_path: Path, project: Path, check: CheckDef) -> dict:
+    return run_check(check, project, tmp_path / "verify.log", 120_000)
+
+
+# --- the registry ----------------------------------------------------------------------------------
+
+
+def test_every_module_of_the_package_is_a_registered_toolchain_with_unique_ids() -> None:
+    names = {m.name for m in pkgutil.iter_modules(pkg.__path__)} - {"base", "registry", "formats"}
+    names = {n for n in names if not n.startswith("_")}
+    registered = toolchains()
+    assert len(registered) == len(names), (sorted(names), [t.id for t in registered])
+    for name in names:
+        module = importlib.import_module(f"{pkg.__name__}.{name}")
+        assert isinstance(module.TOOLCHAIN, Toolchain), name
+        assert module.TOOLCHAIN.id == name.replace("_", "-"), name
+        assert module.__doc__ and module.__doc__.strip(), f"{name} has no module docstring"
+    ids = [t.id for t in registered]
+    assert len(ids) == len(set(ids)) and [t.order for t in registered] == sorted(t.order for t in registered)
+    formats = [f.id for t in registered for f in t.formats]
+    assert len(formats) == len(set(formats)) == len(count_formats())
+    for tc in registered:  # hints name formats that exist
+        assert set(tc.hint_formats) <= set(count_formats()), tc.id
+
+
+def _code_without_docstrings(path: Path) -> str:
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            body[0] = ast.Pass()
+    return ast.unparse(tree)
+
+
+def test_the_engines_name_no_toolchain() -> None:
+    """testcount, directives and the config layer iterate the registry: no toolchain's own regex or
+    parser lives there any more."""
+    root = Path(pkg.__file__).resolve().parent.parent
+    for engine in ("testcount.py", "directives.py", "config.py", "config_model.py", "runner.py"):
+        text = _code_without_docstrings(root / engine)
+        for marker in ("_parse_pytest", "_parse_jest", "_GO_PKG", "_CARGO_", "parse_tsc", "parse_eslint",
+                       "detect_pytest(root)", "go.mod", "Cargo.toml", "tsconfig.json", "package.json"):
+            assert marker not in text, (engine, marker)
+    assert [p.id for p in DEFAULT_REGISTRY][0] == "junit" and DEFAULT_REGISTRY[-1].id == "diffstat"
+
+
+def test_a_broken_toolchain_module_is_left_out_and_logged(tmp_path: Path) -> None:
+    """A module that fails to import never sinks the registry (checked in a fresh interpreter on a
+    copy of the package with one broken file added)."""
+    code = f"""
+import shutil, sys, pathlib, logging
+src = pathlib.Path({str(Path(pkg.__file__).resolve().parent)!r})
+logging.basicConfig(level=logging.ERROR)
+import tianshu_mcp.acceptance.toolchains as p
+dst = pathlib.Path({str(tmp_path)!r}) / "tc"
+shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+(dst / "zzbroken.py").write_text("raise RuntimeError('boom')\\n")
+p.__path__[:] = [str(dst)]
+from tianshu_mcp.acceptance.toolchains import registry
+ids = [t.id for t in registry.toolchains()]
+assert "pytest" in ids and "zzbroken" not in ids, ids
+print("ok", len(ids))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stderr[-2000:]
+    assert "toolchain module zzbroken could not be imported: RuntimeError: boom" in proc.stderr
+
+
+def test_derived_checks_keep_their_order_and_names_for_a_mixed_project(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text('{"scripts": {"test": "jest", "lint": "eslint ."}}')
+    (tmp_path / "tsconfig.json").write_text("{}")
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "go.mod").write_text("module x\n")
+    (tmp_path / "Cargo.toml").write_text("[package]\nname='x'\n")
+    checks, notes = derive_default_checks(tmp_path)
+    assert [c.name for c in checks][:5] == ["lint", "test", "pytest", "go-test", "cargo-test"]
+    assert "typecheck-tsc" not in [c.name for c in checks]  # npm scripts win over tsconfig
+    assert any("typecheck/build" in n for n in notes)
+
+
+# --- machine-readable outputs through the runner (real runs) ----------------------------------------
+
+
+def _go_module(root: Path, tests: str | None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "go.mod").write_text("module example.com/m\n\ngo 1.19\n")
+    (root / "m.go").write_text("package m\n\nfunc Add(a, b int) int { return a + b }\n")
+    if tests is not None:
+        (root / "m_test.go").write_text(tests)
+    return root
+
+
+@pytest.mark.skipif(GO is None, reason="go is not installed (setup.sh installs golang-go)")
+def test_go_test_json_without_any_test_fails_closed_and_its_tests_are_counted(tmp_path: Path) -> None:
+    """The issue's report: ``go test -json ./...`` on a module without a test passed, and passing
+    tests were not counted. Real runs of go."""
+    env_cache = tmp_path / "gocache"
+    os.environ.setdefault("GOCACHE", str(env_cache))
+    none = _go_module(tmp_path / "none", None)
+    res = _run(tmp_path, none, CheckDef.make("go-test", ["go", "test", "-json", "./..."]))
+    assert res["exitCode"] == 0 and res["passed"] is False and res["reason"] == ZERO_TEST_REASON, res
+    some = _go_module(tmp_path / "some", "package m\n\nimport \"testing\"\n\n"
+                      "func TestA(t *testing.T) { if Add(1, 2) != 3 { t.Fatal(1) } }\n"
+                      "func TestB(t *testing.T) { t.Run(\"sub\", func(t *testing.T) {}) }\n"
+                      "func TestC(t *testing.T) { t.Skip(\"later\") }\n")
+    res = _run(tmp_path, some, CheckDef.make("go-test", ["go", "test", "-json", "./..."]))
+    assert res["passed"] is True, res
+    assert res["tests"]["runner"] == "go-json" and res["tests"]["passed"] == 2 and res["tests"]["skipped"] == 1, res
+    skipped = _go_module(tmp_path / "skipped", "package m\n\nimport \"testing\"\n\n"
+                         "func TestC(t *testing.T) { t.Skip(\"later\") }\n")
+    res = _run(tmp_path, skipped, CheckDef.make("go-test", ["go", "test", "-json", "./..."]))
+    assert res["passed"] is False and res["reason"] == ALL_SKIPPED_REASON, res
+
+
+@pytest.mark.skipif(not (NODE_BIN / "jest").exists(), reason="tests/toolchains has no node_modules (setup.sh runs npm ci)")
+def test_jest_json_zero_and_counts_through_the_runner(tmp_path: Path) -> None:
+    project = tmp_path / "js"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "x", "private": true}')
+    jest = [str(NODE_BIN / "jest"), "--json", "--passWithNoTests", "--rootDir", str(project)]
+    res = _run(tmp_path, project, CheckDef.make("unit", jest))
+    assert res["passed"] is False and res["reason"] == ZERO_TEST_REASON, res
+    (project / "a.test.js").write_text("test('adds', () => expect(1 + 2).toBe(3));\n"
+                                       "test.skip('later', () => {});\n")
+    res = _run(tmp_path, project, CheckDef.make("unit", jest))
+    assert res["passed"] is True and res["tests"]["runner"] == "jest-json", res
+    assert (res["tests"]["passed"], res["tests"]["skipped"]) == (1, 1) and res["tests"]["passedIds"] == ["adds"]
+
+
+# --- JUnit XML as the universal source ----------------------------------------------------------------
+
+
+def _py_project(root: Path, body: str) -> Path:
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text(body)
+    return root
+
+
+PYTEST_JUNIT = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                "--junitxml=reports/junit.xml", "-o", "junit_family=xunit1"]
+
+
+def test_junit_xml_counts_take_precedence_and_directives_come_from_it(tmp_path: Path) -> None:
+    project = _py_project(tmp_path / "p", "def test_ok():\n    assert True\n\n"
+                                          "def test_bad():\n    assert 1 == 2, 'one is not two'\n")
+    check = CheckDef.make("unit", PYTEST_JUNIT, junit_xml="reports/*.xml")
+    res = _run(tmp_path, project, check)
+    assert res["passed"] is False and res["tests"]["runner"] == "junit", res
+    assert (res["tests"]["passed"], res["tests"]["failed"]) == (1, 1)
+    assert res["tests"]["failedIds"] == ["tests/test_a.py::test_bad"]
+    assert res["junit"]["files"] == ["reports/junit.xml"] and "[junit-xml] JUnit XML (reports/*.xml): read 1 file" in res["outputTail"]
+    report = {"projectPath": str(project), "checks": [res]}
+    items = extract_directives(report)["items"]
+    first = items[0]
+    assert first["source"] == "junit" and first["file"] == "tests/test_a.py" and first["line"] == 4, items
+    assert "test_bad" in first["issue"] and "one is not two" in first["issue"]
+
+
+def test_a_stale_report_is_ignored_and_said_so(tmp_path: Path) -> None:
+    """A report left by an earlier run (older than the check's start) never counts: here it says
+    two tests passed, but this run writes nothing and runs no test: the text rules decide."""
+    project = _py_project(tmp_path / "p", "")
+    (project / "reports").mkdir()
+    old = project / "reports" / "old.xml"
+    old.write_text('<testsuite tests="2"><testcase classname="a" name="x"/><testcase classname="a" name="y"/></testsuite>')
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    check = CheckDef.make("unit", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"],
+                          junit_xml="reports/*.xml")
+    res = _run(tmp_path, project, check)
+    assert res["junit"]["stale"] == ["reports/old.xml"] and res["junit"]["files"] == []
+    assert "ignored 1 stale file older than the check's start: reports/old.xml" in res["outputTail"]
+    assert res["passed"] is False, res  # pytest collected nothing: exit 5
+
+
+def test_junit_zero_and_all_skipped_fail_closed(tmp_path: Path) -> None:
+    project = _py_project(tmp_path / "p", "import pytest\n\n@pytest.mark.skip(reason='later')\ndef test_a():\n    pass\n")
+    res = _run(tmp_path, project, CheckDef.make("unit", PYTEST_JUNIT, junit_xml="reports/junit.xml"))
+    assert res["exitCode"] == 0 and res["passed"] is False and res["reason"] == ALL_SKIPPED_REASON, res
+    assert res["tests"]["runner"] == "junit"
+    # a command that exits 0 and writes a report of zero tests (no text rule would catch it)
+    script = project / "write.py"
+    script.write_text("import pathlib; pathlib.Path('reports').mkdir(exist_ok=True); "
+                      "pathlib.Path('reports/z.xml').write_text('<testsuites tests=\"0\"></testsuites>')\n")
+    res = _run(tmp_path, project, CheckDef.make("build-and-verify", [sys.executable, str(script)],
+                                                junit_xml="reports/z.xml"))
+    assert res["passed"] is False and res["reason"] == ZERO_TEST_REASON, res
+
+
+def test_a_check_declaring_junit_xml_is_a_test_check_and_bad_reports_are_named(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    project.mkdir()
+    script = project / "w.py"
+    script.write_text("import pathlib; pathlib.Path('r').mkdir(exist_ok=True); "
+                      "pathlib.Path('r/a.xml').write_text('<!DOCTYPE x [<!ENTITY a \"b\">]><testsuite/>'); "
+                      "pathlib.Path('r/b.xml').write_text('<testsuite><testcase name=\"t\"/></testsuite>')\n")
+    assert not is_test_check("verify", ["python3", "w.py"])
+    res = _run(tmp_path, project, CheckDef.make("verify", ["python3", "w.py"], junit_xml="r/*.xml"))
+    assert res["passed"] is True and res["tests"]["passed"] == 1, res
+    assert res["junit"]["files"] == ["r/b.xml"] and res["junit"]["errors"][0].startswith("r/a.xml: refused"), res
+
+
+def test_parse_tests_prefers_the_format_the_command_names() -> None:
+    """nextest repeats a failing test's captured libtest summary: with ``cargo nextest`` in the argv
+    the nextest form is read first."""
+    out = ("    FAIL [   0.004s] demo tests::bad\n"
+           "--- STDOUT:              demo tests::bad ---\n\nrunning 1 test\ntest tests::bad ... FAILED\n\n"
+           "test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 2 filtered out; finished in 0.00s\n\n"
+           "     PASS [   0.003s] demo tests::good\n"
+           "------------\n     Summary [   0.010s] 2 tests run: 1 passed, 1 failed, 0 skipped\n")
+    counts = parse_tests(out, ["cargo", "nextest", "run"])
+    assert counts is not None and counts.runner == "nextest" and (counts.passed, counts.failed) == (1, 1)
