@@ -11,6 +11,7 @@ need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 optional=()
+lean=()  # optional too, installed without apt's recommended packages
 command -v go >/dev/null 2>&1 || optional+=(golang)
 command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
 [ -x /usr/lib/chromium/chromium ] || optional+=(chromium)
@@ -18,25 +19,41 @@ command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || optional+=(postgresql)
 # a CJK font: without one Chinese renders as identical boxes and visual acceptance cannot see a change
 command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q . || optional+=(fonts-wqy-zenhei)
+# the toolchains of acceptance/toolchains/ that run for real in the tests (≈ 90 MB without recommends):
+# RSpec and Minitest (Ruby), PHPUnit, ExUnit (Elixir), CTest (CMake + a C compiler), Maven
+command -v ruby >/dev/null 2>&1 || lean+=(ruby ruby-minitest rake)
+command -v rspec >/dev/null 2>&1 || lean+=(ruby-rspec)
+command -v phpunit >/dev/null 2>&1 || lean+=(php-cli phpunit)
+command -v mix >/dev/null 2>&1 || lean+=(elixir)
+command -v cmake >/dev/null 2>&1 || lean+=(cmake)
+command -v cc >/dev/null 2>&1 || lean+=(gcc libc6-dev)
+command -v mvn >/dev/null 2>&1 || lean+=(maven)
 APT_WAIT="-o DPkg::Lock::Timeout=300"
-apt_install() {  # apt_install PKG... ; returns apt's status
+apt_install() {  # apt_install [--no-install-recommends] PKG... ; returns apt's status
   DEBIAN_FRONTEND=noninteractive apt-get $APT_WAIT install -y -qq "$@" >/dev/null
 }
-if [ $((${#need[@]} + ${#optional[@]})) -gt 0 ]; then
+if [ $((${#need[@]} + ${#optional[@]} + ${#lean[@]})) -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing ${need[*]} ${optional[*]} with apt-get" >&2
+    echo "setup: installing ${need[*]} ${optional[*]} ${lean[*]} with apt-get" >&2
     apt-get $APT_WAIT update -qq >/dev/null || echo "setup: apt-get update failed; trying the install anyway" >&2
     if [ ${#need[@]} -gt 0 ]; then
       apt_install "${need[@]}" || { echo "setup: could not install required ${need[*]}" >&2; exit 1; }
     fi
-    for pkg in "${optional[@]}"; do
-      apt_install "$pkg" || echo "setup: optional $pkg not installed; its tests will be skipped" >&2
-    done
+    if [ ${#optional[@]} -gt 0 ] && ! apt_install "${optional[@]}"; then  # together first (one download), else one by one
+      for pkg in "${optional[@]}"; do
+        apt_install "$pkg" || echo "setup: optional $pkg not installed; its tests will be skipped" >&2
+      done
+    fi
+    if [ ${#lean[@]} -gt 0 ] && ! apt_install --no-install-recommends "${lean[@]}"; then
+      for pkg in "${lean[@]}"; do
+        apt_install --no-install-recommends "$pkg" || echo "setup: optional $pkg not installed; its tests will be skipped" >&2
+      done
+    fi
   elif [ ${#need[@]} -gt 0 ]; then
     echo "setup: please install: ${need[*]} (not root or no apt-get)" >&2
     exit 1
   else
-    echo "setup: optional, not installed: ${optional[*]} (not root or no apt-get; their tests will be skipped)" >&2
+    echo "setup: optional, not installed: ${optional[*]} ${lean[*]} (not root or no apt-get; their tests will be skipped)" >&2
   fi
 fi
 
@@ -49,7 +66,8 @@ PY
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test]"
-if command -v npm >/dev/null 2>&1 && [ ! -x tests/toolchains/node_modules/.bin/vitest ]; then
+if command -v npm >/dev/null 2>&1 && { [ ! -x tests/toolchains/node_modules/.bin/vitest ] \
+    || [ ! -x tests/toolchains/node_modules/.bin/bun ] || [ ! -x tests/toolchains/node_modules/.bin/deno ]; }; then
   (cd tests/toolchains && npm install --no-audit --no-fund --loglevel=error >/dev/null) \
     || echo "setup: npm install of the test toolchains failed; JavaScript runner tests will be skipped" >&2
 fi

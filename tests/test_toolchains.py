@@ -241,3 +241,21 @@ def test_parse_tests_prefers_the_format_the_command_names() -> None:
            "------------\n     Summary [   0.010s] 2 tests run: 1 passed, 1 failed, 0 skipped\n")
     counts = parse_tests(out, ["cargo", "nextest", "run"])
     assert counts is not None and counts.runner == "nextest" and (counts.passed, counts.failed) == (1, 1)
+
+
+def test_a_trx_file_is_read_by_the_same_collector(tmp_path: Path) -> None:
+    """The derived .NET check writes TRX (``TestResults/*.trx``): the collector tells it from JUnit
+    by its root element and counts it, with the failed results' details for the directives."""
+    from tianshu_mcp.acceptance.toolchains.formats.junit_files import collect_junit
+
+    data = Path(__file__).resolve().parent / "data" / "toolchains" / "dotnet"
+    trx = sorted(p for p in data.glob("*.trx"))
+    assert trx
+    (tmp_path / "TestResults").mkdir()
+    for p in trx:
+        (tmp_path / "TestResults" / p.name).write_bytes(p.read_bytes())
+    res = collect_junit(tmp_path, "TestResults/*.trx", time.time() - 5)
+    assert res.counts is not None and res.counts.runner == "junit" and res.counts.total > 0, res
+    assert len(res.files) == len(trx) and not res.errors, res
+    if res.counts.failed:
+        assert res.failures and all(f.id for f in res.failures)

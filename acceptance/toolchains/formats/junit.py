@@ -284,6 +284,32 @@ class _Counter:
         c.passed += tests - failures - errors - skipped
 
 
+def feed_safely(data: bytes, target: Any, source: str, error: type[JUnitError], what: str) -> None:
+    """Stream ``data`` into a parser ``target`` (``start``/``end``/``data`` callbacks) with
+    ``defusedxml``: any DTD, entity declaration or external reference is refused before expansion.
+
+    Raises:
+        error (a :class:`JUnitError` class): over :data:`MAX_FILE_BYTES`; refused declarations;
+            malformed or truncated XML; an unknown encoding; whatever ``target`` raises of it.
+    """
+    if len(data) > MAX_FILE_BYTES:
+        raise error(f"larger than {MAX_FILE_BYTES >> 20} MiB ({len(data)} bytes), not read", source)
+    parser = DefusedXMLParser(target=target, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    try:
+        parser.feed(data)
+        parser.close()
+    except JUnitError:
+        raise
+    except DefusedXmlException as exc:
+        raise error("refused: a DTD, entity declaration or external reference "
+                    f"({type(exc).__name__}); {what} need none", source) from None
+    except ParseError as exc:
+        raise error(f"malformed XML ({exc})", source) from None
+    except (ValueError, LookupError, UnicodeError, TypeError, RecursionError) as exc:
+        # expat: unknown or impossible encodings and the like
+        raise error(f"unreadable XML ({type(exc).__name__}: {exc})"[:300], source) from None
+
+
 def parse_junit(data: bytes, source: str = "") -> TestCounts:
     """Count one JUnit XML document (module doc for the rules): :func:`parse_junit_report`
     without the failures' details. Same arguments and errors."""
@@ -307,23 +333,8 @@ def parse_junit_report(data: bytes, source: str = "") -> tuple[TestCounts, list[
             declaration or external reference (refused before any expansion); a root other than
             ``<testsuites>``/``<testsuite>``; nesting deeper than :data:`MAX_DEPTH`.
     """
-    if len(data) > MAX_FILE_BYTES:
-        raise JUnitError(f"larger than {MAX_FILE_BYTES >> 20} MiB ({len(data)} bytes), not read", source)
     target = _Counter(source)
-    parser = DefusedXMLParser(target=target, forbid_dtd=True, forbid_entities=True, forbid_external=True)
-    try:
-        parser.feed(data)
-        parser.close()
-    except JUnitError:
-        raise
-    except DefusedXmlException as exc:
-        raise JUnitError("refused: a DTD, entity declaration or external reference "
-                         f"({type(exc).__name__}); JUnit reports need none", source) from None
-    except ParseError as exc:
-        raise JUnitError(f"malformed XML ({exc})", source) from None
-    except (ValueError, LookupError, UnicodeError, TypeError, RecursionError) as exc:
-        # expat: unknown or impossible encodings and the like
-        raise JUnitError(f"unreadable XML ({type(exc).__name__}: {exc})"[:300], source) from None
+    feed_safely(data, target, source, JUnitError, "JUnit reports")
     if target.root is None:  # pragma: no cover - expat reports "no element found" first
         raise JUnitError("no element found", source)
     counts = target.counts

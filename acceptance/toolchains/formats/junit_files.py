@@ -1,6 +1,7 @@
 """The JUnit XML files of a check: find them by a project-relative glob, ignore stale ones,
-refuse files outside the project, count the rest with :func:`.junit.parse_junit_report`
-(issue 13, must-show 3). Never raises for file-system problems.
+refuse files outside the project, count the rest with :func:`.junit.parse_junit_report` (or
+:func:`.trx.parse_trx_report` for a .NET TRX file, told apart by its root element) (issue 13,
+must-show 3). Never raises for file-system problems.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from ..base import TestCounts, unique_ids
 from .junit import _WIN_ABS, MAX_FAILURES, MAX_FILE_BYTES, JUnitError, JUnitFailure, parse_junit_report
+from .trx import is_trx, parse_trx_report
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -166,7 +168,7 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
             continue
         total_bytes += len(data)
         try:
-            counts, failures = parse_junit_report(data, rel)
+            counts, failures = (parse_trx_report if is_trx(data) else parse_junit_report)(data, rel)
         except JUnitError as exc:
             result.errors.append(f"{rel}: {exc.reason}")
             continue

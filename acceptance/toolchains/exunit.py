@@ -1,0 +1,88 @@
+"""ExUnit: the ``mix test`` check of an Elixir project, and counts of ExUnit's console output.
+
+ExUnit writes JUnit XML only through an extra dependency (``junit_formatter``), so the derived
+check is counted from the summary (real outputs in ``tests/data/toolchains/exunit/``)::
+
+    Finished in 0.3 seconds (0.00s async, 0.3s sync)
+    1 doctest, 5 tests, 2 failures, 1 skipped
+
+(``N properties`` for StreamData, ``N excluded`` for tests a tag filter left out, ``N invalid`` for
+tests whose ``setup_all`` failed). An umbrella project prints one summary per app: they are
+summed. A test module without tests ends with ``0 failures`` alone; a project without test files
+prints ``There are no tests to run``.
+
+Counts: doctests + properties + tests are the total; failures → failed, skipped + excluded →
+skipped, invalid → errors, passed = the rest. Failed ids: ``CalcTest.test adds wrongly`` from
+``  1) test adds wrongly (CalcTest)`` (the JUnit formatter's ``classname.name``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Sequence
+
+from ...core.i18n import _
+from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, unique_ids
+
+_SUMMARY = re.compile(
+    r"^(?:(\d+) doctests?, )?(?:(\d+) propert(?:y|ies), )?(\d+) tests?, (\d+) failures?((?:, \d+ \w+)*)[ \t]*$", re.M)
+_EXTRA = re.compile(r", (\d+) (skipped|excluded|invalid)")
+_FINISHED_ZERO = re.compile(r"^Finished in [^\n]*\n+0 failures[ \t]*$", re.M)
+_NO_FILES = re.compile(r"^There are no tests to run\b", re.M)
+_FAILED = re.compile(r"^\s+\d+\) ((?:test|doctest|property|describe)\b[^\n]*?) \(([\w.]+)\)\s*$", re.M)
+
+
+def _parse_exunit(text: str) -> TestCounts | None:
+    """ExUnit's summary → counts (module doc); None without one."""
+    summaries = _SUMMARY.findall(text)
+    if not summaries:
+        if _FINISHED_ZERO.search(text) or _NO_FILES.search(text):
+            return TestCounts("exunit")
+        return None
+    total = failures = skipped = invalid = 0
+    for doctests, props, tests, fails, extra in summaries:
+        total += int(doctests or 0) + int(props or 0) + int(tests)
+        failures += int(fails)
+        for n, kind in _EXTRA.findall(extra):
+            if kind == "invalid":
+                invalid += int(n)
+            else:
+                skipped += int(n)
+    failed_ids = [f"{module}.{name}" for name, module in _FAILED.findall(text)]
+    return TestCounts(
+        "exunit",
+        passed=max(0, total - failures - skipped - invalid),
+        failed=failures,
+        skipped=min(skipped, max(0, total - failures - invalid)),
+        errors=invalid,
+        failed_ids=unique_ids(failed_ids),
+    )
+
+
+def _zero(text: str) -> bool:
+    """``There are no tests to run``, or ``0 failures`` alone / ``0 tests`` in every summary."""
+    counts = _parse_exunit(text)
+    return counts is not None and counts.total == 0
+
+
+def _detect(root: Path, already: Sequence[Derived]) -> Detection:
+    """``mix.exs`` → ``mix test``, mandatory; counted from its summary."""
+    if not (root / "mix.exs").is_file():
+        return [], []
+    note = _("Elixir project detected (mix.exs): mix test is a mandatory check; its tests are counted from its summary.")
+    return [Derived("mix-test", ("mix", "test"))], [note]
+
+
+_COMMAND = re.compile(r"\bmix\s+test\b")
+
+TOOLCHAIN = Toolchain(
+    id="exunit",
+    order=160,
+    detect=_detect,
+    test_command=_COMMAND,
+    hint=_COMMAND,
+    hint_formats=("exunit",),
+    formats=(CountFormat("exunit", _parse_exunit, 150),),
+    zero=_zero,
+)
