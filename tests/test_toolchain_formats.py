@@ -29,10 +29,19 @@ from tianshu_mcp.acceptance.toolchains.formats.go_json import (
 )
 from tianshu_mcp.acceptance.toolchains.formats.jest_json import parse_jest_json
 from tianshu_mcp.acceptance.toolchains.formats.nextest import parse_nextest
-from tianshu_mcp.acceptance.toolchains.formats.pytest_xdist import parse_pytest_xdist
+from tianshu_mcp.acceptance.toolchains.pytest import XDIST_RESULT
 
 DATA = Path(__file__).resolve().parent / "data" / "toolchains"
 FOLDERS = ("go", "jest", "vitest", "cargo", "pytest")
+
+
+def parse_pytest_xdist(text: str) -> TestCounts | None:
+    """The xdist verbose form (``[gwN]`` lines) as the engine counts it; None without such a line."""
+    from tianshu_mcp.acceptance.testcount import parse_tests
+
+    return parse_tests(text, ["pytest", "-n", "2", "-v"]) if XDIST_RESULT.search(text) else None
+
+
 PARSERS = {"go": parse_go_json, "jest": parse_jest_json, "vitest": parse_jest_json,
            "cargo": parse_nextest, "pytest": parse_pytest_xdist}
 

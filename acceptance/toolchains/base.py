@@ -23,6 +23,7 @@ Plain Python, no I/O here.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -360,6 +361,27 @@ class Toolchain:
             return False
         return bool((self.directive_argv and self.directive_argv.search(f"{name} {cmd}"))
                     or (self.shape and self.shape.search(text)))
+
+
+def read_json_object(path: Path) -> dict[str, Any] | None:
+    """A small project file (:func:`read_small`, UTF-8 with or without BOM) parsed as a JSON
+    object; None when missing, unreadable, not JSON or not an object. For ``detect``."""
+    text = read_small(path)
+    if not text:
+        return None
+    try:
+        data = json.loads(text.lstrip("\ufeff"))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def when_file(marker: str, *checks: Derived) -> Callable[[Path, Sequence[Derived]], Detection]:
+    """A ``detect`` for the simplest rule: the project has the file ``marker`` at its root → ``checks``."""
+    def detect(root: Path, already: Sequence[Derived]) -> Detection:
+        return (list(checks), []) if (root / marker).is_file() else ([], [])
+    detect.__doc__ = f"``{marker}`` → " + ", ".join(f"``{c.name}`` ``{' '.join(c.argv)}``" for c in checks)
+    return detect
 
 
 def read_small(path: Path, limit: int = 1 << 20) -> str | None:

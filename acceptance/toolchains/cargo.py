@@ -6,20 +6,18 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Sequence
 
 from .base import (
     ERROR,
     WARNING,
     CountFormat,
     Derived,
-    Detection,
     Finding,
     ParseContext,
     TestCounts,
     Toolchain,
     unique_ids,
+    when_file,
 )
 from .formats.nextest import parse_nextest
 
@@ -195,17 +193,10 @@ def _zero(text: str) -> bool:
     return bool(running) and all(n == 0 for n in running)
 
 
-def _detect(root: Path, already: Sequence[Derived]) -> Detection:
-    """``Cargo.toml`` → ``cargo-test`` ``cargo test`` (port: **mandatory**, like pytest)."""
-    if (root / "Cargo.toml").is_file():
-        return [Derived("cargo-test", ("cargo", "test"))], []
-    return [], []
-
-
 TOOLCHAIN = Toolchain(
     id="cargo",
     order=100,
-    detect=_detect,
+    detect=when_file("Cargo.toml", Derived("cargo-test", ("cargo", "test"))),  # port: mandatory, like pytest
     test_command=re.compile(r"\bcargo\s+test\b"),
     hint=re.compile(r"\bcargo\s+(?:test|nextest)\b"),
     # nextest first: it repeats a failing test's captured libtest summary inside its own output

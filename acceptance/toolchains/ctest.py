@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _SUMMARY = re.compile(r"^\d+% tests passed, (\d+) tests? failed out of (\d+)[ \t]*$", re.M)
 _NONE = re.compile(r"^No tests were found!!!", re.M)

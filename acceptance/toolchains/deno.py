@@ -35,7 +35,15 @@ from typing import Sequence
 
 from ...core.i18n import _
 from ._files import has_file
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _SUMMARY = re.compile(r"^(?:ok|FAILED) \| (\d+) passed[^|\n]*\| (\d+) failed[^|\n]*((?:\| [^|\n]*)*)$", re.M)
 _IGNORED = re.compile(r"\| (\d+) ignored\b")

@@ -25,14 +25,22 @@ available in …``, ``No test matches the given testcase filter …``, MTP's ``Z
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
 from ._files import walk_files
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_json_object,
+    read_small,
+    unique_ids,
+)
 
 _VSTEST = re.compile(
     r"^\s*(?:Passed|Failed)!\s+-\s+Failed:\s+(\d+),\s+Passed:\s+(\d+),\s+Skipped:\s+(\d+),\s+Total:\s+(\d+)", re.M)
@@ -146,14 +154,8 @@ def _test_projects(root: Path) -> list[Path]:
 
 def _uses_mtp(root: Path) -> bool:
     """``global.json`` selects Microsoft.Testing.Platform for ``dotnet test`` (.NET 10)."""
-    text = read_small(root / "global.json")
-    if not text:
-        return False
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return False
-    runner = data.get("test", {}).get("runner") if isinstance(data, dict) and isinstance(data.get("test"), dict) else None
+    data = read_json_object(root / "global.json") or {}
+    runner = data["test"].get("runner") if isinstance(data.get("test"), dict) else None
     return isinstance(runner, str) and "testing.platform" in runner.lower()
 
 

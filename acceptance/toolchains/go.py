@@ -6,19 +6,17 @@ zero-test rules, and repair directives for build/vet lines, ``--- FAIL: TestX`` 
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Sequence
 
 from .base import (
     CountFormat,
     Derived,
-    Detection,
     Finding,
     ParseContext,
     TestCounts,
     Toolchain,
     hinted,
     unique_ids,
+    when_file,
 )
 from .formats.go_json import go_json_zero, parse_go_json
 
@@ -194,17 +192,10 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     return out
 
 
-def _detect(root: Path, already: Sequence[Derived]) -> Detection:
-    """``go.mod`` → ``go-test`` ``go test ./...`` (port: **mandatory**, like pytest)."""
-    if (root / "go.mod").is_file():
-        return [Derived("go-test", ("go", "test", "./..."))], []
-    return [], []
-
-
 TOOLCHAIN = Toolchain(
     id="go",
     order=90,
-    detect=_detect,
+    detect=when_file("go.mod", Derived("go-test", ("go", "test", "./..."))),  # port: mandatory, like pytest
     test_command=re.compile(r"\bgo\s+test\b"),
     hint=re.compile(r"\bgo\s+test\b"),
     hint_formats=("go-json", "go"),  # -json first: a Go 1.19 build failure is also a plain FAIL line

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _SUMMARY = re.compile(r"^(\d+) tests? completed(?:, (\d+) failed)?(?:, (\d+) skipped)?[ \t]*$", re.M)
 # ``Class > method() PASSED`` (JVM) or ``T.t FAILED`` (Kotlin/JS, native); not ``> Task :x FAILED``

@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _LEVEL = r"(?:\[(?:INFO|WARNING|ERROR)\] )?"
 _RUN = re.compile(

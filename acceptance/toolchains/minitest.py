@@ -20,7 +20,15 @@ from typing import Sequence
 
 from ...core.i18n import _
 from ._files import walk_files
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _SUMMARY = re.compile(r"^(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, (\d+) skips[ \t]*$", re.M)
 _HEAD = re.compile(r"^\s*\d+\) (?:Failure|Error):\s*$")

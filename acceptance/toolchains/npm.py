@@ -7,13 +7,12 @@ printing ESLint's format is read by :mod:`.eslint` by its shape).
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.i18n import _
-from .base import Derived, Detection, Toolchain
+from .base import Derived, Detection, Toolchain, read_json_object
 
 SCRIPTS = ("typecheck", "lint", "test", "build")
 """The scripts derived as checks, in this order."""
@@ -22,16 +21,9 @@ SCRIPTS = ("typecheck", "lint", "test", "build")
 def package_scripts(root: Path) -> dict[str, Any] | None:
     """The non-empty ``scripts`` object of ``<root>/package.json``; None when there is none (no
     file, unreadable, not JSON, no or empty ``scripts``)."""
-    pkg = root / "package.json"
-    if not pkg.is_file():
-        return None
-    try:
-        data = json.loads(pkg.read_text(encoding="utf-8-sig"))
-    except (OSError, ValueError):
-        return None
-    if isinstance(data, dict) and isinstance(data.get("scripts"), dict) and data["scripts"]:
-        return data["scripts"]
-    return None
+    data = read_json_object(root / "package.json") or {}
+    scripts = data.get("scripts")
+    return scripts if isinstance(scripts, dict) and scripts else None
 
 
 def _detect(root: Path, already: Sequence[Derived]) -> Detection:

@@ -17,13 +17,20 @@ were 2 failures:`` sections (not of the warning, risky, skipped or incomplete se
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_json_object,
+    unique_ids,
+)
 
 _OK = re.compile(r"^OK \((\d+) tests?, \d+ assertions?\)[ \t]*$", re.M)
 _TESTS = re.compile(r"^Tests: (\d+), Assertions: \d+((?:, [A-Za-z][A-Za-z ]*: \d+)*)\.?[ \t]*$", re.M)
@@ -82,16 +89,8 @@ def _zero(text: str) -> bool:
 
 
 def _requires_phpunit(root: Path) -> bool:
-    text = read_small(root / "composer.json")
-    if not text:
-        return False
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return False
-    if not isinstance(data, dict):
-        return False
-    return any(isinstance(data.get(k), dict) and "phpunit/phpunit" in data[k] for k in ("require-dev", "require"))
+    data = read_json_object(root / "composer.json")
+    return data is not None and any(isinstance(data.get(k), dict) and "phpunit/phpunit" in data[k] for k in ("require-dev", "require"))
 
 
 def _detect(root: Path, already: Sequence[Derived]) -> Detection:

@@ -1,5 +1,6 @@
-"""pytest: the ``pytest -q`` check of a Python project, its counts (``-q``, ``-v``, ``-rA``), its
-zero-test rules and its repair directives (``FAILED``/``ERROR`` summary lines joined with the
+"""pytest: the ``pytest -q`` check of a Python project, its counts (``-q``, ``-v``, ``-rA``, and
+pytest-xdist's ``-n N -v`` lines ``[gw0] [ 33%] PASSED <id>``, recorded in
+``tests/data/toolchains/pytest/``: xdist prints the summary as without it), its zero-test rules and its repair directives (``FAILED``/``ERROR`` summary lines joined with the
 failure sections, ``--tb=line`` locations, collection errors).
 
 Sources: 20-acceptance §2.3 (derived check, extended), §3.2 (zero tests), §6 (directives).
@@ -26,7 +27,6 @@ from .base import (
     read_small,
     unique_ids,
 )
-from .formats.pytest_xdist import parse_pytest_xdist
 
 _PYTEST_COLLECTED0 = re.compile(r"\bcollected 0 items\b", re.I)
 _PYTEST_RAN = re.compile(r"\b\d+ (?:passed|failed|errors?|xfailed|xpassed)\b", re.I)
@@ -34,6 +34,10 @@ _PYTEST_SUMMARY = re.compile(
     r"^(?:=+ )?((?:\d+ \w+)(?:, \d+ \w+)*|no tests ran) in [\d.]+s(?: \(\d+:\d\d:\d\d\))?(?: =+)?[ \t]*$", re.M
 )
 
+XDIST_RESULT = re.compile(
+    r"^\[gw\d+\] \[ {0,2}\d{1,3}%\] (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) ([^\n]+)$", re.M
+)
+"""One verbose pytest-xdist result line: ``[gw0] [ 33%] PASSED tests/test_calc.py::test_add``."""
 _PYTEST_SHORT = re.compile(r"^(PASSED|FAILED|ERROR|XPASS|XFAIL) (.+?)(?: - .*)?$", re.M)
 _PYTEST_VERBOSE = re.compile(
     r"^(\S[^\n]*?::[^\n]*?) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)(?: \([^\n]*\))?(?:\s+\[\s*\d+%\])?[ \t]*$", re.M
@@ -59,11 +63,12 @@ def _parse_pytest(text: str) -> TestCounts | None:
             failed_ids.append(m.group(1))
         elif m.group(2) in ("PASSED", "XPASS"):
             passed_ids.append(m.group(1))
-    for m in _PYTEST_SHORT.finditer(text):
-        if m.group(1) in ("FAILED", "ERROR"):
-            failed_ids.append(m.group(2))
-        elif m.group(1) in ("PASSED", "XPASS"):
-            passed_ids.append(m.group(2))
+    for pattern in (XDIST_RESULT, _PYTEST_SHORT):
+        for m in pattern.finditer(text):
+            if m.group(1) in ("FAILED", "ERROR"):
+                failed_ids.append(m.group(2).split(" - ", 1)[0].strip())
+            elif m.group(1) in ("PASSED", "XPASS"):
+                passed_ids.append(m.group(2).strip())
     return TestCounts(
         "pytest",
         passed=c.get("passed", 0) + c.get("xpassed", 0),
@@ -327,9 +332,8 @@ TOOLCHAIN = Toolchain(
     detect=_detect,
     test_command=re.compile(r"\bpytest\b"),
     hint=re.compile(r"\bpytest\b|\bpy\.test\b"),
-    hint_formats=("pytest-xdist", "pytest"),
-    # ``-n N`` with ``-v``: the ``[gwN] [ NN%] PASSED id`` lines (runner ``pytest``)
-    formats=(CountFormat("pytest-xdist", parse_pytest_xdist, 9), CountFormat("pytest", _parse_pytest, 10)),
+    hint_formats=("pytest",),
+    formats=(CountFormat("pytest", _parse_pytest, 10),),
     zero=_zero,
     directive_argv=re.compile(r"\bpytest\b|\bpy\.test\b", re.I),
     shape=re.compile(r"^(?:FAILED|ERROR) \S+\.py|^={3,} (?:FAILURES|ERRORS|short test summary info) ={3,}$", re.M),

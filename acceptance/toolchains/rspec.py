@@ -27,7 +27,15 @@ from typing import Sequence
 
 from ...core.i18n import _
 from ._files import has_file
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, read_small, unique_ids
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    TestCounts,
+    Toolchain,
+    read_small,
+    unique_ids,
+)
 
 _SUMMARY = re.compile(
     r"^(\d+) examples?, (\d+) failures?(?:, (\d+) pending)?(?:, (\d+) errors? occurred outside of examples)?[ \t]*$",

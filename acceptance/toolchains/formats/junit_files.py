@@ -12,7 +12,14 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from ..base import TestCounts, unique_ids
-from .junit import _WIN_ABS, MAX_FAILURES, MAX_FILE_BYTES, JUnitError, JUnitFailure, parse_junit_report
+from .junit import (
+    _WIN_ABS,
+    MAX_FAILURES,
+    MAX_FILE_BYTES,
+    JUnitError,
+    JUnitFailure,
+    parse_junit_report,
+)
 from .trx import is_trx, parse_trx_report
 
 log = logging.getLogger("tianshu_mcp")

@@ -37,9 +37,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-
 from ..base import MAX_IDS, TestCounts, unique_ids
-from .junit import MAX_DEPTH, MAX_FAILURES, MAX_MESSAGE_CHARS, JUnitError, JUnitFailure, feed_safely
+from .junit import (
+    MAX_DEPTH,
+    MAX_FAILURES,
+    MAX_MESSAGE_CHARS,
+    JUnitError,
+    JUnitFailure,
+    feed_safely,
+)
 
 __all__ = ["TrxError", "is_trx", "parse_trx", "parse_trx_report"]
 
