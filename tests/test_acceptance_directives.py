@@ -1,9 +1,9 @@
 """Repair directives from real tool output (20-acceptance §6, extended by the issue "Repair
 directives for failed rounds, beyond the original's tsc-only parser").
 
-The recorded outputs in ``tests/data/outputs/`` come from the real tools (``record.py`` regenerates
-them); the live tests build the same tiny broken projects in a temp dir and parse what the
-installed tools print today.
+The recorded outputs in ``tests/data/toolchains/<toolchain id>/`` come from the real tools
+(``tests/data/toolchains/record_directive_outputs.py`` regenerates them); the live tests build
+the same tiny broken projects in a temp dir and parse what the installed tools print today.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from tianshu_mcp.acceptance.repair import (
     render_repair_plan,
 )
 
-OUTPUTS = Path(__file__).resolve().parent / "data" / "outputs"
+OUTPUTS = Path(__file__).resolve().parent / "data" / "toolchains"
 
 
 def _load_record() -> Any:
-    spec = importlib.util.spec_from_file_location("tianshu_tests_record_outputs", OUTPUTS / "record.py")
+    spec = importlib.util.spec_from_file_location("tianshu_tests_record_outputs", OUTPUTS / "record_directive_outputs.py")
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up
@@ -119,7 +119,7 @@ def report_for(text: str, project: str, name: str, cmd: str, **extra: Any) -> di
 
 
 def recorded_report(case_id: str, name: str | None = None, cmd: str | None = None, project: str | None = None) -> dict[str, Any]:
-    header, text = record.read_recorded(OUTPUTS / f"{case_id}.txt")
+    header, text = record.read_recorded(record.recorded(case_id))
     case = CASES[case_id]
     return report_for(text, project or header["project"], name if name is not None else case.tool,
                       cmd if cmd is not None else header["cmd"])
@@ -148,10 +148,10 @@ def assert_expected(items: list[dict[str, Any]], case_id: str) -> None:
 
 
 def test_every_recorded_file_has_a_case_and_a_version_header() -> None:
-    files = {p.stem for p in OUTPUTS.glob("*.txt")}
+    files = {record.case_id_of(p) for p in record.recordings()}
     assert files == set(CASES) == set(EXPECT)
     for cid in files:
-        header, text = record.read_recorded(OUTPUTS / f"{cid}.txt")
+        header, text = record.read_recorded(record.recorded(cid))
         assert re.match(rf"^{CASES[cid].tool} \d", header["tool"]), header
         assert header["cmd"] and header["project"].startswith("/") and header["exit"] != "0"
         assert text.startswith(f"# tool: {header['tool']}\n")
@@ -203,7 +203,7 @@ def test_tool_specific_actions() -> None:
 
 def test_pytest_prefers_the_full_message_to_the_cut_summary_line() -> None:
     # pytest cuts short-summary lines to the terminal width; the section's E line is whole
-    _h, text = record.read_recorded(OUTPUTS / "pytest-long.txt")
+    _h, text = record.read_recorded(record.recorded("pytest-long"))
     text = text.replace("FAILED tests/test_calc.py::test_add - AssertionError: add is wrong",
                         "FAILED tests/test_calc.py::test_add - AssertionError: add i...")
     items = extract_directives(report_for(text, "/tmp/tianshu-outputs/pytest-long", "pytest", "pytest -q"))["items"]
@@ -218,7 +218,7 @@ def test_header_lines_are_ignored() -> None:
 
 def test_runner_tail_cut_mid_output() -> None:
     # the engine keeps the last 4000 chars: a section cut in the middle still parses, the rest survives
-    _h, text = record.read_recorded(OUTPUTS / "pytest-long.txt")
+    _h, text = record.read_recorded(record.recorded("pytest-long"))
     cut = text[text.index("a = 1, b = 0"):]
     items = extract_directives(report_for(cut, "/tmp/tianshu-outputs/pytest-long", "pytest", "pytest -q"))["items"]
     # test_add's section is gone (file only), test_div's cut section keeps its location
@@ -232,7 +232,7 @@ def test_runner_tail_cut_mid_output() -> None:
                                             ("ruff-color", "ruff-full"), ("pytest-color", "pytest-long"),
                                             ("vitest-color", "vitest-fail"), ("cargo-color", "cargo-build")])
 def test_ansi_coloured_output_gives_the_same_directives(coloured: str, plain: str) -> None:
-    _h, text = record.read_recorded(OUTPUTS / f"{coloured}.txt")
+    _h, text = record.read_recorded(record.recorded(coloured))
     assert "\x1b[" in text  # really coloured
     a = extract_directives(recorded_report(coloured))["items"]
     b = extract_directives(recorded_report(plain))["items"]
@@ -270,8 +270,8 @@ def test_absolute_paths_inside_and_outside_the_project() -> None:
 
 def test_dedupe_across_checks() -> None:
     # `npm run lint` (stylish) and `eslint --format unix` report the same five problems
-    _h, stylish = record.read_recorded(OUTPUTS / "eslint-npm-run-lint.txt")
-    _h, unix = record.read_recorded(OUTPUTS / "eslint-unix.txt")
+    _h, stylish = record.read_recorded(record.recorded("eslint-npm-run-lint"))
+    _h, unix = record.read_recorded(record.recorded("eslint-unix"))
     unix = unix.replace("/tmp/tianshu-outputs/eslint-unix/", "/tmp/tianshu-outputs/eslint-npm-run-lint/")
     report = report_for(stylish, "/tmp/tianshu-outputs/eslint-npm-run-lint", "lint", "npm run lint")
     report["checks"].append({**report["checks"][0], "name": "eslint-unix", "cmd": "eslint --format unix .", "outputTail": unix})
@@ -282,7 +282,7 @@ def test_dedupe_across_checks() -> None:
 
 def test_errors_before_warnings_then_signals_and_the_cap() -> None:
     many = "".join(f"pkg/m{i}.py:{i + 1}:1: F401 [*] `os` imported but unused\n" for i in range(60))
-    _h, eslint = record.read_recorded(OUTPUTS / "eslint-stylish.txt")
+    _h, eslint = record.read_recorded(record.recorded("eslint-stylish"))
     report = report_for(eslint, "/tmp/tianshu-outputs/eslint-stylish", "lint", "eslint .",
                         analysis={"bigFileChanges": ["gen.ts (+900 -0)"], "changedFiles": ["package-lock.json"],
                                   "untrackedFiles": [], "signals": {"todo": 2}})
@@ -347,8 +347,8 @@ def test_fallback_reason_when_nothing_parses() -> None:
 
 
 def _two_check_report() -> dict[str, Any]:
-    _h, ruff = record.read_recorded(OUTPUTS / "ruff-concise.txt")
-    _h, pyt = record.read_recorded(OUTPUTS / "pytest-long.txt")
+    _h, ruff = record.read_recorded(record.recorded("ruff-concise"))
+    _h, pyt = record.read_recorded(record.recorded("pytest-long"))
     many = "".join(f"pkg/m{i}.py:{i + 1}:1: F401 [*] `os` imported but unused\n" for i in range(9))
     report = report_for(ruff + many, "/tmp/tianshu-outputs/pytest-long", "lint", "ruff check .",
                         files={"md": "/h/report-0.md", "json": "/h/report-0.json"})

@@ -233,8 +233,6 @@ def test_unwritable_log_location_does_not_fail_the_check(tmp_path: Path) -> None
 
 # --- fail-closed test checks and their counts (issue §4) --------------------------------------
 
-DATA = Path(__file__).resolve().parent / "data" / "runner_outputs"
-
 
 def _unittest_project(root: Path, body: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
@@ -283,7 +281,7 @@ def test_recorded_outputs_through_the_runner(tmp_path: Path) -> None:
     reasons = {"zero": ZERO_TEST_REASON, "contradiction": CONTRADICTION_REASON, "all-skipped": ALL_SKIPPED_REASON}
     stems = sorted(expect.VERDICT_IF_EXIT_0)
     cat = shutil.which("cat") or "/bin/cat"
-    checks = [CheckDef.make(f"tests {stem}", [cat, str(DATA / f"{stem}.txt")]) for stem in stems]
+    checks = [CheckDef.make(f"tests {stem}", [cat, str(expect.record.recorded(stem))]) for stem in stems]
     results = run_checks(checks, tmp_path, tmp_path / "verify-0.log", 30_000, concurrency=4)
     for stem, r in zip(stems, results):
         verdict = expect.VERDICT_IF_EXIT_0[stem]

@@ -1,8 +1,9 @@
 """acceptance.testcount: is_test_check, detect_zero_tests, parse_tests / TestCounts, parse_counts
 (20-acceptance §3.2, extended).
 
-The parsers are tested on REAL runner output recorded in ``tests/data/runner_outputs/`` by
-``record.py`` there (pytest, unittest, node --test spec/TAP, jest, vitest, mocha, go, cargo), and
+The parsers are tested on REAL runner output recorded in ``tests/data/toolchains/<toolchain id>/``
+by ``tests/data/toolchains/record_runner_outputs.py`` (pytest, unittest, node --test spec/TAP, jest,
+vitest, mocha, go, cargo), and
 each runner is also run live here on the same tiny project, so a runner whose output changed shows
 up as a difference from its recording. Live tests skip only when the runner's binary is missing.
 """
@@ -26,11 +27,11 @@ from tianshu_mcp.acceptance.testcount import (
     parse_tests,
 )
 
-DATA = Path(__file__).resolve().parent / "data" / "runner_outputs"
+DATA = Path(__file__).resolve().parent / "data" / "toolchains"
 
 
 def _load_record() -> Any:
-    spec = importlib.util.spec_from_file_location("runner_outputs_record", DATA / "record.py")
+    spec = importlib.util.spec_from_file_location("runner_outputs_record", DATA / "record_runner_outputs.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -157,7 +158,7 @@ VERDICT_IF_EXIT_0 = {
 
 
 def _recorded(stem: str) -> tuple[dict[str, str], str]:
-    return record.read_recording(DATA / f"{stem}.txt")
+    return record.read_recording(record.recorded(stem))
 
 
 def _as_tuple(c: TestCounts) -> tuple[str, int, int, int, int, list[str], list[str]]:
@@ -165,7 +166,7 @@ def _as_tuple(c: TestCounts) -> tuple[str, int, int, int, int, list[str], list[s
 
 
 def test_every_recording_has_an_expectation_and_a_case() -> None:
-    files = {p.stem for p in DATA.glob("*.txt")}
+    files = {p.stem for p in record.recordings()}
     assert files == set(EXPECTED) == set(CASES)
     runners = {e[0] for e in EXPECTED.values()}
     assert runners == {"pytest", "unittest", "node-spec", "node-tap", "tap", "jest", "vitest", "mocha", "go", "cargo"}

@@ -1,7 +1,7 @@
 """Regenerate the recorded machine-readable / parallel test outputs of ``acceptance.toolchains.formats``.
 
 Every ``<toolchain>/<case>.txt`` written here is the real, merged stdout+stderr of one runner on a
-tiny project built in a temporary directory, exactly like ``tests/data/runner_outputs/record.py``
+tiny project built in a temporary directory, exactly like ``record_runner_outputs.py`` here
 (whose :class:`Case`, :func:`run_case` and tool lookup this script reuses). The first line is a
 header the parsers must ignore (it also stands for the noise before a report)::
 
@@ -29,7 +29,7 @@ HEADER_PREFIX = "#% recorded by record_formats.py"
 
 
 def _load_record() -> Any:
-    path = HERE.parent / "runner_outputs" / "record.py"
+    path = HERE / "record_runner_outputs.py"
     spec = importlib.util.spec_from_file_location("runner_outputs_record", path)
     assert spec is not None and spec.loader is not None
     module = sys.modules.get(spec.name)

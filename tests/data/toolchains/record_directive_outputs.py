@@ -4,7 +4,10 @@
 Each case writes a tiny broken project into ``<root>/<tool>-<case>/`` (default root
 ``/tmp/tianshu-outputs``, so the absolute paths inside the recorded outputs are stable across
 re-recordings), runs the real tool there with stdout and stderr merged (as the acceptance runner
-does) and stores ``<tool>-<case>.txt`` next to this script: four header lines, then the raw output::
+does) and stores ``<tool>-<case>.txt`` in its toolchain's folder next to this script
+(``<toolchain id>/<tool>-<case>.txt``, see :attr:`Case.path`; ``git-diff-check/`` for git, and a
+``-directives`` suffix where a counting recording of ``record_runner_outputs.py`` has the same name):
+four header lines, then the raw output::
 
     # tool: ruff 0.17.6
     # cmd: ruff check --isolated --no-cache --output-format concise .
@@ -16,9 +19,9 @@ module too: its live tests build the same projects in a temp dir and parse what 
 
 Usage (from the repository root)::
 
-    .venv/bin/python tests/data/outputs/record.py            # every case
-    .venv/bin/python tests/data/outputs/record.py ruff go    # only these tools
-    .venv/bin/python tests/data/outputs/record.py --root /tmp/elsewhere
+    .venv/bin/python tests/data/toolchains/record_directive_outputs.py            # every case
+    .venv/bin/python tests/data/toolchains/record_directive_outputs.py ruff go    # only these tools
+    .venv/bin/python tests/data/toolchains/record_directive_outputs.py --root /tmp/elsewhere
 
 Tools: ruff, mypy and pytest from the running interpreter's bin dir (the project venv); tsc,
 eslint, jest and vitest from ``tests/toolchains/node_modules/.bin``; ``go`` and ``cargo`` from PATH
@@ -40,6 +43,8 @@ REPO = HERE.parents[2]
 NODE_BIN = REPO / "tests" / "toolchains" / "node_modules" / ".bin"
 PY_BIN = Path(sys.executable).parent
 DEFAULT_ROOT = Path("/tmp/tianshu-outputs")
+HEADER_FIRST = "# tool: "  # the first line of every recording of this script
+DIRECTIVES_SUFFIX = "-directives"
 
 # ESLint 8's built-in `unix` and `compact` formatters (MIT, eslint/eslint lib/cli-engine/formatters),
 # which ESLint 9 removed from core; passed with `--format <file>` so the real ESLint prints them.
@@ -343,7 +348,7 @@ CARGO_TEST = {
 
 @dataclass
 class Case:
-    """One recorded output: ``<tool>-<name>.txt``."""
+    """One recorded output: ``<toolchain>/<tool>-<name><suffix>.txt``."""
 
     tool: str
     name: str
@@ -352,10 +357,21 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
     git: bool = False  # init a repo, commit `files`, then apply `after`
     after: dict[str, str] = field(default_factory=dict)
+    suffix: str = ""  # DIRECTIVES_SUFFIX where record_runner_outputs.py records a file of the same name
 
     @property
     def id(self) -> str:
         return f"{self.tool}-{self.name}"
+
+    @property
+    def toolchain(self) -> str:
+        """The toolchain id whose folder holds the recording (``git-diff-check`` for git)."""
+        return "git-diff-check" if self.tool == "git" else self.tool
+
+    @property
+    def path(self) -> Path:
+        """Where the recording lives: ``tests/data/toolchains/<toolchain>/<id><suffix>.txt``."""
+        return HERE / self.toolchain / f"{self.id}{self.suffix}.txt"
 
 
 def _fmt(name: str) -> str:
@@ -379,9 +395,10 @@ CASES: list[Case] = [
     Case("pytest", "short", PYTEST_PROJECT, ["pytest", "-q", "-p", "no:cacheprovider", "--tb=short"]),
     Case("pytest", "line", PYTEST_PROJECT, ["pytest", "-q", "-p", "no:cacheprovider", "--tb=line"]),
     Case("pytest", "color", PYTEST_PROJECT, ["pytest", "-q", "-p", "no:cacheprovider", "--color=yes"]),
-    Case("pytest", "collect-error", PYTEST_COLLECT_ERROR, ["pytest", "-q", "-p", "no:cacheprovider"]),
-    Case("jest", "fail", JEST_PROJECT, ["jest", "--ci"]),
-    Case("vitest", "fail", VITEST_PROJECT, ["vitest", "run", "--globals"]),
+    Case("pytest", "collect-error", PYTEST_COLLECT_ERROR, ["pytest", "-q", "-p", "no:cacheprovider"],
+         suffix=DIRECTIVES_SUFFIX),
+    Case("jest", "fail", JEST_PROJECT, ["jest", "--ci"], suffix=DIRECTIVES_SUFFIX),
+    Case("vitest", "fail", VITEST_PROJECT, ["vitest", "run", "--globals"], suffix=DIRECTIVES_SUFFIX),
     Case("vitest", "color", VITEST_PROJECT, ["vitest", "run", "--globals"], env={"FORCE_COLOR": "1"}),
     Case("go", "build", GO_BUILD, ["go", "build", "./..."]),
     Case("go", "vet", GO_VET, ["go", "vet", "./..."]),
@@ -510,7 +527,7 @@ def run(case: Case, project: Path, formatters: Path | None = None, cache: Path |
 
 
 def record(case: Case, root: Path, out_dir: Path = HERE) -> Path:
-    """Build, run and store one case; returns the written file."""
+    """Build, run and store one case in ``out_dir/<toolchain>/``; returns the written file."""
     project = root / case.id
     if project.exists():
         shutil.rmtree(project)
@@ -522,9 +539,35 @@ def record(case: Case, root: Path, out_dir: Path = HERE) -> Path:
         f"# project: {project}\n"
         f"# exit: {code}\n"
     )
-    path = out_dir / f"{case.id}.txt"
+    path = out_dir / case.path.relative_to(HERE)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header + output)
     return path
+
+
+def recorded(case_id: str) -> Path:
+    """Path of the recording of the case ``case_id`` (``ruff-concise``) in its toolchain folder.
+
+    Raises:
+        KeyError: no case has that id.
+    """
+    return {c.id: c.path for c in CASES}[case_id]
+
+
+def case_id_of(path: Path) -> str:
+    """The case id a recording's file name stands for (its stem without :data:`DIRECTIVES_SUFFIX`)."""
+    return path.stem.removesuffix(DIRECTIVES_SUFFIX)
+
+
+def recordings() -> list[Path]:
+    """Every file in the toolchain folders that this script recorded (its first line starts with
+    :data:`HEADER_FIRST`), whether or not a case still produces it; sorted."""
+    found = []
+    for path in sorted(HERE.glob("*/*.txt")):
+        with path.open(encoding="utf-8", errors="replace") as f:
+            if f.readline().startswith(HEADER_FIRST):
+                found.append(path)
+    return found
 
 
 def read_recorded(path: Path) -> tuple[dict[str, str], str]:

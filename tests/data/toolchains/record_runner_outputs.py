@@ -1,8 +1,11 @@
-"""Regenerate the recorded test-runner outputs in this folder.
+"""Regenerate the recorded test-runner outputs that ``tests/test_acceptance_testcount.py`` counts.
 
-Every ``<runner>-<case>.txt`` here is the real, merged stdout+stderr of one test runner on a tiny
+Every ``<runner>-<case>.txt`` is the real, merged stdout+stderr of one test runner on a tiny
 project built in a temporary directory (the way the check runner sees it: one file, both streams in
-arrival order, no TTY). The first line is a header the parsers ignore::
+arrival order, no TTY). It lives in its toolchain's folder, ``<toolchain id>/<runner>-<case>.txt``
+(``node-spec-*``, ``node-tap-*`` and ``node-default-*`` in ``node/``; see :attr:`Case.toolchain`).
+The first line is a header the parsers ignore (it keeps the name ``record.py`` this script had
+before it moved here from ``tests/data/runner_outputs/``)::
 
     #% recorded by record.py; tool: <tool and version>; argv: <argv>; exit: <exit code>
 
@@ -10,8 +13,8 @@ The temporary project path is replaced by ``/tmp/proj``; nothing else is edited.
 
 Usage (from the repository root)::
 
-    .venv/bin/python tests/data/runner_outputs/record.py            # every runner
-    .venv/bin/python tests/data/runner_outputs/record.py go cargo   # some runners
+    .venv/bin/python tests/data/toolchains/record_runner_outputs.py            # every runner
+    .venv/bin/python tests/data/toolchains/record_runner_outputs.py go cargo   # some runners
 
 Tools: the venv's pytest and unittest, ``node`` (``node --test``), jest / vitest / mocha from
 ``tests/toolchains/node_modules/.bin``, ``go`` and ``cargo`` (``--offline``, crates without
@@ -57,6 +60,17 @@ class Case:
     @property
     def filename(self) -> str:
         return f"{self.runner}-{self.name}.txt"
+
+    @property
+    def toolchain(self) -> str:
+        """The toolchain id whose folder holds the recording: ``node`` for the ``node-*`` runners
+        (spec, TAP and default reporters of ``node --test``), else the runner itself."""
+        return "node" if self.runner.startswith("node-") else self.runner
+
+    @property
+    def path(self) -> Path:
+        """Where the recording lives: ``tests/data/toolchains/<toolchain>/<runner>-<case>.txt``."""
+        return HERE / self.toolchain / self.filename
 
 
 # --- project contents -------------------------------------------------------------------------
@@ -527,22 +541,45 @@ def read_recording(path: Path) -> tuple[dict[str, str], str]:
     return m.groupdict(), text
 
 
+def recorded(name: str) -> Path:
+    """Path of the recording called ``name`` (``pytest-fail.txt``, or its stem ``pytest-fail``) in
+    its toolchain folder.
+
+    Raises:
+        KeyError: no case records a file of that name.
+    """
+    filename = name if name.endswith(".txt") else f"{name}.txt"
+    return {c.filename: c.path for c in CASES}[filename]
+
+
+def recordings() -> list[Path]:
+    """Every file in the toolchain folders that this script recorded (its first line is the
+    ``#% recorded by record.py;`` header), whether or not a case still produces it; sorted."""
+    found = []
+    for path in sorted(HERE.glob("*/*.txt")):
+        with path.open(encoding="utf-8", errors="replace") as f:
+            if f.readline().startswith(HEADER_PREFIX + ";"):
+                found.append(path)
+    return found
+
+
 def record(case: Case) -> Path | None:
-    """Run ``case`` and write ``<runner>-<case>.txt``; None when the tool is missing."""
+    """Run ``case`` and write ``<toolchain>/<runner>-<case>.txt``; None when the tool is missing."""
     if case_tool(case) is None:
         print(f"skip {case.filename}: {case.argv[0]} not installed", file=sys.stderr)
         return None
     code, text = run_case(case)
-    path = HERE / case.filename
+    path = case.path
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(header(case, code) + "\n" + text, encoding="utf-8")
-    print(f"wrote {case.filename} (exit {code}, {len(text)} chars)", file=sys.stderr)
+    print(f"wrote {case.toolchain}/{case.filename} (exit {code}, {len(text)} chars)", file=sys.stderr)
     return path
 
 
 def main(argv: list[str]) -> int:
     wanted = set(argv)
     for case in CASES:
-        if wanted and case.runner not in wanted and case.filename not in wanted:
+        if wanted and not wanted & {case.runner, case.toolchain, case.filename}:
             continue
         record(case)
     return 0
