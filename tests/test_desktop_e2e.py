@@ -203,7 +203,7 @@ async def test_drift_and_a_closing_app_fail_coded_and_spend_no_verification(ts_h
         kill_app(udd)
 
 
-@pytest.mark.parametrize("answer", ["no", "yes"])
+@pytest.mark.parametrize("answer", [pytest.param("no", marks=pytest.mark.extended), "yes"])
 async def test_a_confirmation_card_answered_is_clicked_not_asked_again(ts_home: Path, tmp_path: Path, answer: str) -> None:
     # "no": the card is denied (its Deny button), the app changes nothing and the task ends —
     # never the same question again; "yes": the rework round's card is allowed without asking

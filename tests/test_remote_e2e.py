@@ -112,6 +112,7 @@ def _ts(value: str) -> float:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
+@pytest.mark.extended
 async def test_twenty_tasks_over_four_remotes_on_two_workers(cluster: Cluster) -> None:
     """Must show 2 and 3 (remote): 20 tasks / 4 bare remotes / 2 workers all succeed, spread over
     both workers; branches pushed with the right fix; reports through query_info; no credential in
@@ -173,6 +174,7 @@ async def test_twenty_tasks_over_four_remotes_on_two_workers(cluster: Cluster) -
         assert pool["concurrency_limit"] == POOL_LIMIT
 
 
+@pytest.mark.extended
 async def test_killed_worker_interrupts_its_task_and_the_other_keeps_going(cluster: Cluster) -> None:
     """Must show 2 (worker death): a worker is killed (-9, its process group) mid-task: the
     agent it ran dies with it (no orphan edits a worktree unsupervised), the task ends

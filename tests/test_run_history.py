@@ -128,6 +128,7 @@ def _task_run_id(daemon: dict[str, Any], flow_run_id: str, name: str) -> str:
     return next(tr["id"] for tr in runs if tr["name"] == name)
 
 
+@pytest.mark.extended
 @pytest.mark.own_services
 def test_an_interrupted_end_leaves_no_error_traceback(tmp_path: Path) -> None:
     """``tianshu-mcp service stop`` with a task running: the task ends ``interrupted`` and its

@@ -190,6 +190,7 @@ def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: 
 
 
 # --- 3. one home, one Prefect ----------------------------------------------------------------
+@pytest.mark.extended
 @pytest.mark.own_services
 @pytest.mark.alone  # five Prefect services start at once
 def test_five_homes_at_once_get_five_apis_and_a_taken_port_is_skipped(tmp_path: Path) -> None:

@@ -199,6 +199,7 @@ def _init(client: RawClient, timeout: float = 30) -> None:
     client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 
+@pytest.mark.extended
 @pytest.mark.timeout(600)  # a chain of bounded waits (two hosts, a takeover, two agents): 300 s ran out on a loaded machine
 def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path: Path) -> None:
     home = tmp_path / "home"

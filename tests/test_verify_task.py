@@ -146,6 +146,7 @@ def run_cli(home: Path, *args: str, timeout: float = 120) -> subprocess.Complete
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.extended
 async def test_cron_reverification_runs_on_the_project_queue(ts_home: Path, tmp_path: Path) -> None:
     repo = make_calc_repo(tmp_path / "nightly")
     (repo / "calc.py").write_text(FIXED)
