@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
+from .toolchains.formats.junit_files import check_pattern
 from .visual.config import VisualConfigError, parse_visual
 
 GLOBAL_FILE = "acceptance.default.json"
@@ -155,8 +156,10 @@ class AcceptanceCheck(BaseModel):
             raise ValueError("junitXml must be a non-empty glob of at most 500 characters")
         if re.search(r"[\x00-\x1f\x7f]", value):
             raise ValueError("junitXml must be one line without control characters")
-        if value.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", value) or ".." in re.split(r"[\\/]", value):
-            raise ValueError("junitXml must be a glob relative to the project, without '..'")
+        try:
+            check_pattern(value)
+        except ValueError as exc:
+            raise ValueError(str(exc).removeprefix("junitXml: ")) from None
         return value
 
     @field_validator("name", mode="before")

@@ -65,6 +65,7 @@ __all__ = [
     "CONTRADICTION_REASON",
     "CONTRADICTION_MARK",
     "FAIL_CLOSED_REASONS",
+    "NO_REPORT_REASON",
     "SPAWN_REASON_PREFIX",
     "PARSE_TAIL_BYTES",
     "check_env",
@@ -92,7 +93,9 @@ ALL_SKIPPED_REASON = N_("fail-closed: the command exited 0 but every test was sk
 ALL_SKIPPED_MARK = "\n[fail-closed] the command exited 0 but every test was skipped"
 CONTRADICTION_REASON = N_("fail-closed: the command exited 0 but its output reports failed tests or errors")
 CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
-FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON)
+NO_REPORT_REASON = N_("fail-closed: the command exited 0 but wrote no JUnit XML report that could be read (junitXml)")
+NO_REPORT_MARK = "\n[fail-closed] the command exited 0 but wrote no JUnit XML report that could be read (junitXml)"
+FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON, NO_REPORT_REASON)
 """Every reason a mandatory test check that exited 0 can be failed with."""
 SKIP_EMPTY = N_("empty command")
 SKIP_EXPLICIT = N_("explicit skip command")
@@ -350,7 +353,10 @@ def _run(
             result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
         result["reason"] = f"{SPAWN_REASON_PREFIX}{_spawn_hint(argv[0], project, env)} ({res.error})"
     elif not check.optional and result["passed"] and result["exitCode"] == 0 and is_test:
-        closed = _fail_closed(tail, counts, from_xml=junit is not None and junit.counts is not None)
+        if junit is not None and junit.counts is None:
+            closed: tuple[str, str] | None = (NO_REPORT_REASON, NO_REPORT_MARK)  # declared, none usable
+        else:
+            closed = _fail_closed(tail, counts, from_xml=junit is not None)
         if closed is not None:
             reason, mark = closed
             result["passed"] = False

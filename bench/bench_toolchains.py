@@ -52,6 +52,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 MB = 1_000_000
 LINEAR_LIMIT = 15.0
+MEM_CAP_FACTOR = 5
+"""The tracemalloc run may take this many times ``--cap`` (``cap`` in the MiB column when over)."""
 _HEADER = re.compile(r"^#% recorded by [^\n]*argv: (?P<argv>.*?); exit: \S+\n")  # record*.py
 _HEADER2 = re.compile(r"^# tool: [^\n]*\n# cmd: (?P<argv>[^\n]*)\n# project: [^\n]*\n# exit: [^\n]*\n")  # outputs
 _NOT_A_RUN = re.compile(r"zero|no-test|no-files|no-modules|filter|deselected|empty")
@@ -260,25 +262,36 @@ def main() -> int:
             print(f"   {'engine':<19}" + "".join(f"| {s:>2} MB: {'cpu ms':>7} {'wall':>6} {'MB/s':>5} {'MiB':>5} "
                                                    for s in sizes)
                   + f"| t({sizes[-1]})/t({sizes[0]})")
-            rows: dict[str, list[tuple[float, float, float, int] | None]] = {e: [] for e, _ in w.engines}
+            rows: dict[str, list[tuple[float, float, float, int | None] | None]] = {e: [] for e, _ in w.engines}
             for size in sizes:
                 arg = w.make(size * MB)
                 nbytes = len(arg) if isinstance(arg, bytes) else len(arg.encode("utf-8"))
                 for ename, fn in w.engines:
                     if rows[ename] and rows[ename][-1] is None:
-                        continue  # capped at a smaller size
+                        continue  # stopped at a smaller size
                     try:
                         runs = [call(fn, arg, args.cap) for _ in range(args.big_repeat if size >= 25 else args.repeat)]
-                        cpu, wall = statistics.median(c for c, _ in runs), statistics.median(w for _, w in runs)
-                        rows[ename].append((cpu, wall, nbytes / MB / max(cpu, 1e-6), peak(fn, arg, args.cap)))
                     except Capped:
                         rows[ename].append(None)
+                        continue
+                    cpu, wall = statistics.median(c for c, _ in runs), statistics.median(w for _, w in runs)
+                    try:  # tracemalloc slows allocation-heavy code several times: a larger cap, never a flag
+                        mem: int | None = peak(fn, arg, MEM_CAP_FACTOR * args.cap)
+                    except Capped:
+                        mem = None
+                    rows[ename].append((cpu, wall, nbytes / MB / max(cpu, 1e-6), mem))
                 del arg
             for ename, cells in rows.items():
                 line = f"   {ename:<19}"
-                for cell in cells:
-                    line += (f"| {cell[0] * 1000:14.0f} {cell[1] * 1000:6.0f} {cell[2]:5.1f} {cell[3] / (1 << 20):5.0f} "
-                             if cell else f"| {'> ' + format(args.cap, '.0f') + ' s cpu, stopped':>33} ")
+                for i, cell in enumerate(cells):
+                    if cell is None:
+                        est = ""
+                        if i > 0 and cells[i - 1] is not None:  # what a linear parser would have taken
+                            est = f" (linear ~{cells[i - 1][0] * sizes[i] / sizes[i - 1]:.0f} s)"
+                        line += f"| {f'> {args.cap:.0f} s, stopped{est}':>33} "
+                    else:
+                        mem_txt = f"{cell[3] / (1 << 20):5.0f}" if cell[3] is not None else "  cap"
+                        line += f"| {cell[0] * 1000:14.0f} {cell[1] * 1000:6.0f} {cell[2]:5.1f} {mem_txt} "
                 line += "".join(f"| {'-':>33} " for _ in range(len(sizes) - len(cells)))
                 if cells[-1] is None or len(cells) < len(sizes):
                     failed.append(f"{w.label} / {ename}: a call took over {args.cap:.0f} s of CPU")
@@ -293,7 +306,8 @@ def main() -> int:
     print(f"\nlinear: t({sizes[-1]})/t({sizes[0]}) (CPU) ≈ {sizes[-1] / sizes[0]:.0f}, flagged above {LINEAR_LIMIT:.0f}. "
           f"cpu ms / wall (ms) = medians of {args.repeat} runs (below 25 MB) / {args.big_repeat} (25 MB and more); "
           "MB/s from the CPU time;\nthe ratio uses CPU time (the wall time of a shared machine varies with its load). "
-          "MiB = peak allocated during one separate call (tracemalloc), input excluded. "
+          "MiB = peak allocated during one separate call (tracemalloc), input excluded ('cap': that run went over "
+          f"{MEM_CAP_FACTOR} x the cap). "
           f"Total {time.perf_counter() - started:.0f} s.")
     if failed:
         print("NOT LINEAR: " + "; ".join(failed))

@@ -7,6 +7,7 @@ Each handler returns a ``CallToolResult`` built by :mod:`.format`; semantic fail
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Awaitable, Callable
 
@@ -206,8 +207,9 @@ class Handlers:
             try:
                 parse_layer({"checks": args["extraChecks"]}, "extraChecks", "extraChecks")
             except AcceptanceConfigError as exc:
-                raise TianshuError(ErrorCode.INVALID_ARGUMENT, exc.message.replace("checks.", "extraChecks[", 1)
-                                   .replace("extraChecks acceptance config extraChecks is invalid: ", "")) from exc
+                message = re.sub(r"\bchecks\.(\d+)\.?", r"extraChecks[\1].", exc.message, count=1)
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, message.replace(
+                    "extraChecks acceptance config extraChecks is invalid: ", "")) from exc
         key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
         target: dict[str, Any] | None = None
         ref = args.get("baselineRef")

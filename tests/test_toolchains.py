@@ -259,3 +259,54 @@ def test_a_trx_file_is_read_by_the_same_collector(tmp_path: Path) -> None:
     assert len(res.files) == len(trx) and not res.errors, res
     if res.counts.failed:
         assert res.failures and all(f.id for f in res.failures)
+
+
+# --- the break-test's inputs (a fresh helper tried them through verify_task) ---------------------
+
+
+@pytest.mark.parametrize("how", ["nothing", "stale", "truncated", "outside"])
+def test_a_declared_report_that_is_missing_or_unusable_fails_closed(tmp_path: Path, how: str) -> None:
+    """Exit 0 and ``junitXml`` declared, but no report of this run could be read: the check fails
+    (it passed green before, with only a note)."""
+    from tianshu_mcp.acceptance.runner import NO_REPORT_REASON
+
+    project = tmp_path / "p"
+    (project / "reports").mkdir(parents=True)
+    if how == "stale":
+        old = project / "reports" / "TEST-old.xml"
+        old.write_text('<testsuite><testcase classname="a" name="x"/></testsuite>')
+        os.utime(old, (time.time() - 3600, time.time() - 3600))
+    script = {"nothing": "pass",
+              "stale": "pass",
+              "truncated": "open('reports/TEST-t.xml','w').write('<testsuite tests=\"3\"><testcase name=\"a\"')",
+              "outside": "import os; os.symlink('/etc/passwd', 'reports/TEST-passwd.xml')"}[how]
+    res = _run(tmp_path, project, CheckDef.make("unit", ["python3", "-c", script], junit_xml="reports/*.xml"))
+    assert res["exitCode"] == 0 and res["passed"] is False and res["reason"] == NO_REPORT_REASON, res
+
+
+def test_a_future_dated_report_is_refused_and_the_zero_rule_stands(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    (project / "reports").mkdir(parents=True)
+    planted = project / "reports" / "TEST-planted.xml"
+    planted.write_text('<testsuite><testcase classname="a" name="x"/><testcase classname="a" name="y"/></testsuite>')
+    os.utime(planted, (time.time() + 86400, time.time() + 86400))
+    res = _run(tmp_path, project, CheckDef.make("unit", ["python3", "-c", "print('# tests 0')"], junit_xml="reports/*.xml"))
+    assert res["passed"] is False and "tests" not in res, res
+    assert res["junit"]["errors"] == ["reports/TEST-planted.xml: refused, its modification time is in the future"]
+
+
+@pytest.mark.parametrize("glob", [".", "./.", "reports/**/**/x.xml", "a**/x.xml", "~/x.xml", "reports/**", "r/.."])
+def test_bad_junit_globs_are_refused_by_the_config_layer_and_the_collector(tmp_path: Path, glob: str) -> None:
+    """``.`` crashed the runner (IndexError from pathlib), a stacked ``**`` walked a deep tree for
+    minutes, ``a**`` and ``~`` passed the config layer and were only noted by the collector."""
+    from pydantic import ValidationError
+
+    from tianshu_mcp.acceptance.config_model import AcceptanceCheck
+    from tianshu_mcp.acceptance.toolchains.formats.junit_files import collect_junit
+
+    with pytest.raises(ValidationError, match="junitXml"):
+        AcceptanceCheck.model_validate({"name": "t", "cmd": ["true"], "junitXml": glob})
+    with pytest.raises(ValueError, match="junitXml"):
+        collect_junit(tmp_path, glob, time.time())
+    res = _run(tmp_path, tmp_path, CheckDef.make("unit", ["true"], junit_xml=glob))
+    assert res["passed"] is False and "internal runner error" not in str(res.get("reason")), res

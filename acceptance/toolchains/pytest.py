@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -143,17 +144,25 @@ def parse_pytest(text: str, ctx: ParseContext) -> list[Finding]:
         e = _PT_E_RE.match(line)
         if e and cur is not None and not cur.message and e.group(1).strip():
             cur.message = e.group(1).strip()
-    by_name: dict[str, list[_PtSection]] = {}
+    # queues of sections by name, and by (name, a file it ran); a used section is skipped when it
+    # comes up, so each is passed over at most once per queue: linear in the output (the same
+    # test name can stand thousands of times in a long log)
+    by_name: dict[str, deque[_PtSection]] = {}
+    by_file: dict[tuple[str, str], deque[_PtSection]] = {}
     for one in sections:
-        by_name.setdefault(one.name, []).append(one)
+        by_name.setdefault(one.name, deque()).append(one)
+        for f in {ctx.rel(f) for f, _n in one.locs}:
+            by_file.setdefault((one.name, f), deque()).append(one)
     used: set[int] = set()
 
+    def first_unused(queue: deque[_PtSection] | None) -> _PtSection | None:
+        while queue and id(queue[0]) in used:
+            queue.popleft()
+        return queue[0] if queue else None
+
     def find(name: str, test_file: str) -> _PtSection | None:
-        cands = [c for c in by_name.get(name, []) if id(c) not in used]
-        for c in cands:  # the same test name in two files: prefer the section that ran this file
-            if any(ctx.rel(f) == test_file for f, _n in c.locs):
-                return c
-        return cands[0] if cands else None
+        # the same test name in two files: prefer the section that ran this file
+        return first_unused(by_file.get((name, test_file))) or first_unused(by_name.get(name))
 
     def pick(locs: Sequence[tuple[str, int]]) -> tuple[str, int] | None:
         own = [(ctx.rel(f), n) for f, n in locs if ctx.own(f)]
@@ -182,7 +191,7 @@ def parse_pytest(text: str, ctx: ParseContext) -> list[Finding]:
             used.add(id(orphan))
 
     out: list[Finding] = []
-    failed_idx = [k for k, s in enumerate(summary) if s[0] == "FAILED"]
+    failed_idx = {k: i for i, k in enumerate(k for k, s in enumerate(summary) if s[0] == "FAILED")}
     for k, ((kind, nodeid, msg), got) in enumerate(zip(summary, matched, strict=True)):
         test_file = ctx.rel(nodeid.split("::")[0])
         where: tuple[str, int] | None = None
@@ -191,7 +200,7 @@ def parse_pytest(text: str, ctx: ParseContext) -> list[Finding]:
             where = pick(got.locs)
             msg = got.message or msg
         elif kind == "FAILED" and tb_line and len(tb_line) == len(failed_idx):
-            f, n, m2 = tb_line[failed_idx.index(k)]
+            f, n, m2 = tb_line[failed_idx[k]]
             where = (ctx.rel(f), n)
             msg = m2 or msg
         out.append(_pt_finding(kind, nodeid, test_file, "::" in nodeid, where, msg))

@@ -7,6 +7,7 @@ must-show 3). Never raises for file-system problems.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
@@ -28,9 +29,11 @@ MAX_TOTAL_BYTES = 256 << 20
 """:func:`collect_junit` reads at most this many bytes (256 MiB) over all files."""
 MAX_FILES = 1000
 """:func:`collect_junit` reads at most this many files; further matches are reported, not read."""
-MTIME_SLACK_S = 1.0
+MTIME_SLACK_S = 0.05
 """A file counts as written by the run when its mtime is at least ``started_at`` minus this many
-seconds: Linux stamps files with a coarse clock that may lag ``time.time()`` by a few ms."""
+seconds (Linux stamps files with a coarse clock that may lag ``time.time()`` by a few ms), and
+not later than the collection plus this much (a future date is a planted file). Checks that run
+in parallel and write into one report directory cannot be told apart: give each its own glob."""
 
 
 # --- the files of a check ------------------------------------------------------------------------
@@ -64,8 +67,15 @@ class JUnitResult:
                 "failures": [{k: v for k, v in vars(f).items() if v is not None} for f in self.failures]}
 
 
-def _check_pattern(pattern: str) -> str:
-    """The pattern with ``/`` separators; ValueError when empty, absolute or climbing (``..``)."""
+def check_pattern(pattern: str) -> str:
+    """The pattern with ``/`` separators (the rules of a check's ``junitXml``, also applied by the
+    config layer).
+
+    Raises:
+        ValueError: empty, absolute (``/``, ``~``, a drive), climbing (``..``), ``**`` inside a
+            name or more than once (a stacked ``**`` walks a deep tree for minutes), or not
+            naming files (its last part is ``.``, ``..`` or ``**``).
+    """
     p = (pattern or "").strip()
     if not p:
         raise ValueError("junitXml: the glob is empty")
@@ -77,6 +87,10 @@ def _check_pattern(pattern: str) -> str:
         raise ValueError(f"junitXml: the glob {p!r} must stay inside the project (no '..')")
     if any("**" in part and part != "**" for part in parts):
         raise ValueError(f"junitXml: invalid glob {p!r}: '**' can only be a whole path component")
+    if parts.count("**") > 1:
+        raise ValueError(f"junitXml: invalid glob {p!r}: '**' may stand once")
+    if not parts or parts[-1] in (".", "..", "**"):
+        raise ValueError(f"junitXml: invalid glob {p!r}: its last part must name the report files")
     while p.startswith("./"):
         p = p[2:]
     return p
@@ -110,7 +124,7 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
     Raises:
         ValueError: the pattern is empty, absolute, contains ``..`` or is not a valid glob.
     """
-    pat = _check_pattern(pattern)
+    pat = check_pattern(pattern)
     result = JUnitResult()
     try:
         root = Path(project).resolve()
@@ -119,7 +133,7 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
             matches.append(p)
             if len(matches) > 4 * MAX_FILES:  # directories and other entries count too
                 break
-    except (ValueError, NotImplementedError) as exc:
+    except (ValueError, NotImplementedError, IndexError) as exc:
         raise ValueError(f"junitXml: invalid glob {pat!r}: {exc}") from None
     except OSError as exc:
         result.errors.append(f"{pat}: could not search the project ({type(exc).__name__}: {exc})")
@@ -151,6 +165,7 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
         candidates = candidates[:MAX_FILES]
 
     total_bytes = 0
+    now = time.time()
     parsed: list[TestCounts] = []
     for rel, real in candidates:
         try:
@@ -160,6 +175,9 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
             continue
         if st.st_mtime < started_at - MTIME_SLACK_S:
             result.stale.append(rel)
+            continue
+        if st.st_mtime > now + MTIME_SLACK_S:  # planted with a future date: not this run's
+            result.errors.append(f"{rel}: refused, its modification time is in the future")
             continue
         if st.st_size > MAX_FILE_BYTES:
             result.errors.append(f"{rel}: larger than {MAX_FILE_BYTES >> 20} MiB, not read")
