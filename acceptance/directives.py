@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 from .git import LOCKFILE_RE
-from .toolchains.base import INFO, Finding, ParseContext, strip_ansi, test_action
+from .toolchains.base import INFO, MAX_LINE, Finding, ParseContext, strip_ansi, test_action
 from .toolchains.registry import toolchains
 
 __all__ = [
@@ -126,6 +126,14 @@ def collect_diffstat(report: Mapping[str, Any]) -> list[Finding]:
 
 
 # --- JUnit XML (a check's ``junitXml`` reports) ----------------------------------------------------
+
+
+def _cut_lines(text: str) -> str:
+    """Lines cut at :data:`MAX_LINE` characters: no diagnostic line is longer, and the parsers'
+    line patterns stay linear on a pathological one-line output (a 5 MB line took over a minute)."""
+    if len(text) <= MAX_LINE or all(len(line) <= MAX_LINE for line in text.split("\n")):
+        return text
+    return "\n".join(line[:MAX_LINE] for line in text.split("\n"))
 
 
 def _junit_failures(check: Mapping[str, Any]) -> list[Any]:
@@ -225,7 +233,7 @@ def extract_directives(
     checks = _checks(report)
     for ci, c in enumerate(checks):
         name, cmd = str(c.get("name") or ""), str(c.get("cmd") or "")
-        text = strip_ansi(str(c.get("outputTail") or ""))
+        text = _cut_lines(strip_ansi(str(c.get("outputTail") or "")))
         if not text.strip() or _junit_failures(c):
             continue  # a check whose JUnit XML names its failures is read from the XML only
         optional = 1 if c.get("optional") else 0
