@@ -95,7 +95,7 @@ CONTRADICTION_REASON = N_("fail-closed: the command exited 0 but its output repo
 CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
 NO_REPORT_REASON = N_("fail-closed: the command exited 0 but wrote no JUnit XML report that could be read (junitXml)")
 NO_REPORT_MARK = "\n[fail-closed] the command exited 0 but wrote no JUnit XML report that could be read (junitXml)"
-FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON, NO_REPORT_REASON)
+FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON)
 """Every reason a mandatory test check that exited 0 can be failed with."""
 SKIP_EMPTY = N_("empty command")
 SKIP_EXPLICIT = N_("explicit skip command")
@@ -111,7 +111,7 @@ def display_reason(reason: Any) -> str:
     constants, which code compares: :data:`ZERO_TEST_REASON`, :data:`SPAWN_REASON_PREFIX` …).
     Unknown text is returned as it is."""
     text = str(reason)
-    if text in (*FAIL_CLOSED_REASONS, SKIP_EMPTY, SKIP_EXPLICIT, SKIP_CANCELLED):
+    if text in (*FAIL_CLOSED_REASONS, NO_REPORT_REASON, SKIP_EMPTY, SKIP_EXPLICIT, SKIP_CANCELLED):
         return _(text)
     for prefix, template in _SHOWN_PREFIXES:
         if text.startswith(prefix):
