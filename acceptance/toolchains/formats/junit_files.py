@@ -187,7 +187,7 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
             continue
         try:
             with open(real, "rb") as fh:
-                data = fh.read(MAX_FILE_BYTES + 1)
+                data = fh.read(min(st.st_size, MAX_FILE_BYTES) + 1)
         except OSError as exc:
             result.errors.append(f"{rel}: unreadable ({type(exc).__name__})")
             continue
