@@ -87,6 +87,22 @@ class TestCounts:
     failed_ids: list[str] = field(default_factory=list)
     passed_ids: list[str] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.failed_ids = unique_ids(self.failed_ids)
+        self.passed_ids = unique_ids(self.passed_ids)
+
+    @classmethod
+    def from_total(cls, runner: str, total: int, *, failed: int = 0, skipped: int = 0, errors: int = 0,
+                   outside: int = 0, failed_ids: Iterable[str] = (),
+                   passed_ids: Iterable[str] = ()) -> TestCounts:
+        """Counts from a summary that states a total and the kinds that did not pass (Surefire's
+        ``Tests run: 5, Failures: 1, Errors: 0, Skipped: 1``, PHPUnit's ``Tests: 5, Failures: 1``,
+        Minitest's ``5 runs, …``): ``passed = total − failed − skipped − errors``, never negative.
+        ``outside``: errors the total does not include (RSpec's "errors occurred outside of
+        examples"); they are added to ``errors``."""
+        return cls(runner, passed=max(0, total - failed - skipped - errors), failed=failed, skipped=skipped,
+                   errors=errors + outside, failed_ids=list(failed_ids), passed_ids=list(passed_ids))
+
     @property
     def total(self) -> int:
         """``passed + failed + skipped + errors``."""
@@ -135,6 +151,15 @@ def unique_ids(items: Iterable[str]) -> list[str]:
             if len(out) >= MAX_IDS:
                 break
     return out
+
+
+def last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text`` (a runner's final summary line wins over the
+    per-file ones printed before it), or None."""
+    m = None
+    for m in pattern.finditer(text):
+        pass
+    return m
 
 
 # --- directives ----------------------------------------------------------------------------------

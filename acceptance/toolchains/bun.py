@@ -29,7 +29,7 @@ from typing import Sequence
 
 from ...core.i18n import _
 from ._files import has_file
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, Derived, Detection, TestCounts, Toolchain
 
 _COUNT = re.compile(r"^\s*(\d+) (pass|fail|skip|todo|errors?)[ \t]*$", re.M)
 _RAN = re.compile(r"^Ran (\d+) tests? across \d+ files?\.", re.M)
@@ -66,8 +66,8 @@ def _parse_bun(text: str) -> TestCounts | None:
         failed=c["fail"],
         skipped=c["skip"] + c["todo"],
         errors=c["error"],
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -16,7 +16,6 @@ from .base import (
     ParseContext,
     TestCounts,
     Toolchain,
-    unique_ids,
     when_file,
 )
 from .formats.nextest import parse_nextest
@@ -51,8 +50,8 @@ def _parse_cargo(text: str, hinted: bool = False) -> TestCounts | None:
         failed=sum(int(r[1]) for r in results),
         skipped=sum(int(r[2]) for r in results),
         errors=compile_errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -37,7 +37,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _SUMMARY = re.compile(r"^\d+% tests passed, (\d+) tests? failed out of (\d+)[ \t]*$", re.M)
@@ -85,8 +84,8 @@ def _parse_ctest(text: str) -> TestCounts | None:
         passed=max(0, out_of - failed - skipped_in_n),
         failed=failed,
         skipped=skipped_in_n + not_run,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -42,7 +42,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _SUMMARY = re.compile(r"^(?:ok|FAILED) \| (\d+) passed[^|\n]*\| (\d+) failed[^|\n]*((?:\| [^|\n]*)*)$", re.M)
@@ -89,7 +88,7 @@ def _parse_deno(text: str) -> TestCounts | None:
         if m:
             passed_ids.append(f"{current} > {m.group(1)}" if current else m.group(1))
     return TestCounts("deno", passed=passed, failed=failed, skipped=ignored,
-                      failed_ids=unique_ids(failed_ids), passed_ids=unique_ids(passed_ids))
+                      failed_ids=failed_ids, passed_ids=passed_ids)
 
 
 def _zero(text: str) -> bool:

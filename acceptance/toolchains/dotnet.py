@@ -39,7 +39,6 @@ from .base import (
     Toolchain,
     read_json_object,
     read_small,
-    unique_ids,
 )
 
 _VSTEST = re.compile(
@@ -107,7 +106,7 @@ def _parse_dotnet(text: str) -> TestCounts | None:
             m = _PASSED_ID.match(line)
             if m:
                 passed_ids.append(m.group(1))
-    counts = TestCounts("dotnet", failed_ids=unique_ids(failed_ids), passed_ids=unique_ids(passed_ids))
+    counts = TestCounts("dotnet", failed_ids=failed_ids, passed_ids=passed_ids)
     vstest = _VSTEST.findall(text)
     if vstest:
         counts.failed = sum(int(v[0]) for v in vstest)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, Derived, Detection, TestCounts, Toolchain
 
 _SUMMARY = re.compile(
     r"^(?:(\d+) doctests?, )?(?:(\d+) propert(?:y|ies), )?(\d+) tests?, (\d+) failures?((?:, \d+ \w+)*)[ \t]*$", re.M)
@@ -50,14 +50,8 @@ def _parse_exunit(text: str) -> TestCounts | None:
             else:
                 skipped += int(n)
     failed_ids = [f"{module}.{name}" for name, module in _FAILED.findall(text)]
-    return TestCounts(
-        "exunit",
-        passed=max(0, total - failures - skipped - invalid),
-        failed=failures,
-        skipped=min(skipped, max(0, total - failures - invalid)),
-        errors=invalid,
-        failed_ids=unique_ids(failed_ids),
-    )
+    return TestCounts.from_total("exunit", total, failed=failures, errors=invalid,
+                                 skipped=min(skipped, max(0, total - failures - invalid)), failed_ids=failed_ids)
 
 
 def _zero(text: str) -> bool:

@@ -54,8 +54,8 @@ def _counts(text: str, events_alone: bool) -> TestCounts | None:
         total = sum(int(s[0]) for s in summaries)
         failed = sum(int(s[1] or 0) for s in summaries)
         skipped = sum(int(s[2] or 0) for s in summaries)
-        return TestCounts("gradle", passed=max(0, total - failed - skipped), failed=failed, skipped=skipped,
-                          failed_ids=failed_ids, passed_ids=passed_ids)
+        return TestCounts.from_total("gradle", total, failed=failed, skipped=skipped, failed_ids=failed_ids,
+                                     passed_ids=passed_ids)
     if events and events_alone:
         return TestCounts("gradle", passed=sum(1 for _n, s in events if s == "PASSED"),
                           failed=sum(1 for _n, s in events if s == "FAILED"),

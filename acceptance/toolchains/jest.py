@@ -13,8 +13,8 @@ from .base import (
     ParseContext,
     TestCounts,
     Toolchain,
+    last_match,
     test_action,
-    unique_ids,
 )
 from .formats.jest_json import parse_jest_json
 
@@ -26,9 +26,7 @@ _JEST_GLYPH = re.compile(r"^(\s+)(✓|✕|○|✎|√|×) (?:skipped |todo )?(.+
 
 
 def _parse_jest(text: str) -> TestCounts | None:
-    m = None
-    for m in _JEST_TESTS.finditer(text):
-        pass
+    m = last_match(_JEST_TESTS, text)
     if m is None:
         if _JEST_NONE.search(text):
             return TestCounts("jest")
@@ -75,8 +73,8 @@ def _parse_jest(text: str) -> TestCounts | None:
         failed=c.get("failed", 0),
         skipped=c.get("skipped", 0) + c.get("todo", 0) + c.get("pending", 0),
         errors=errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -33,7 +33,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _LEVEL = r"(?:\[(?:INFO|WARNING|ERROR)\] )?"
@@ -68,14 +67,8 @@ def _parse_maven(text: str) -> TestCounts | None:
         m = _FAILED_2.match(line)
         if m:
             failed_ids.append(f"{m.group(2)}.{m.group(1)}")
-    return TestCounts(
-        "maven",
-        passed=max(0, run - failures - errors - skipped),
-        failed=failures,
-        skipped=skipped,
-        errors=errors,
-        failed_ids=unique_ids(failed_ids),
-    )
+    return TestCounts.from_total("maven", run, failed=failures, skipped=skipped, errors=errors,
+                                 failed_ids=failed_ids)
 
 
 def _zero(text: str) -> bool:

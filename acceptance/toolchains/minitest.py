@@ -27,7 +27,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _SUMMARY = re.compile(r"^(\d+) runs, (\d+) assertions, (\d+) failures, (\d+) errors, (\d+) skips[ \t]*$", re.M)
@@ -51,15 +50,8 @@ def _parse_minitest(text: str) -> TestCounts | None:
             if m:
                 failed_ids.append(m.group(1))
     passed_ids = [name for name, mark in _VERBOSE.findall(text) if mark == "."]
-    return TestCounts(
-        "minitest",
-        passed=max(0, runs - failures - errors - skips),
-        failed=failures,
-        skipped=skips,
-        errors=errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
-    )
+    return TestCounts.from_total("minitest", runs, failed=failures, skipped=skips, errors=errors,
+                                 failed_ids=failed_ids, passed_ids=passed_ids)
 
 
 def _zero(text: str) -> bool:

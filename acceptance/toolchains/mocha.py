@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, TestCounts, Toolchain
 
 _MOCHA_PASSING = re.compile(r"^\s*(\d+) passing\b", re.M)
 _MOCHA_OTHER = re.compile(r"^\s*[1-9]\d* (?:failing|pending)\b", re.M)
@@ -51,8 +51,8 @@ def _parse_mocha(text: str) -> TestCounts | None:
         passed=counts["passing"],
         failed=counts["failing"],
         skipped=counts["pending"],
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, TestCounts, Toolchain
 
 _NODE_SPEC_ZERO = re.compile(r"^\s*ℹ\s+tests\s+0\s*$", re.M)
 _NODE_SPEC_SOME = re.compile(r"^\s*ℹ\s+tests\s+[1-9]\d*\s*$", re.M)
@@ -51,8 +51,8 @@ def _parse_node_spec(text: str) -> TestCounts | None:
         passed=c.get("pass", 0),
         failed=c.get("fail", 0) + c.get("cancelled", 0),
         skipped=c.get("skipped", 0) + c.get("todo", 0),
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -29,7 +29,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_json_object,
-    unique_ids,
 )
 
 _OK = re.compile(r"^OK \((\d+) tests?, \d+ assertions?\)[ \t]*$", re.M)
@@ -70,14 +69,8 @@ def _parse_phpunit(text: str) -> TestCounts | None:
             m = _ENTRY.match(line)
             if m:
                 failed_ids.append(m.group(1))
-    return TestCounts(
-        "phpunit",
-        passed=max(0, tests - failed - errors - skipped),
-        failed=failed,
-        skipped=skipped,
-        errors=errors,
-        failed_ids=unique_ids(failed_ids),
-    )
+    return TestCounts.from_total("phpunit", tests, failed=failed, skipped=skipped, errors=errors,
+                                 failed_ids=failed_ids)
 
 
 def _zero(text: str) -> bool:

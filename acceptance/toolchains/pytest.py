@@ -26,7 +26,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _PYTEST_COLLECTED0 = re.compile(r"\bcollected 0 items\b", re.I)
@@ -76,8 +75,8 @@ def _parse_pytest(text: str) -> TestCounts | None:
         failed=c.get("failed", 0),
         skipped=c.get("skipped", 0) + c.get("xfailed", 0),
         errors=c.get("error", 0) + c.get("errors", 0),
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

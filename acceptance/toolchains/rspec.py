@@ -34,7 +34,6 @@ from .base import (
     TestCounts,
     Toolchain,
     read_small,
-    unique_ids,
 )
 
 _SUMMARY = re.compile(
@@ -55,14 +54,8 @@ def _parse_rspec(text: str) -> TestCounts | None:
     errors = sum(int(s[3] or 0) for s in summaries)
     failed_ids = [desc for _loc, desc in _FAILED.findall(text)]
     failed_ids += [path[2:] if path.startswith("./") else path for path in _LOAD_ERROR.findall(text)]
-    return TestCounts(
-        "rspec",
-        passed=max(0, examples - failures - pending),
-        failed=failures,
-        skipped=pending,
-        errors=errors,
-        failed_ids=unique_ids(failed_ids),
-    )
+    return TestCounts.from_total("rspec", examples, failed=failures, skipped=pending, outside=errors,
+                                 failed_ids=failed_ids)
 
 
 def _zero(text: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .base import CountFormat, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, TestCounts, Toolchain
 
 _TAP_LINE = re.compile(r"^( *)(not ok|ok) (\d+)(?: -)?(?: (.*?))?\s*$")
 _TAP_DIRECTIVE = re.compile(r"\s+#\s*(SKIP|TODO)\b\S*\s*(.*)$", re.I)
@@ -113,8 +113,8 @@ def _parse_tap(text: str) -> TestCounts | None:
         failed=failed,
         skipped=skipped,
         errors=len(_TAP_BAIL.findall(text)),
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain, unique_ids
+from .base import CountFormat, TestCounts, Toolchain
 
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.M)
 
@@ -45,8 +45,8 @@ def _parse_unittest(text: str) -> TestCounts | None:
         failed=failures + xpass,
         skipped=skipped + xfail,
         errors=errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

@@ -13,8 +13,8 @@ from .base import (
     ParseContext,
     TestCounts,
     Toolchain,
+    last_match,
     test_action,
-    unique_ids,
 )
 
 _VITEST_NONE = re.compile(r"\bno test files found\b", re.I)
@@ -32,9 +32,7 @@ _VITEST_TEST_LINE = re.compile(r"^( +)(✓|×|↓) (.+?)(?: \d+ms)?\s*$")
 
 
 def _parse_vitest(text: str) -> TestCounts | None:
-    m = None
-    for m in _VITEST_TESTS.finditer(text):
-        pass
+    m = last_match(_VITEST_TESTS, text)
     if m is None or not _VITEST_FILES.search(text):
         if _VITEST_NONE.search(text) and re.search(r"^\s*RUN\s+v\d", text, re.M):
             return TestCounts("vitest")
@@ -65,8 +63,8 @@ def _parse_vitest(text: str) -> TestCounts | None:
         failed=c.get("failed", 0),
         skipped=c.get("skipped", 0) + c.get("todo", 0),
         errors=errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

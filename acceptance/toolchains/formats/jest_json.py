@@ -49,7 +49,7 @@ import re
 from collections import deque
 from typing import Any, Callable
 
-from ..base import TestCounts, unique_ids
+from ..base import TestCounts
 
 JEST_RUNNER = "jest-json"
 VITEST_RUNNER = "vitest-json"
@@ -172,8 +172,8 @@ def _counts(report: dict[str, Any]) -> TestCounts:
         failed=tally["failed"] if failed is None else failed,
         skipped=tally["skipped"] if pending is None and todo is None else (pending or 0) + (todo or 0),
         errors=errors,
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )
 
 

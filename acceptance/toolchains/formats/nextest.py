@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 
-from ..base import TestCounts, unique_ids
+from ..base import TestCounts
 
 RUNNER = "nextest"
 """The ``TestCounts.runner`` (count-format id) of this format."""
@@ -124,8 +124,8 @@ def parse_nextest(text: str) -> TestCounts | None:
             failed=parts.get("failed", 0) + parts.get("timed out", 0),
             skipped=parts.get("skipped", 0),
             errors=parts.get("exec failed", 0),
-            failed_ids=unique_ids(failed_ids),
-            passed_ids=unique_ids(passed_ids),
+            failed_ids=failed_ids,
+            passed_ids=passed_ids,
         )
     if not final and (_NO_TESTS.search(text) or (starting and int(starting[-1].group(1)) == 0)):
         return TestCounts(RUNNER)
@@ -134,6 +134,6 @@ def parse_nextest(text: str) -> TestCounts | None:
         passed=len(passed_ids),
         failed=len(failed_ids),
         skipped=sum(1 for s in final.values() if s == "skip"),
-        failed_ids=unique_ids(failed_ids),
-        passed_ids=unique_ids(passed_ids),
+        failed_ids=failed_ids,
+        passed_ids=passed_ids,
     )

@@ -34,6 +34,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -501,28 +502,43 @@ def run_case(case: Case, timeout_s: float = 240) -> tuple[int, str]:
     exe = case_tool(case)
     if exe is None:
         raise FileNotFoundError(f"{case.argv[0]} is not installed")
+    return run_project([exe, *case.argv[1:]], case.files, case.setup, _env, tool_path, timeout_s)
+
+
+def run_project(argv: Sequence[str], files: Mapping[str, str], setup: Sequence[Sequence[str]],
+                env_for: Callable[[Path], dict[str, str]], find: Callable[[str], str | None],
+                timeout_s: float) -> tuple[int, str]:
+    """Write ``files`` into ``<tmp>/proj``, run each ``setup`` command there (``find`` resolves its
+    tool; output not kept), then ``argv`` with stdin at EOF and stdout + stderr merged into one file.
+    Returns ``(exit code, output)``: UTF-8 with replacement, the project path replaced by ``/tmp/proj``
+    and the temp dir by ``/tmp``. ``env_for(tmp)`` gives the environment (caches may live in ``tmp``).
+    Shared by ``record_toolchains.py``.
+
+    Raises:
+        subprocess.CalledProcessError: a setup command failed.
+        subprocess.TimeoutExpired: a command ran longer than ``timeout_s`` (seconds).
+    """
     with tempfile.TemporaryDirectory(prefix="ts-rec-") as tmp:
         work = Path(tmp)
         proj = work / "proj"
         proj.mkdir()
-        for rel, text in case.files.items():
+        for rel, text in files.items():
             p = proj / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text, encoding="utf-8")
-        env = _env(work)
-        for cmd in case.setup:
-            subprocess.run([tool_path(cmd[0]) or cmd[0], *cmd[1:]], cwd=proj, env=env, check=True,
+        env = env_for(work)
+        for cmd in setup:
+            subprocess.run([find(cmd[0]) or cmd[0], *cmd[1:]], cwd=proj, env=env, check=True,
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s)
         out_path = work / "output.txt"
         with open(out_path, "wb") as out:
-            p = subprocess.run([exe, *case.argv[1:]], cwd=proj, env=env, stdin=subprocess.DEVNULL,
-                               stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
+            done = subprocess.run(list(argv), cwd=proj, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
         text = out_path.read_bytes().decode("utf-8", errors="replace")
-        for variant in {str(proj), os.path.realpath(proj)}:
-            text = text.replace(variant, PROJ)
-        for variant in {str(work), os.path.realpath(work)}:
-            text = text.replace(variant, "/tmp")
-        return p.returncode, text
+        for path, replacement in ((proj, PROJ), (work, "/tmp")):
+            for variant in sorted({str(path), os.path.realpath(path)}, key=len, reverse=True):
+                text = text.replace(variant, replacement)
+        return done.returncode, text
 
 
 def header(case: Case, exit_code: int) -> str:

@@ -28,15 +28,16 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# this folder is on sys.path: the script's own dir, or tests/test_toolchain_new.py's insert
+from record_runner_outputs import run_project
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 NODE_BIN = REPO / "tests" / "toolchains" / "node_modules" / ".bin"
 HEADER_PREFIX = "#% recorded by record_toolchains.py"
-PROJ = "/tmp/proj"
 
 
 @dataclass(frozen=True)
@@ -429,28 +430,7 @@ def run_case(case: Case, timeout_s: float = 300) -> tuple[int, str]:
     exe = tool_path(case.argv[0])
     if exe is None:
         raise FileNotFoundError(f"{case.argv[0]} is not installed")
-    with tempfile.TemporaryDirectory(prefix="ts-rec-") as tmp:
-        work = Path(tmp)
-        proj = work / "proj"
-        proj.mkdir()
-        for rel, text in case.files.items():
-            p = proj / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text, encoding="utf-8")
-        env = run_env(work)
-        for cmd in case.setup:
-            subprocess.run([tool_path(cmd[0]) or cmd[0], *cmd[1:]], cwd=proj, env=env, check=True,
-                           stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s)
-        out_path = work / "output.txt"
-        with open(out_path, "wb") as out:
-            p = subprocess.run([exe, *case.argv[1:]], cwd=proj, env=env, stdin=subprocess.DEVNULL,
-                               stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s)
-        text = out_path.read_bytes().decode("utf-8", errors="replace")
-        for variant in sorted({str(proj), os.path.realpath(proj)}, key=len, reverse=True):
-            text = text.replace(variant, PROJ)
-        for variant in sorted({str(work), os.path.realpath(work)}, key=len, reverse=True):
-            text = text.replace(variant, "/tmp")
-        return p.returncode, text
+    return run_project([exe, *case.argv[1:]], case.files, case.setup, run_env, tool_path, timeout_s)
 
 
 def record(case: Case) -> Path | None:
