@@ -30,10 +30,18 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .git import LOCKFILE_RE
-from .toolchains.base import INFO, MAX_LINE, Finding, ParseContext, strip_ansi, test_action
+from .toolchains.base import (
+    INFO,
+    MAX_LINE,
+    Finding,
+    ParseContext,
+    strip_ansi,
+    test_action,
+)
 from .toolchains.registry import toolchains
 
 __all__ = [
@@ -142,6 +150,106 @@ def _junit_failures(check: Mapping[str, Any]) -> list[Any]:
     return failures if isinstance(failures, list) else []
 
 
+# --- machine-readable outputs (read whole at run time) ---------------------------------------------
+
+
+def whole_output_findings(text: str, runner: str, project: str, name: str, cmd: str,
+                          limit: int = MAX_ITEMS) -> list[dict[str, Any]]:
+    """Directive items of a failed test check whose counts came from a machine-readable form
+    (a :class:`CountFormat` with ``whole_lines``: ``go test -json``, the Jest/Vitest JSON report).
+
+    Such a report is one long line or a stream of events: ``outputTail`` (its last 4,000
+    characters, lines cut at 2,000) cannot hold it, so the check runner calls this on the output it
+    counted (up to 1 MiB, whole lines) and stores the items as the check's ``findings``; the
+    engine then reads them instead of the tail (issue 13, break-test). The parser is the one of the
+    toolchain declaring the format ``runner``, or of the toolchain whose id is ``runner`` without
+    ``-json`` (``vitest-json`` comes from the shared Jest report format).
+
+    Returns:
+        ``[{"file"?, "line"?, "issue", "action", "source"}]`` in output order, at most ``limit``;
+        ``[]`` for a text form or when the parser finds nothing. Never raises.
+    """
+    base = runner.removesuffix("-json")
+    owner = next((tc for tc in toolchains() if tc.directives is not None and (
+        any(f.whole_lines and f.id == runner for f in tc.formats) or (tc.id == base and base != runner))), None)
+    if owner is None or owner.directives is None:
+        return []
+    try:
+        found = owner.directives(strip_ansi(text), ParseContext(project=project, check_name=name, cmd=cmd))
+    except Exception:  # noqa: BLE001 - a parser bug must not break the check
+        log.exception("directive parser %s failed on check %s", owner.id, name)
+        return []
+    items: list[dict[str, Any]] = []
+    for f in found[:limit]:
+        f.source = owner.id
+        items.append(f.to_item())
+    return items
+
+
+def _stored_findings(check: Mapping[str, Any]) -> list[Finding]:
+    out: list[Finding] = []
+    for item in check.get("findings") or []:
+        if isinstance(item, Mapping) and item.get("issue") and item.get("action"):
+            line = item.get("line")
+            out.append(Finding(str(item["issue"]), str(item["action"]), str(item.get("file") or "") or None,
+                               line if isinstance(line, int) else None, source=str(item.get("source") or "")))
+    return out
+
+
+_JVM_SOURCE_ROOTS = ("src/test/java", "src/test/kotlin", "src/test/groovy", "src/main/java", "src/main/kotlin", "")
+"""Where a JVM stack frame's bare file name is looked for (Maven/Gradle layouts, then the root)."""
+
+
+def _jvm_path(name: str, test_id: str, project: Path) -> str | None:
+    """``CalcTest.java`` of the test ``demo.CalcTest.adds`` → ``src/test/java/demo/CalcTest.java``
+    when that file exists (a JVM frame names the file without its directory)."""
+    stem = name.rsplit(".", 1)[0]
+    parts = test_id.replace("::", ".").split(".")
+    if stem not in parts:
+        return None
+    rel = "/".join([*parts[:parts.index(stem)], name])
+    for root in _JVM_SOURCE_ROOTS:
+        candidate = f"{root}/{rel}" if root else rel
+        if (project / candidate).is_file():
+            return candidate
+    return None
+
+
+def _own_frame(frames: Any, ctx: ParseContext, test_id: str) -> tuple[str, int] | None:
+    """The first of a JUnit failure's candidate ``frames`` that is the project's own code and a file
+    that exists in it; a JVM frame's bare ``CalcTest.java`` is resolved through the test's package
+    (:func:`_jvm_path`), a library's frame (``Assertions.java``) resolves to nothing."""
+    if not ctx.project:
+        return None
+    project = Path(ctx.project)
+    for frame in frames if isinstance(frames, list) else []:
+        if not (isinstance(frame, (list, tuple)) and len(frame) == 2 and isinstance(frame[1], int)):
+            continue
+        path = str(frame[0])
+        if not ctx.own(path):
+            continue
+        rel = ctx.rel(path)
+        if (project / rel).is_file():
+            return rel, frame[1]
+        if "/" not in rel:
+            found = _jvm_path(rel, test_id, project)
+            if found:
+                return found, frame[1]
+    return None
+
+
+def _without_own_name(message: str, title: str) -> str:
+    """A JUnit failure text without the test's own name in front: PHPUnit starts it with
+    ``Class::method`` on a line of its own, or glues a ``.phpt`` name to the message."""
+    first, _, rest = message.strip().partition("\n")
+    head = first.strip()
+    if rest.strip() and (head == title or head.endswith("::" + title.rsplit(".", 1)[-1])):
+        return rest
+    if head.startswith(title) and len(head) > len(title):
+        return message.strip()[len(title):]
+    return message
+
+
 def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
     """The failed cases the failing checks' JUnit XML reports name (``checks[].junit.failures``,
     :mod:`.toolchains.formats.junit`): ``test '<id>' failed: <message>`` at the case's
@@ -155,8 +263,10 @@ def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
                 continue
             file = ctx.rel(str(f["file"])) if f.get("file") else None
             line = f.get("line") if isinstance(f.get("line"), int) else None
-            message = str(f.get("message") or "").strip().split("\n")[0] or str(f.get("kind") or "failure")
+            file, line = _own_frame(f.get("frames"), ctx, str(f["id"])) or (file, line if file else None)
             title = str(f["id"])
+            message = _without_own_name(str(f.get("message") or ""), title).strip().split("\n")[0] \
+                or str(f.get("kind") or "failure")
             out.append(Finding(f"test '{title}' failed: {message}",
                                test_action("JUnit", title, (file, line) if file and line else None, file),
                                file, line))
@@ -233,10 +343,16 @@ def extract_directives(
     checks = _checks(report)
     for ci, c in enumerate(checks):
         name, cmd = str(c.get("name") or ""), str(c.get("cmd") or "")
+        optional = 1 if c.get("optional") else 0
+        stored = _stored_findings(c)
+        if stored:  # a machine-readable output, read whole by the runner (whole_output_findings)
+            for f in stored:
+                ranked.append((f.severity + optional, seq, f"{ci}:{f.source}", f))
+                seq += 1
+            continue
         text = _cut_lines(strip_ansi(str(c.get("outputTail") or "")))
         if not text.strip() or _junit_failures(c):
             continue  # a check whose JUnit XML names its failures is read from the XML only
-        optional = 1 if c.get("optional") else 0
         for src in registry:
             if not isinstance(src, OutputParser):
                 continue

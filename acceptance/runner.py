@@ -25,6 +25,11 @@ Test checks (:func:`~tianshu_mcp.acceptance.testcount.is_test_check`): the outpu
 * the parsed counts report failed tests or errors → :data:`CONTRADICTION_REASON`;
 * every parsed test was skipped → :data:`ALL_SKIPPED_REASON`.
 
+A failed test check whose counts came from a machine-readable form (``go test -json``, the
+Jest/Vitest JSON report) also gets ``findings``: its repair directive items, read from the whole
+counted text (:func:`~tianshu_mcp.acceptance.directives.whole_output_findings`), since
+``outputTail`` holds only the end of such a report.
+
 A non-zero exit is a failure already. Timeouts are always enforced: a check timeout ≤ 0 (the
 config schema rejects it) falls back to the default, and a default ≤ 0 to 300 000 ms.
 
@@ -47,7 +52,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.i18n import N_, _
 from ..core.procs import run_process, stop_requested
 from .config import CheckDef
-from .directives import strip_ansi
+from .directives import strip_ansi, whole_output_findings
 from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 from .toolchains.formats.junit_files import JUnitResult, collect_junit
@@ -240,7 +245,7 @@ def run_check(
 
     Returns:
         ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason],
-        [optional], aborted, [tests]}``. ``cmd[] == []`` / ``skip :`` / cancelled before start →
+        [optional], aborted, [tests], [junit], [findings]}``. ``cmd[] == []`` / ``skip :`` / cancelled before start →
         skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
         command: <why> (<OS error>)`` (``'x' was not found on PATH``, ``'./x' is not
         executable``, …). A test check whose output parses gets ``tests`` =
@@ -321,13 +326,15 @@ def _run(
     )
     tail = strip_ansi(log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
     counts: TestCounts | None = None
+    counted = ""  # the text the counts came from (the output's last PARSE_TAIL_BYTES)
     junit = _junit(check, project, started_at) if res.error is None and check.junit_xml else None
     is_test = res.error is None and (bool(check.junit_xml) or is_test_check(check.name, argv))
     if junit is not None and junit.counts is not None:
         counts = junit.counts  # the XML before any text heuristic
     elif is_test:
         try:
-            counts = parse_tests(_read_tail(part, start, PARSE_TAIL_BYTES), argv)
+            counted = _read_tail(part, start, PARSE_TAIL_BYTES)
+            counts = parse_tests(counted, argv)
         except Exception:  # noqa: BLE001 - a parser bug must not break the check
             log.exception("could not parse the test output of check %s", check.name)
     if junit is not None:
@@ -367,6 +374,10 @@ def _run(
     result["aborted"] = res.killed
     if counts is not None:
         result["tests"] = counts.to_json()
+        if not result["passed"] and junit is None:
+            findings = whole_output_findings(counted, counts.runner, str(project), check.name, display)
+            if findings:  # a machine-readable report: outputTail holds only its end
+                result["findings"] = findings
     if junit is not None:
         result["junit"] = junit.to_json()
     return result

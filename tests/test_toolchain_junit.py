@@ -494,3 +494,8 @@ def test_collect_caps_files_and_bytes(tmp_path: Path, monkeypatch: pytest.Monkey
     res = collect_junit(tmp_path, "r/*.xml", started)
     assert res.files == ["r/0.xml", "r/1.xml"] and len(res.errors) == 3
     assert all("in total" in e for e in res.errors)
+    monkeypatch.setattr(junit_files, "MAX_TOTAL_BYTES", 256 << 20)
+    monkeypatch.setattr(junit_files, "MAX_ENTRIES", 4)  # break-test: the count said "4,001 files matched"
+    res = collect_junit(tmp_path, "r/*.xml", started)
+    assert len(res.files) == 4 and res.errors == [
+        "r/*.xml: more than 4 entries matched, the search stopped there; only the first 4 files were considered"]

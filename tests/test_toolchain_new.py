@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tianshu_mcp.acceptance.config import derive_default_checks
 from tianshu_mcp.acceptance.config_model import to_check_def
+from tianshu_mcp.acceptance.directives import extract_directives
 from tianshu_mcp.acceptance.testcount import detect_zero_tests, is_test_check, parse_tests
 from tianshu_mcp.acceptance.toolchains import registry
 from tianshu_mcp.acceptance.toolchains.base import Derived, clean
@@ -402,6 +403,59 @@ DERIVED_LIVE: dict[str, tuple[str, dict[str, str], tuple[int, int, int, int] | N
 }
 
 
+# --- repair directives of the console reporters without a JUnit report -------------------------------
+
+CONSOLE_DIRECTIVES: dict[str, tuple[str, list[tuple[str | None, int | None, str]]]] = {
+    "rspec/fail.txt": ("rspec", [
+        ("spec/calc_spec.rb", 10, "test 'Calc.add adds wrongly on purpose' failed: expected: 5; got: 4"),
+        ("spec/calc_spec.rb", 14, "test 'Calc.add raises on purpose' failed: RuntimeError: boom")]),
+    "rspec/load-error.txt": ("rspec", [
+        ("spec/broken_spec.rb", 1,
+         "test file spec/broken_spec.rb failed to load: LoadError: cannot load such file -- no_such_library")]),
+    "rspec/pending.txt": ("rspec", []),
+    "minitest/fail.txt": ("rake test", [
+        ("test/calc_test.rb", 10, "test 'CalcTest#test_adds_wrongly_on_purpose' failed: Expected: 5; Actual: 4"),
+        ("test/calc_test.rb", 14, "test 'CalcTest#test_raises_on_purpose' failed: RuntimeError: boom")]),
+    "exunit/fail.txt": ("mix test", [
+        ("test/calc_test.exs", 10,
+         "test 'CalcTest.test adds wrongly on purpose' failed: Assertion with == failed; left: 4; right: 5"),
+        ("test/calc_test.exs", 14, "test 'CalcTest.test raises on purpose' failed: ** (RuntimeError) boom")]),
+}
+
+
+def _directives(text: str, cmd: str, project: str = "/tmp/proj") -> list[tuple[str | None, int | None, str]]:
+    check = {"name": "test", "cmd": cmd, "passed": False, "outputTail": text}
+    items = extract_directives({"projectPath": project, "checks": [check]})["items"]
+    return [(i.get("file"), i.get("line"), i["issue"]) for i in items]
+
+
+@pytest.mark.parametrize("rel", sorted(CONSOLE_DIRECTIVES))
+def test_console_reporters_give_located_directives(rel: str) -> None:
+    """Break-test: RSpec, Minitest and ExUnit print ``file:line`` for every failure but had no
+    directive parser. By command and, under an unrelated command name, by the output's shape."""
+    cmd, want = CONSOLE_DIRECTIVES[rel]
+    text = (DATA / rel).read_text(encoding="utf-8").split("\n", 1)[1]
+    assert _directives(text, cmd) == want
+    if want:
+        assert _directives(text, "make check") == want
+
+
+@pytest.mark.parametrize("tc", ["rspec", "minitest", "exunit"])
+def test_live_console_directives_match_the_recording(tc: str, tmp_path: Path) -> None:
+    """The same runs today: a newer runner whose failure blocks read differently shows up here."""
+    case = next(c for c in rec.CASES if (c.toolchain, c.name) == (tc, "fail"))
+    _need(case.argv[0])
+    _code, text = rec.run_case(case)
+    cmd, want = CONSOLE_DIRECTIVES[f"{tc}/fail.txt"]
+    assert sorted(_directives(text, cmd)) == sorted(want)  # ExUnit runs its tests in random order
+
+
+DIRECTIVE_LIVE: dict[str, tuple[str | None, int | None, str]] = {
+    "maven": ("src/test/java/demo/CalcTest.java", 13, "test 'demo.CalcTest.wrongOnPurpose' failed: expected: <5> but was: <4>"),
+    "phpunit": ("tests/CalcTest.php", 14, "test 'CalcTest.testAddsWronglyOnPurpose' failed: Failed asserting that 4 is identical to 5."),
+}
+
+
 @pytest.mark.parametrize("tc", sorted(DERIVED_LIVE))
 def test_live_derived_check(tc: str, tmp_path: Path) -> None:
     """Run the derived check as derived (Maven offline) on the recorded "fail" project: its output
@@ -431,6 +485,14 @@ def test_live_derived_check(tc: str, tmp_path: Path) -> None:
     assert result.files and not result.stale and not result.errors, result.note
     c = result.counts
     assert c is not None and (c.passed, c.failed, c.skipped, c.errors) == report, result.note
+    items = extract_directives({"projectPath": str(project), "checks": [
+        {"name": check.name, "cmd": " ".join(check.argv), "passed": False, "outputTail": "", "junit": result.to_json()}]})["items"]
+    assert items and all(i["source"] == "junit" for i in items), items
+    for item in items:  # a located directive names a file of the project; no issue is just the test's name
+        assert "file" not in item or (project / item["file"]).is_file(), item
+        assert not re.search(r"failed: \S+::\S+$", item["issue"]), item
+    if tc in DIRECTIVE_LIVE:
+        assert (items[0].get("file"), items[0].get("line"), items[0]["issue"]) == DIRECTIVE_LIVE[tc], items
 
 
 LIVE = [c for c in rec.CASES if c.name != "fail" and c.toolchain != "maven"]

@@ -158,6 +158,76 @@ def test_jest_json_zero_and_counts_through_the_runner(tmp_path: Path) -> None:
     assert (res["tests"]["passed"], res["tests"]["skipped"]) == (1, 1) and res["tests"]["passedIds"] == ["adds"]
 
 
+# --- directives from the machine-readable forms -------------------------------------------------------
+
+DATA = Path(__file__).resolve().parent / "data" / "toolchains"
+
+
+def _failed_report(project: Path, *checks: dict) -> dict:
+    return {"projectPath": str(project), "checks": list(checks)}
+
+
+@pytest.mark.skipif(GO is None, reason="go is not installed (setup.sh installs golang-go)")
+def test_go_test_json_failures_become_directives_although_the_tail_cannot_hold_them(tmp_path: Path) -> None:
+    """Break-test: ``go test -json`` gave no directive. The failing test comes first and 80 passing
+    tests after it, so its log line is far outside ``outputTail``; the runner reads the counted text
+    whole and stores the items. Real go."""
+    os.environ.setdefault("GOCACHE", str(tmp_path / "gocache"))
+    passing = "".join(f"func TestP{i}(t *testing.T) {{ t.Log(\"fine {i}\") }}\n" for i in range(80))
+    project = _go_module(tmp_path / "m", "package m\n\nimport \"testing\"\n\n"
+                         "func TestAdd(t *testing.T) {\n\tif got := Add(1, 2); got != 4 {\n"
+                         "\t\tt.Errorf(\"Add(1, 2) = %d, want 4\", got)\n\t}\n}\n" + passing)
+    res = _run(tmp_path, project, CheckDef.make("go-test", ["go", "test", "-json", "./..."]))
+    assert res["passed"] is False and res["tests"]["runner"] == "go-json" and res["tests"]["failed"] == 1, res
+    assert "m_test.go:7" not in res["outputTail"]
+    items = extract_directives(_failed_report(project, res))["items"]
+    assert items[0]["file"] == "m_test.go" and items[0]["line"] == 7 and items[0]["source"] == "go", items
+    assert items[0]["issue"] == "TestAdd failed: Add(1, 2) = 3, want 4"
+    assert not any("fine" in i["issue"] for i in items), items  # passing tests' logs are not blamed
+
+
+@pytest.mark.skipif(not (NODE_BIN / "vitest").exists(), reason="tests/toolchains has no node_modules (setup.sh runs npm ci)")
+def test_vitest_json_failures_become_directives(tmp_path: Path) -> None:
+    """Break-test: ``vitest run --reporter=json`` gave no directive (it prints no failure block and
+    the report is one line longer than the engine's 2,000-character line cut). Real vitest."""
+    project = tmp_path / "js"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "x", "private": true, "type": "module"}')
+    (project / "calc.js").write_text("export const add = (a, b) => a - b;\n")
+    (project / "calc.test.js").write_text(
+        "import { add } from './calc.js';\n"
+        "describe('calc', () => {\n"
+        "  test('adds', () => {\n"
+        "    expect(add(1, 2)).toBe(3);\n"
+        "  });\n"
+        + "".join(f"  test('passes {i}', () => expect(1).toBe(1));\n" for i in range(40))
+        + "});\n")
+    argv = [str(NODE_BIN / "vitest"), "run", "--globals", "--reporter=json", "--root", str(project)]
+    res = _run(tmp_path, project, CheckDef.make("unit", argv))
+    assert res["passed"] is False and res["tests"]["runner"] == "vitest-json" and res["tests"]["failed"] == 1, res
+    items = extract_directives(_failed_report(project, res))["items"]
+    assert [(i["file"], i["line"], i["source"]) for i in items] == [("calc.test.js", 4, "vitest")], items
+    assert items[0]["issue"].startswith("test 'calc > adds' failed: AssertionError: expected -1 to be 3"), items
+
+
+def test_go_verbose_logs_belong_to_the_test_that_printed_them() -> None:
+    """``go test -v`` (and ``-json``, which is its text in events) prints a test's log after
+    ``=== RUN``; a skipped test's log was blamed on the failed test before it, and the failed
+    test's own log was lost. The generated ``_testmain.go`` is not the project's code."""
+    def items(name: str, cmd: str) -> list[tuple]:
+        text = (DATA / "go" / name).read_text().split("\n", 1)[1]
+        check = {"name": "test", "cmd": cmd, "passed": False, "outputTail": text}
+        return [(i.get("file"), i.get("line"), i["issue"]) for i in
+                extract_directives(_failed_report(Path("/tmp/proj"), check))["items"]]
+
+    expected = [("a/a_test.go", 6, "TestBad failed: boom"), ("a/a_test.go", 10, "TestSub/two failed: nope")]
+    assert items("go-fail-v.txt", "go test -v ./...") == expected
+    assert items("go-fail.txt", "go test ./...") == expected
+    assert items("fail.txt", "go test -json ./...") == expected
+    assert items("timeout.txt", "go test -json ./...") == [
+        ("slow/slow_test.go", 9, "TestSlow panicked: test timed out after 3s")]
+
+
 # --- JUnit XML as the universal source ----------------------------------------------------------------
 
 
@@ -183,8 +253,28 @@ def test_junit_xml_counts_take_precedence_and_directives_come_from_it(tmp_path: 
     report = {"projectPath": str(project), "checks": [res]}
     items = extract_directives(report)["items"]
     first = items[0]
-    assert first["source"] == "junit" and first["file"] == "tests/test_a.py" and first["line"] == 4, items
+    # the failing assert (line 5, from the failure's traceback), not the test's ``def`` (the
+    # ``line`` attribute, 0-based 3 → 4)
+    assert first["source"] == "junit" and first["file"] == "tests/test_a.py" and first["line"] == 5, items
     assert "test_bad" in first["issue"] and "one is not two" in first["issue"]
+
+
+def test_pytest_default_xunit2_report_still_locates_the_failure(tmp_path: Path) -> None:
+    """Break-test: pytest's default ``junit_family`` (xunit2) writes no ``file``/``line``; the
+    directive had no location. It now comes from the failure's traceback, deepest own frame
+    first (the helper's assert, line 5; the test calls it on line 9). Real pytest."""
+    project = _py_project(tmp_path / "p", "from calc import add\n\n\ndef helper(x):\n"
+                                          "    assert add(x, 2) == x + 2\n\n\ndef test_add():\n    helper(1)\n")
+    (project / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir", str(project),
+            "--junitxml", "reports/junit.xml", "tests"]
+    res = _run(tmp_path, project, CheckDef.make("unit", argv, junit_xml="reports/*.xml"))
+    assert res["passed"] is False and res["tests"]["failed"] == 1, res
+    failure = res["junit"]["failures"][0]
+    assert "file" not in failure and "line" not in failure, failure  # xunit2
+    items = extract_directives({"projectPath": str(project), "checks": [res]})["items"]
+    assert (items[0]["file"], items[0]["line"], items[0]["source"]) == ("tests/test_a.py", 5, "junit"), items
+    assert items[0]["issue"] == "test 'tests.test_a.test_add' failed: assert -1 == (1 + 2)", items
 
 
 def test_a_stale_report_is_ignored_and_said_so(tmp_path: Path) -> None:

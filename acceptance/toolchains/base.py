@@ -272,6 +272,36 @@ def test_action(runner: str, title: str, at: tuple[str, int] | None, test_file: 
     return f"fix the error thrown here, which makes the {runner} test '{title}' fail (do not weaken, skip or delete the test)"
 
 
+def failure_finding(runner: str, title: str | None, message: Sequence[str], frames: Iterable[tuple[str, int]],
+                    ctx: ParseContext, test_file: re.Pattern[str]) -> Finding:
+    """The directive of one failure block of a console reporter (RSpec, Minitest, ExUnit): the
+    failed test ``title`` (None: a test file that failed to load) with the first lines of its
+    ``message`` (≤ 3, ``"; "``-joined; a line ending in ``:`` runs on), located at the first of its
+    ``frames`` (as printed, innermost first) that is the project's own code; the first own frame
+    whose path matches ``test_file`` is the test's own file (:func:`test_action`)."""
+    own = [(ctx.rel(path), line) for path, line in frames if ctx.own(path)]
+    at = own[0] if own else None
+    in_test = next((path for path, _line in own if test_file.search(path)), None)
+    parts: list[str] = []
+    for raw in message:
+        s = raw.strip()
+        if not s:
+            continue
+        if parts and parts[-1].endswith(":"):
+            parts[-1] = f"{parts[-1]} {s}"
+        elif len(parts) < 3:
+            parts.append(s)
+        else:
+            break
+    text = "; ".join(parts) or "(no message)"
+    file, line = at if at else (in_test, None)
+    if title is None:
+        return Finding(f"test file {in_test or file or '?'} failed to load: {text}",
+                       "fix the error that stops the test file from loading (require/import path, syntax, missing library)",
+                       file, line)
+    return Finding(f"test '{title}' failed: {text}", test_action(runner, title, at, in_test), file, line)
+
+
 @dataclass
 class Finding:
     """One directive before ordering: ``{file?, line?, issue, action}`` plus its severity

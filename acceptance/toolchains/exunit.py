@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Sequence
 
 from ...core.i18n import _
-from .base import CountFormat, Derived, Detection, TestCounts, Toolchain
+from .base import (
+    CountFormat,
+    Derived,
+    Detection,
+    Finding,
+    ParseContext,
+    TestCounts,
+    Toolchain,
+    failure_finding,
+)
 
 _SUMMARY = re.compile(
     r"^(?:(\d+) doctests?, )?(?:(\d+) propert(?:y|ies), )?(\d+) tests?, (\d+) failures?((?:, \d+ \w+)*)[ \t]*$", re.M)
@@ -70,6 +79,55 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
 
 _COMMAND = re.compile(r"\bmix\s+test\b")
 
+_BLOCK = re.compile(r"^\s+\d+\) (test .+?) \((\S+)\)\s*$")
+_AT = re.compile(r"^\s+(\S+?\.exs?):(\d+)\s*$")
+_FRAME = re.compile(r"^\s+(?:\([\w.]+ [\d.]+\) )?(\S+?\.exs?):(\d+): ")
+_TEST_FILE = re.compile(r"_test\.exs$")
+
+
+def parse_exunit(text: str, ctx: ParseContext) -> list[Finding]:
+    """ExUnit's ``  1) test adds (CalcTest)`` blocks: the test's ``test/x_test.exs:9`` line, the
+    message (``Assertion with == failed``, ``left:``/``right:``, ``** (RuntimeError) boom``; not
+    ``code:``), and the ``stacktrace:`` frames, the first own one being the failing line."""
+    out: list[Finding] = []
+    block: tuple[str, list[str], list[tuple[str, int]], list[tuple[str, int]]] | None = None
+    in_stack = False
+
+    def flush() -> None:
+        if block is not None:
+            title, message, frames, declared = block
+            out.append(failure_finding("exunit", title, message, frames + declared, ctx, _TEST_FILE))
+
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        head = _BLOCK.match(line)
+        if head:
+            flush()
+            block, in_stack = (f"{head.group(2)}.{head.group(1)}", [], [], []), False
+            continue
+        if block is None:
+            continue
+        if not line.strip():
+            if in_stack:
+                flush()
+                block = None
+            continue
+        if line.strip() == "stacktrace:":
+            in_stack = True
+            continue
+        frame = _FRAME.match(line)
+        if in_stack and frame:
+            block[2].append((frame.group(1), int(frame.group(2))))
+            continue
+        at = _AT.match(line)
+        if at and not block[1] and not block[3]:
+            block[3].append((at.group(1), int(at.group(2))))
+        elif not in_stack and not line.strip().startswith("code:"):
+            block[1].append(line)
+    flush()
+    return out
+
+
 TOOLCHAIN = Toolchain(
     id="exunit",
     order=160,
@@ -79,4 +137,7 @@ TOOLCHAIN = Toolchain(
     hint_formats=("exunit",),
     formats=(CountFormat("exunit", _parse_exunit, 150),),
     zero=_zero,
+    directive_argv=re.compile(r"\bmix\s+test\b", re.I),
+    shape=re.compile(r"^\s+\d+\) test .+ \(\S+\)\s*\n\s+\S+\.exs:\d+\s*$", re.M),
+    directives=parse_exunit,
 )

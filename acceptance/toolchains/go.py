@@ -18,7 +18,7 @@ from .base import (
     unique_ids,
     when_file,
 )
-from .formats.go_json import go_json_zero, parse_go_json
+from .formats.go_json import go_json_output, go_json_zero, parse_go_json
 
 _GO_PKG = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$", re.M)
 _GO_WARN_NONE = re.compile(r"testing: warning: no tests to run", re.I)
@@ -103,7 +103,8 @@ def _parse_go(text: str) -> TestCounts | None:
 
 
 _GO_LINE_RE = re.compile(r"^(?:vet: )?((?:\./)?[^\s:][^:]*\.go):(\d+)(?::(\d+))?: (.+)$")
-_GO_FAIL_RE = re.compile(r"^(\s*)--- FAIL: (\S+)")
+_GO_FAIL_RE = re.compile(r"^(\s*)--- (FAIL|PASS|SKIP): (\S+)")
+_GO_RUN_RE = re.compile(r"^=== (RUN|CONT|NAME|PAUSE) +(\S+)")
 _GO_TLOG_RE = re.compile(r"^\s+([\w.-]+\.go):(\d+): (.*)$")
 _GO_PKG_END_RE = re.compile(r"^(?:FAIL|ok)\s+(\S+)(?:\s|$)")
 _GO_PANIC_RE = re.compile(r"^panic: (.+?)(?: \[recovered\])?$")
@@ -137,12 +138,22 @@ def _go_relpkg(importpath: str, ctx: ParseContext) -> str:
 
 def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     """go build / go vet (``./x.go:l:c: msg``, after ``# pkg``) and go test (``--- FAIL: TestX``
-    with its ``x_test.go:l: msg`` lines, mapped to the package directory; panics)."""
+    with its ``x_test.go:l: msg`` lines, mapped to the package directory; panics).
+
+    Test logs are read in both layouts: without ``-v`` they follow their ``--- FAIL: TestX`` line;
+    with ``-v`` (and ``-json``, whose ``Output`` fields are the ``-v`` text: :func:`go_json_output`)
+    they follow ``=== RUN|CONT|NAME TestX`` and count only when ``--- FAIL: TestX`` comes later,
+    so a passing or skipped test's log is never blamed on another test."""
+    plain = go_json_output(text)
+    if plain is not None:
+        text = plain
     out: list[Finding] = []
     vet = bool(re.search(r"\bvet\b", f"{ctx.check_name} {ctx.cmd}", re.I))
     tool = "go vet finding" if vet else "Go compile error"
     pending: list[Finding] = []  # go test findings whose file needs the package directory
-    test: str | None = None
+    test: str | None = None  # the failed test whose log lines follow (no -v)
+    running: str | None = None  # the test whose log lines follow (-v: === RUN/CONT/NAME)
+    logs: dict[str, list[Finding]] = {}  # -v: log lines of tests whose verdict has not come yet
     panic: str | None = None
     panic_done = False
     for raw in text.split("\n"):
@@ -161,22 +172,35 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
             continue
         f = _GO_FAIL_RE.match(line)
         if f:
-            test, panic, panic_done = f.group(2), None, False
+            verdict, name = f.group(2), f.group(3)
+            logged = logs.pop(name, [])
+            running = None
+            if verdict == "FAIL":
+                pending.extend(logged)
+                test, panic, panic_done = name, None, False
+            else:
+                test = None
+            continue
+        r = _GO_RUN_RE.match(line)
+        if r:
+            running, test = (None if r.group(1) == "PAUSE" else r.group(2)), None
             continue
         t = _GO_TLOG_RE.match(line)
-        if t and test:
-            name, ln, msg = t.groups()
-            pending.append(Finding(f"{test} failed: {msg.strip()}",
-                                   f"make {test} pass: fix the code under test (do not weaken, skip or delete the test)",
-                                   name, int(ln)))
+        if t and (test or running):
+            who = test or running
+            file, ln, msg = t.groups()
+            found = Finding(f"{who} failed: {msg.strip()}",
+                            f"make {who} pass: fix the code under test (do not weaken, skip or delete the test)",
+                            file, int(ln))
+            (pending if test else logs.setdefault(str(running), [])).append(found)
             continue
         p = _GO_PANIC_RE.match(line)
         if p:
             panic, panic_done = p.group(1), False
             continue
         fr = _GO_FRAME_RE.match(line)
-        if fr and panic and not panic_done and ctx.own(fr.group(1)):
-            who = test or "the program"
+        if fr and panic and not panic_done and ctx.own(fr.group(1)) and not fr.group(1).endswith("_testmain.go"):
+            who = test or running or "the program"
             out.append(Finding(f"{who} panicked: {panic}",
                                f"fix the panic raised here (it makes {who} fail)", ctx.rel(fr.group(1)), int(fr.group(2))))
             panic_done = True
@@ -187,7 +211,8 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
             for fd in pending:
                 fd.file = f"{d}/{fd.file}" if d else fd.file
             out.extend(pending)
-            pending, test, panic = [], None, None
+            pending, test, running, panic = [], None, None, None
+            logs.clear()
     out.extend(pending)  # package line cut off: keep the bare file names
     return out
 
@@ -202,6 +227,7 @@ TOOLCHAIN = Toolchain(
     formats=(CountFormat("go-json", parse_go_json, 55, whole_lines=True), CountFormat("go", _parse_go, 60)),
     zero=lambda text: _go_zero(text) or go_json_zero(text),
     directive_argv=re.compile(r"(?:^|[\s/])go\s+(?:build|vet|test|run|install)\b|golangci-lint|staticcheck", re.I),
-    shape=re.compile(r"^(?:vet: )?(?:\./)?\S+\.go:\d+(?::\d+)?: |^\s*--- FAIL: ", re.M),
+    shape=re.compile(r"^(?:vet: )?(?:\./)?\S+\.go:\d+(?::\d+)?: |^\s*--- FAIL: |^\{\"(?:Time\":\"[^\"]*\",\")?"
+                     r"(?:Action|ImportPath)\":", re.M),
     directives=parse_go,
 )

@@ -16,7 +16,7 @@ from .base import (
     last_match,
     test_action,
 )
-from .formats.jest_json import parse_jest_json
+from .formats.jest_json import parse_jest_json, report_findings
 
 _JEST_TESTS = re.compile(r"^Tests:\s+(.*\b\d+ total)\s*$", re.M)
 _JEST_NONE = re.compile(r"^No tests found, exiting with code \d+", re.M)
@@ -147,7 +147,7 @@ def parse_jest(text: str, ctx: ParseContext) -> list[Finding]:
         if line.strip():
             block["lines"].append(line.strip())
     flush()
-    return out
+    return out or report_findings(text, ctx)  # jest --json without its human blocks (stderr dropped)
 
 
 TOOLCHAIN = Toolchain(
@@ -160,6 +160,6 @@ TOOLCHAIN = Toolchain(
     # or ``vitest-json``); one long line, so it is read uncut
     formats=(CountFormat("jest-json", parse_jest_json, 25, whole_lines=True), CountFormat("jest", _parse_jest, 30)),
     directive_argv=re.compile(r"\bjest\b", re.I),
-    shape=re.compile(r"^\s*● \S", re.M),
+    shape=re.compile(r"^\s*● \S|^\{\"numFailedTestSuites\":", re.M),
     directives=parse_jest,
 )

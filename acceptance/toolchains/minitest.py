@@ -24,8 +24,11 @@ from .base import (
     CountFormat,
     Derived,
     Detection,
+    Finding,
+    ParseContext,
     TestCounts,
     Toolchain,
+    failure_finding,
     read_small,
 )
 
@@ -87,6 +90,49 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
 
 _COMMAND = re.compile(r"\brake\s+test\b|\brails\s+test\b|\bruby\b[^;&|]*\s-i\s*test\b")
 
+_LOCATED_ID = re.compile(r"^(\S+#\S+?) \[(\S+?):(\d+)\]:\s*$")
+_FRAME = re.compile(r"^\s+(\S+?\.rb):(\d+):in ")
+_TEST_FILE = re.compile(r"(?:^|/)test_[^/]*\.rb$|_test\.rb$")
+
+
+def parse_minitest(text: str, ctx: ParseContext) -> list[Finding]:
+    """Minitest's ``  1) Failure:`` blocks (``Class#test [path:line]:`` then the message) and
+    ``  2) Error:`` blocks (``Class#test:``, ``Exception: message``, indented backtrace frames)."""
+    out: list[Finding] = []
+    block: tuple[str, list[str], list[tuple[str, int]], list[tuple[str, int]]] | None = None
+    lines = text.split("\n")
+
+    def flush() -> None:
+        if block is not None:
+            title, message, frames, located = block
+            out.append(failure_finding("minitest", title, message, located + frames, ctx, _TEST_FILE))
+
+    for i, raw in enumerate(lines):
+        line = raw.rstrip()
+        if _HEAD.match(line) and i + 1 < len(lines):
+            flush()
+            block = None
+            located, plain = _LOCATED_ID.match(lines[i + 1].rstrip()), _ID.match(lines[i + 1].rstrip())
+            if located:
+                block = (located.group(1), [], [], [(located.group(2), int(located.group(3)))])
+            elif plain:
+                block = (plain.group(1), [], [], [])
+            continue
+        if block is None or (block[1] == [] and (_LOCATED_ID.match(line) or _ID.match(line))):
+            continue
+        if not line.strip() or _SUMMARY.match(line):
+            flush()
+            block = None
+            continue
+        frame = _FRAME.match(line)
+        if frame:
+            block[2].append((frame.group(1), int(frame.group(2))))
+        elif not block[2]:
+            block[1].append(line)
+    flush()
+    return out
+
+
 TOOLCHAIN = Toolchain(
     id="minitest",
     order=145,
@@ -96,4 +142,7 @@ TOOLCHAIN = Toolchain(
     hint_formats=("minitest",),
     formats=(CountFormat("minitest", _parse_minitest, 135),),
     zero=_zero,
+    directive_argv=re.compile(r"\brake\s+test\b|\brails\s+test\b|\bminitest\b", re.I),
+    shape=re.compile(r"^\s*\d+\) (?:Failure|Error):\s*\n\S+#\S+", re.M),
+    directives=parse_minitest,
 )

@@ -14,7 +14,7 @@ _MOCHA_OTHER = re.compile(r"^\s*[1-9]\d* (?:failing|pending)\b", re.M)
 _MOCHA_SUMMARY = re.compile(r"^\s*(\d+) (passing|failing|pending)\b", re.M)
 _MOCHA_PASSING_LINE = re.compile(r"^\s*\d+ passing \(\d+(?:\.\d+)?m?s\)\s*$", re.M)
 _MOCHA_NO_FILES = re.compile(r"^(?:Error: )?No test files found: ", re.M)
-_MOCHA_ITEM = re.compile(r"^( +)(?:(✔|✓) (.+?)(?: \(\d+m?s\))?|(\d+)\) (.+)|- (.+))\s*$")
+_MOCHA_ITEM = re.compile(r"^( +)(?:(✔|✓) (.+?)(?: \(\d+m?s\))?|(\d+)\) (.+)|- (.+))$")  # on rstripped lines
 
 
 def _parse_mocha(text: str) -> TestCounts | None:
@@ -38,7 +38,7 @@ def _parse_mocha(text: str) -> TestCounts | None:
             continue
         while stack and stack[-1][0] >= indent:
             stack.pop()
-        im = _MOCHA_ITEM.match(line)
+        im = _MOCHA_ITEM.match(line.rstrip())  # no trailing \s*$ after a lazy group: linear
         prefix = [s for _, s in stack]
         if im is None:
             stack.append((indent, line.strip()))

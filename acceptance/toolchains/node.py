@@ -12,7 +12,7 @@ _NODE_SPEC_ZERO = re.compile(r"^\s*ℹ\s+tests\s+0\s*$", re.M)
 _NODE_SPEC_SOME = re.compile(r"^\s*ℹ\s+tests\s+[1-9]\d*\s*$", re.M)
 
 _NODE_SPEC_SUM = re.compile(r"^ℹ (tests|suites|pass|fail|cancelled|skipped|todo) (\d+)\s*$", re.M)
-_NODE_SPEC_ITEM = re.compile(r"^( *)(✔|✖|﹣|▶) (.+?)(?: \([\d.]+m?s\))?(?: # (.*))?\s*$")
+_NODE_SPEC_ITEM = re.compile(r"^( *)(✔|✖|﹣|▶) (.+?)(?: \([\d.]+m?s\))?(?: # (.*))?$")  # on rstripped lines
 
 
 def _parse_node_spec(text: str) -> TestCounts | None:
@@ -28,7 +28,7 @@ def _parse_node_spec(text: str) -> TestCounts | None:
     for line in text.split("\n"):
         if line.startswith("✖ failing tests:"):
             break
-        m = _NODE_SPEC_ITEM.match(line)
+        m = _NODE_SPEC_ITEM.match(line.rstrip())  # no trailing \s*$ after a lazy group: linear
         if not m:
             continue
         indent, glyph, name, directive = len(m.group(1)), m.group(2), m.group(3), m.group(4) or ""

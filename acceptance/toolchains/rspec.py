@@ -31,8 +31,11 @@ from .base import (
     CountFormat,
     Derived,
     Detection,
+    Finding,
+    ParseContext,
     TestCounts,
     Toolchain,
+    failure_finding,
     read_small,
 )
 
@@ -77,6 +80,51 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
 
 _COMMAND = re.compile(r"\brspec\b")
 
+_BLOCK = re.compile(r"^  \d+\) (.+?)\s*$")
+_LOAD = re.compile(r"^An error occurred while loading (\S+?)\.?(?: - |\s*$)")
+_FRAME = re.compile(r"^\s*# (\S+?):(\d+)(?::in |\s*$)")
+_SECTION_END = re.compile(r"^(?:Finished in |Failed examples:|Pending:|\d+ examples?, )")
+_SPEC_FILE = re.compile(r"_spec\.rb$")
+
+
+def parse_rspec(text: str, ctx: ParseContext) -> list[Finding]:
+    """RSpec's ``Failures:`` blocks (``  1) Calc.add adds wrongly``, the lines after
+    ``Failure/Error:``, ``# ./spec/x_spec.rb:10:in …`` frames) and ``An error occurred while
+    loading ./spec/x_spec.rb`` blocks; the Pending section is not read."""
+    out: list[Finding] = []
+    block: tuple[str | None, list[str], list[tuple[str, int]]] | None = None
+    in_failures = False
+
+    def flush() -> None:
+        if block is not None:
+            out.append(failure_finding("rspec", block[0], block[1], block[2], ctx, _SPEC_FILE))
+
+    for raw in text.split("\n"):
+        line = raw.rstrip()
+        if line == "Failures:" or _SECTION_END.match(line):
+            flush()
+            block, in_failures = None, line == "Failures:"
+            continue
+        if _LOAD.match(line):
+            flush()
+            block = (None, [], [])
+            continue
+        head = _BLOCK.match(line)
+        if head and in_failures:
+            flush()
+            block = (head.group(1), [], [])
+            continue
+        if block is None:
+            continue
+        frame = _FRAME.match(line)
+        if frame:
+            block[2].append((frame.group(1), int(frame.group(2))))
+        elif not block[2] and not line.strip().startswith(("Failure/Error:", "(compared using", "rspec ./")):
+            block[1].append(line)
+    flush()
+    return out
+
+
 TOOLCHAIN = Toolchain(
     id="rspec",
     order=140,
@@ -86,4 +134,7 @@ TOOLCHAIN = Toolchain(
     hint_formats=("rspec",),
     formats=(CountFormat("rspec", _parse_rspec, 130),),
     zero=_zero,
+    directive_argv=re.compile(r"\brspec\b", re.I),
+    shape=re.compile(r"^\s*# \./\S+_spec\.rb:\d+:in |^rspec \./\S+_spec\.rb:\d+ # ", re.M),
+    directives=parse_rspec,
 )

@@ -16,6 +16,7 @@ from .base import (
     last_match,
     test_action,
 )
+from .formats.jest_json import report_findings
 
 _VITEST_NONE = re.compile(r"\bno test files found\b", re.I)
 _VT_FAIL_RE = re.compile(r"^\s*FAIL\s+(\S+)(?:\s+>\s+(.+?))?(?:\s+\[\s*\S+\s*\])?\s*$")
@@ -111,7 +112,7 @@ def parse_vitest(text: str, ctx: ParseContext) -> list[Finding]:
         if s and not block["msg"]:
             block["msg"] = s
     flush()
-    return out
+    return out or report_findings(text, ctx)  # vitest --reporter=json prints no failure block
 
 
 def _zero(text: str) -> bool:
@@ -128,6 +129,6 @@ TOOLCHAIN = Toolchain(
     formats=(CountFormat("vitest", _parse_vitest, 40),),
     zero=_zero,
     directive_argv=re.compile(r"\bvitest\b", re.I),
-    shape=re.compile(r"^\s*FAIL\s+\S+\s+>\s|^\s*❯\s+(?:\S+\s+)?\S+:\d+:\d+\s*$", re.M),
+    shape=re.compile(r"^\s*FAIL\s+\S+\s+>\s|^\s*❯\s+(?:\S+\s+)?\S+:\d+:\d+\s*$|^\{\"numTotalTestSuites\":", re.M),
     directives=parse_vitest,
 )

@@ -222,6 +222,32 @@ def parse_go_json(text: str) -> TestCounts | None:
     return c
 
 
+def go_json_output(text: str) -> str | None:
+    """The console text that a ``go test -json`` output stands for: every event's ``Output``
+    (which is the ``go test -v`` text, build output included) in order, and the lines that are not
+    events as they are (compiler errors of Go < 1.24). None when ``text`` holds no test2json event.
+    Never raises; linear in the length of ``text``."""
+    if '"Action"' not in text:
+        return None
+    parts: list[str] = []
+    seen = False
+    for line in text.split("\n"):
+        s = line.strip()
+        if s.startswith("{") and '"Action"' in s:
+            try:
+                ev = json.loads(s)
+            except (ValueError, RecursionError):
+                ev = None
+            if isinstance(ev, dict) and isinstance(ev.get("Action"), str):
+                seen = True
+                out = ev.get("Output")
+                if isinstance(out, str):
+                    parts.append(out)  # carries its own newline (test2json may split a long line)
+                continue
+        parts.append(line + "\n")
+    return "".join(parts) if seen else None
+
+
 def go_json_zero(text: str) -> bool:
     """True when ``text`` is ``go test -json`` output in which no test ran: every package had
     no test files or no test matching ``-run`` (and nothing failed to build). Never raises."""

@@ -49,7 +49,7 @@ import re
 from collections import deque
 from typing import Any, Callable
 
-from ..base import TestCounts
+from ..base import Finding, ParseContext, TestCounts, strip_ansi, test_action
 
 JEST_RUNNER = "jest-json"
 VITEST_RUNNER = "vitest-json"
@@ -175,6 +175,69 @@ def _counts(report: dict[str, Any]) -> TestCounts:
         failed_ids=failed_ids,
         passed_ids=passed_ids,
     )
+
+
+_AT = re.compile(r"^\s+at (?:.*? \()?(.+?):(\d+):(\d+)\)?\s*$", re.M)
+_MESSAGE_LINES = 3
+"""A directive's issue keeps at most this many non-empty message lines (before the stack)."""
+
+
+def _message(text: str) -> str:
+    lines: list[str] = []
+    for line in strip_ansi(text).split("\n"):
+        if _AT.match(line):
+            break
+        if line.strip():
+            lines.append(line.strip())
+            if len(lines) >= _MESSAGE_LINES:
+                break
+    return "; ".join(lines) or "(no message)"
+
+
+def _own_frame(text: str, ctx: ParseContext) -> tuple[str, int] | None:
+    for m in _AT.finditer(strip_ansi(text)):
+        if ctx.own(m.group(1)):
+            return ctx.rel(m.group(1)), int(m.group(2))
+    return None
+
+
+def report_findings(text: str, ctx: ParseContext) -> list[Finding]:
+    """Repair directives from the Jest JSON report found in ``text`` (``jest --json``, ``vitest
+    run --reporter=json``), for when the output has no human-readable failure blocks. Each failed
+    test: its message's first lines, located at the first stack frame in the project's own code,
+    else the report's ``location`` (``--testLocationInResults``, vitest ``includeTaskLocation``) in
+    the test file, else the test file; each test file that failed without a failing test: its
+    message. ``[]`` when ``text`` holds no decodable report. Never raises."""
+    starts = list(deque((m.start() for m in _CANDIDATE.finditer(text)), maxlen=MAX_CANDIDATES))
+    report = _report(text, starts) if starts else None
+    if report is None:
+        return []
+    runner, sep = ("jest", " › ") if any(k in report for k in _JEST_KEYS) else ("vitest", " > ")
+    out: list[Finding] = []
+    for result in report["testResults"]:
+        if not isinstance(result, dict):
+            continue
+        name = result.get("name")
+        test_file = ctx.rel(name) if isinstance(name, str) and name else None
+        failing = [a for a in result.get("assertionResults") or []
+                   if isinstance(a, dict) and a.get("status") == "failed"]
+        for a in failing:
+            title = sep.join(_str_list(a.get("ancestorTitles")) + [str(a.get("title") or "")])
+            messages = "\n".join(_str_list(a.get("failureMessages")))
+            at = _own_frame(messages, ctx)
+            loc = a.get("location")
+            if at is None and test_file and isinstance(loc, dict) and _int(loc.get("line")):
+                at = (test_file, int(loc["line"]))
+            file, line = at if at else (test_file, None)
+            out.append(Finding(f"test '{title}' failed: {_message(messages)}",
+                               test_action(runner, title, at, test_file), file, line))
+        if not failing and result.get("status") == "failed":
+            message = str(result.get("message") or "")
+            file, line = _own_frame(message, ctx) or (test_file, None)
+            out.append(Finding(f"test file {test_file} failed: {_message(message)}",
+                               "fix the error that stops the test file from loading (import path, syntax, missing module)",
+                               file, line))
+    return out
 
 
 def parse_jest_json(text: str) -> TestCounts | None:

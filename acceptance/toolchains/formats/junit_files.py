@@ -29,6 +29,8 @@ MAX_TOTAL_BYTES = 256 << 20
 """:func:`collect_junit` reads at most this many bytes (256 MiB) over all files."""
 MAX_FILES = 1000
 """:func:`collect_junit` reads at most this many files; further matches are reported, not read."""
+MAX_ENTRIES = 4 * MAX_FILES
+"""The glob search stops after this many matching entries (files, directories, links)."""
 MTIME_SLACK_S = 0.05
 """A file counts as written by the run when its mtime is at least ``started_at`` minus this many
 seconds (Linux stamps files with a coarse clock that may lag ``time.time()`` by a few ms), and
@@ -129,10 +131,12 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
     try:
         root = Path(project).resolve()
         matches: list[Path] = []
+        stopped = False
         for p in root.glob(pat):
-            matches.append(p)
-            if len(matches) > 4 * MAX_FILES:  # directories and other entries count too
+            if len(matches) >= MAX_ENTRIES:  # directories and other entries count too
+                stopped = True
                 break
+            matches.append(p)
     except (ValueError, NotImplementedError, IndexError) as exc:
         raise ValueError(f"junitXml: invalid glob {pat!r}: {exc}") from None
     except OSError as exc:
@@ -160,9 +164,12 @@ def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult
             seen.add(real)
             candidates.append((rel, real))
 
-    if len(candidates) > MAX_FILES:
+    if stopped:
+        result.errors.append(f"{pat}: more than {MAX_ENTRIES} entries matched, the search stopped there; "
+                             f"only the first {min(len(candidates), MAX_FILES)} files were considered")
+    elif len(candidates) > MAX_FILES:
         result.errors.append(f"{pat}: {len(candidates)} files matched; only the first {MAX_FILES} were considered")
-        candidates = candidates[:MAX_FILES]
+    candidates = candidates[:MAX_FILES]
 
     total_bytes = 0
     now = time.time()
