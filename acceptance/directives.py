@@ -35,14 +35,16 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .git import LOCKFILE_RE
 from .toolchains.base import (
+    ERROR,
     INFO,
     MAX_LINE,
     Finding,
     ParseContext,
+    WARNING,
     strip_ansi,
     test_action,
 )
-from .toolchains.registry import toolchains
+from .toolchains.registry import machine_readable, toolchains
 
 __all__ = [
     "MAX_ITEMS",
@@ -150,39 +152,49 @@ def _junit_failures(check: Mapping[str, Any]) -> list[Any]:
     return failures if isinstance(failures, list) else []
 
 
-# --- machine-readable outputs (read whole at run time) ---------------------------------------------
+# --- findings read by the check runner (more than the tail) ------------------------------------------
 
 
-def whole_output_findings(text: str, runner: str, project: str, name: str, cmd: str,
-                          limit: int = MAX_ITEMS) -> list[dict[str, Any]]:
-    """Directive items of a failed test check whose counts came from a machine-readable form
-    (a :class:`CountFormat` with ``whole_lines``: ``go test -json``, the Jest/Vitest JSON report).
+def output_findings(text: str, runner: str, project: str, name: str, cmd: str,
+                    limit: int = MAX_ITEMS) -> list[dict[str, Any]]:
+    """Directive items of a failed check, read by the check runner from more of its output than
+    the 4,000-character ``outputTail`` the engine sees later (the counted text: the last 1 MiB, or
+    more for a machine-readable form). A failure printed early (a Go test followed by many passing
+    ones, RSpec's ``Failures:`` header) and a Jest/Vitest report (one long line) or ``go test -json``
+    stream do not fit the tail; the runner stores these items as the check's ``findings`` and
+    :func:`extract_directives` reads them instead of the tail (issue 13, break-test).
 
-    Such a report is one long line or a stream of events: ``outputTail`` (its last 4,000
-    characters, lines cut at 2,000) cannot hold it, so the check runner calls this on the output it
-    counted (up to 1 MiB, whole lines) and stores the items as the check's ``findings``; the
-    engine then reads them instead of the tail (issue 13, break-test). The parser is the one of the
-    toolchain declaring the format ``runner``, or of the toolchain whose id is ``runner`` without
-    ``-json`` (``vitest-json`` comes from the shared Jest report format).
+    Args:
+        text: the output (ANSI is stripped here). runner: the ``TestCounts.runner`` of the check's
+            counts (``""`` when it has none): a machine-readable form (``whole_lines``,
+            :func:`~.toolchains.registry.machine_readable`) is read whole by its toolchain's parser;
+            any other output by every parser that applies (lines cut at :data:`MAX_LINE`).
+        project, name, cmd: the project root and the check's name and command.
+        limit: at most this many items.
 
     Returns:
-        ``[{"file"?, "line"?, "issue", "action", "source"}]`` in output order, at most ``limit``;
-        ``[]`` for a text form or when the parser finds nothing. Never raises.
+        ``[{"file"?, "line"?, "issue", "action", "source"[, "severity"]}]`` in the engine's
+        source order; ``severity`` only when it is not an error. Never raises.
     """
-    base = runner.removesuffix("-json")
-    owner = next((tc for tc in toolchains() if tc.directives is not None and (
-        any(f.whole_lines and f.id == runner for f in tc.formats) or (tc.id == base and base != runner))), None)
-    if owner is None or owner.directives is None:
-        return []
-    try:
-        found = owner.directives(strip_ansi(text), ParseContext(project=project, check_name=name, cmd=cmd))
-    except Exception:  # noqa: BLE001 - a parser bug must not break the check
-        log.exception("directive parser %s failed on check %s", owner.id, name)
-        return []
+    owner = machine_readable(runner) if runner else None
+    found: list[Finding] = []
+    if owner is not None and owner.directives is not None:
+        try:
+            found = owner.directives(strip_ansi(text), ParseContext(project=project, check_name=name, cmd=cmd))
+        except Exception:  # noqa: BLE001 - a parser bug must not break the check
+            log.exception("directive parser %s failed on check %s", owner.id, name)
+        for f in found:
+            f.source = f.source or owner.id  # the Jest report parser names the runner it read
+    if not found:
+        found, errors = _parse_output(_cut_lines(strip_ansi(text)), name, cmd, project, DEFAULT_REGISTRY)
+        if errors:
+            log.warning("repair directive parsers failed: %s", "; ".join(errors))
     items: list[dict[str, Any]] = []
     for f in found[:limit]:
-        f.source = owner.id
-        items.append(f.to_item())
+        item = f.to_item()
+        if f.severity != ERROR:
+            item["severity"] = f.severity
+        items.append(item)
     return items
 
 
@@ -190,14 +202,47 @@ def _stored_findings(check: Mapping[str, Any]) -> list[Finding]:
     out: list[Finding] = []
     for item in check.get("findings") or []:
         if isinstance(item, Mapping) and item.get("issue") and item.get("action"):
-            line = item.get("line")
+            line, severity = item.get("line"), item.get("severity")
             out.append(Finding(str(item["issue"]), str(item["action"]), str(item.get("file") or "") or None,
-                               line if isinstance(line, int) else None, source=str(item.get("source") or "")))
+                               line if isinstance(line, int) else None,
+                               severity if severity in (ERROR, WARNING, INFO) else ERROR,
+                               source=str(item.get("source") or "")))
     return out
+
+
+def _parse_output(text: str, name: str, cmd: str, project: str,
+                  registry: Sequence[OutputParser | ReportSource]) -> tuple[list[Finding], list[str]]:
+    """Every applying parser's findings on one check's (ANSI-stripped, line-cut) output, in
+    registry order, each with its ``source``; and the errors of parsers that raised."""
+    out: list[Finding] = []
+    errors: list[str] = []
+    for src in registry:
+        if not isinstance(src, OutputParser):
+            continue
+        try:
+            if not src.applies(name, cmd, text):
+                continue
+            got = src.parse(text, ParseContext(project=project, check_name=name, cmd=cmd))
+        except Exception as exc:  # noqa: BLE001 - one broken parser must not sink the others
+            errors.append(f"{src.id} on check '{name}': {type(exc).__name__}: {exc}")
+            continue
+        for f in got:
+            f.source = f.source or src.id
+            out.append(f)
+    return out, errors
 
 
 _JVM_SOURCE_ROOTS = ("src/test/java", "src/test/kotlin", "src/test/groovy", "src/main/java", "src/main/kotlin", "")
 """Where a JVM stack frame's bare file name is looked for (Maven/Gradle layouts, then the root)."""
+
+
+def _under_source_roots(rel: str, project: Path) -> str | None:
+    """``demo/Calc.java`` (a JVM frame placed in its package) → ``src/main/java/demo/Calc.java``
+    when that file exists under one of :data:`_JVM_SOURCE_ROOTS`."""
+    for root in _JVM_SOURCE_ROOTS:
+        if root and (project / root / rel).is_file():
+            return f"{root}/{rel}"
+    return None
 
 
 def _jvm_path(name: str, test_id: str, project: Path) -> str | None:
@@ -231,10 +276,9 @@ def _own_frame(frames: Any, ctx: ParseContext, test_id: str) -> tuple[str, int] 
         rel = ctx.rel(path)
         if (project / rel).is_file():
             return rel, frame[1]
-        if "/" not in rel:
-            found = _jvm_path(rel, test_id, project)
-            if found:
-                return found, frame[1]
+        found = _under_source_roots(rel, project) if "/" in rel else _jvm_path(rel, test_id, project)
+        if found:
+            return found, frame[1]
     return None
 
 
@@ -345,28 +389,17 @@ def extract_directives(
         name, cmd = str(c.get("name") or ""), str(c.get("cmd") or "")
         optional = 1 if c.get("optional") else 0
         stored = _stored_findings(c)
-        if stored:  # a machine-readable output, read whole by the runner (whole_output_findings)
-            for f in stored:
-                ranked.append((f.severity + optional, seq, f"{ci}:{f.source}", f))
-                seq += 1
-            continue
-        text = _cut_lines(strip_ansi(str(c.get("outputTail") or "")))
-        if not text.strip() or _junit_failures(c):
-            continue  # a check whose JUnit XML names its failures is read from the XML only
-        for src in registry:
-            if not isinstance(src, OutputParser):
-                continue
-            try:
-                if not src.applies(name, cmd, text):
-                    continue
-                got = src.parse(text, ParseContext(project=project, check_name=name, cmd=cmd))
-            except Exception as exc:  # noqa: BLE001 - one broken parser must not sink the others
-                errors.append(f"{src.id} on check '{name}': {type(exc).__name__}: {exc}")
-                continue
-            for f in got:
-                f.source = src.id
-                ranked.append((f.severity + optional, seq, f"{ci}:{src.id}", f))
-                seq += 1
+        if stored:  # read by the check runner from more than the tail (output_findings)
+            found = stored
+        else:
+            text = _cut_lines(strip_ansi(str(c.get("outputTail") or "")))
+            if not text.strip() or _junit_failures(c):
+                continue  # a check whose JUnit XML names its failures is read from the XML only
+            found, failed = _parse_output(text, name, cmd, project, registry)
+            errors += failed
+        for f in found:
+            ranked.append((f.severity + optional, seq, f"{ci}:{f.source}", f))
+            seq += 1
     for src in registry:
         if not isinstance(src, ReportSource):
             continue

@@ -25,10 +25,10 @@ Test checks (:func:`~tianshu_mcp.acceptance.testcount.is_test_check`): the outpu
 * the parsed counts report failed tests or errors → :data:`CONTRADICTION_REASON`;
 * every parsed test was skipped → :data:`ALL_SKIPPED_REASON`.
 
-A failed test check whose counts came from a machine-readable form (``go test -json``, the
-Jest/Vitest JSON report) also gets ``findings``: its repair directive items, read from the whole
-counted text (:func:`~tianshu_mcp.acceptance.directives.whole_output_findings`), since
-``outputTail`` holds only the end of such a report.
+A failed check also gets ``findings``: its repair directive items, read from the output's last
+1 MiB (a machine-readable form: up to :data:`MACHINE_TAIL_BYTES`, whole lines) by
+:func:`~tianshu_mcp.acceptance.directives.output_findings`, since ``outputTail`` holds only the
+last 4,000 characters (a Go failure followed by many passing tests, a JSON report's start).
 
 A non-zero exit is a failure already. Timeouts are always enforced: a check timeout ≤ 0 (the
 config schema rejects it) falls back to the default, and a default ≤ 0 to 300 000 ms.
@@ -52,10 +52,11 @@ from typing import Any, Callable, Mapping, Sequence
 from ..core.i18n import N_, _
 from ..core.procs import run_process, stop_requested
 from .config import CheckDef
-from .directives import strip_ansi, whole_output_findings
+from .directives import output_findings, strip_ansi
 from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 from .toolchains.formats.junit_files import JUnitResult, collect_junit
+from .toolchains.registry import machine_readable
 
 __all__ = [
     "run_check",
@@ -88,6 +89,10 @@ OUTPUT_TAIL_CHARS = 4000
 
 PARSE_TAIL_BYTES = 1 << 20
 """Bytes of a test check's output (from the end) given to :func:`parse_tests` (1 MiB)."""
+MACHINE_TAIL_BYTES = 16 << 20
+"""Bytes read instead when the output is a machine-readable form (``go test -json``, a Jest/Vitest
+JSON report) longer than :data:`PARSE_TAIL_BYTES`, or has no count in its last 1 MiB (16 MiB:
+about 30,000 Go tests; a report's start must be inside it)."""
 _FALLBACK_TIMEOUT_MS = 300_000
 
 # A result's ``reason`` stays this English text (code and stored reports compare it);
@@ -326,15 +331,19 @@ def _run(
     )
     tail = strip_ansi(log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
     counts: TestCounts | None = None
-    counted = ""  # the text the counts came from (the output's last PARSE_TAIL_BYTES)
     junit = _junit(check, project, started_at) if res.error is None and check.junit_xml else None
     is_test = res.error is None and (bool(check.junit_xml) or is_test_check(check.name, argv))
+    # the output's last PARSE_TAIL_BYTES (MACHINE_TAIL_BYTES for a machine-readable form): what the
+    # counts come from, and the repair directives of a failed check (more than the tail)
+    wide = _read_tail(part, start, PARSE_TAIL_BYTES) if is_test or (res.error is None and not res.ok) else ""
     if junit is not None and junit.counts is not None:
         counts = junit.counts  # the XML before any text heuristic
     elif is_test:
         try:
-            counted = _read_tail(part, start, PARSE_TAIL_BYTES)
-            counts = parse_tests(counted, argv)
+            counts = parse_tests(wide, argv)
+            if (counts is None or machine_readable(counts.runner)) and _output_bytes(part, start) > PARSE_TAIL_BYTES:
+                wide = _read_tail(part, start, MACHINE_TAIL_BYTES)  # a JSON report or event stream, whole
+                counts = parse_tests(wide, argv) or counts
         except Exception:  # noqa: BLE001 - a parser bug must not break the check
             log.exception("could not parse the test output of check %s", check.name)
     if junit is not None:
@@ -374,13 +383,20 @@ def _run(
     result["aborted"] = res.killed
     if counts is not None:
         result["tests"] = counts.to_json()
-        if not result["passed"] and junit is None:
-            findings = whole_output_findings(counted, counts.runner, str(project), check.name, display)
-            if findings:  # a machine-readable report: outputTail holds only its end
-                result["findings"] = findings
+    if not result["passed"] and wide and not (junit is not None and junit.failures):
+        findings = output_findings(wide, counts.runner if counts else "", str(project), check.name, display)
+        if findings:  # read from more of the output than outputTail holds
+            result["findings"] = findings
     if junit is not None:
         result["junit"] = junit.to_json()
     return result
+
+
+def _output_bytes(part: Path, start: int) -> int:
+    try:
+        return os.path.getsize(part) - start
+    except OSError:
+        return 0
 
 
 def _junit(check: CheckDef, project: str | os.PathLike[str], started_at: float) -> JUnitResult:

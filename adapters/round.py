@@ -214,7 +214,8 @@ def build_prompt(ctx: AgentRunContext, prompt_mode: str = "arg") -> str:
     """Build the prompt of a round (40-agents-tasks §1.9).
 
     ``task`` [+ ``CONTEXT_HEADER`` + context] [+ ``FEEDBACK_HEADER`` + feedback]; empty context or
-    feedback adds nothing. The text is the same for every ``prompt_mode`` ("arg", "stdin",
+    feedback adds nothing; a NUL (from a check's output, say) becomes U+FFFD. The text is the same
+    for every ``prompt_mode`` ("arg", "stdin",
     "file"): the original's shorter feedback header in file mode is deliberately not reproduced,
     so the recorded prompt file always equals what the agent received.
     """
@@ -224,7 +225,7 @@ def build_prompt(ctx: AgentRunContext, prompt_mode: str = "arg") -> str:
         prompt += CONTEXT_HEADER + ctx.context
     if ctx.feedback:
         prompt += FEEDBACK_HEADER + ctx.feedback
-    return prompt
+    return prompt.replace("\x00", "\ufffd")  # a NUL cannot be passed in argv ("embedded null byte")
 
 
 def spawn_header(argv: list[str], cwd: str) -> str:

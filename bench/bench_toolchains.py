@@ -4,13 +4,15 @@ Issue 13 (toolchains as plugins), must-show 5: counting and repair directives ov
 stay linear. For 5, 10, 25 and 50 MB it builds logs by repeating real recorded outputs
 (``tests/data/runner_outputs/``, ``tests/data/outputs/`` and ``tests/data/toolchains/<id>/``, all
 globbed, each content once: files are picked by the argv of their ``#% recorded by`` or ``# cmd:``
-header, the header dropped) of pytest -v, pytest -q/-rA/--tb=line (with collection errors), jest,
-go test -v, go test -json and cargo test, a JUnit XML report of N test cases (the
+header, the header dropped) of pytest -v, pytest -q/-rA/--tb=line (with collection errors), jest, the
+jest/vitest JSON reports, go test -v, go test -json and cargo test, a JUnit XML report of N test cases (the
 ``<testcase>`` elements of the recorded reports, renamed), a pathological one-line output and an
 output of ``\\r``-rewritten progress frames only. Each engine function gets the WHOLE log:
 
 * ``testcount.parse_tests(text, argv)`` and ``testcount.detect_zero_tests(text)``;
 * ``directives.extract_directives(report)`` (one failing check whose ``outputTail`` is the log);
+* ``directives.output_findings(text, runner, …)``: what the check runner calls on a failed
+  check's last 1 MiB (a machine-readable form: up to 16 MiB, read whole by its parser);
 * ``formats.junit.parse_junit(bytes)`` and ``formats.junit_files.collect_junit(project, glob, 0)``.
 
 (The check runner itself gives ``parse_tests`` only the last ``runner.PARSE_TAIL_BYTES`` of a
@@ -47,7 +49,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tianshu_mcp.acceptance import runner
-from tianshu_mcp.acceptance.directives import extract_directives
+from tianshu_mcp.acceptance.directives import extract_directives, output_findings
 from tianshu_mcp.acceptance.testcount import detect_zero_tests, parse_tests
 from tianshu_mcp.acceptance.toolchains.formats.junit import parse_junit
 from tianshu_mcp.acceptance.toolchains.formats.junit_files import collect_junit
@@ -167,29 +169,36 @@ class Workload:
     engines: list[tuple[str, Callable[[Any], Any]]]
 
 
-def text_engines(argv: tuple[str, ...], name: str, cmd: str = "") -> list[tuple[str, Callable[[Any], Any]]]:
+def text_engines(argv: tuple[str, ...], name: str, cmd: str = "", whole: str = "") -> list[tuple[str, Callable[[Any], Any]]]:
+    """The engines run on a text workload; ``whole``: the runner id of a machine-readable form
+    (``go-json``, ``vitest-json``), read whole by its toolchain's parser in output_findings; ``""``:
+    every applying parser on the line-cut text, as the check runner does for a failed check."""
     cmd = cmd or " ".join(argv)
-    return [
+    engines: list[tuple[str, Callable[[Any], Any]]] = [
         ("parse_tests", lambda t: parse_tests(t, argv)),
         ("detect_zero_tests", detect_zero_tests),
         ("extract_directives", lambda t: extract_directives(report_of(t, name, cmd))),
     ]
+    engines.append(("output_findings", lambda t: output_findings(t, whole, "/tmp/proj", name, cmd)))
+    return engines
 
 
 def workloads(tmp: Path) -> list[Workload]:
     files = recorded()
     out: list[Workload] = []
-    for label, argv_re, argv, name in (
-        ("pytest -v", r"pytest\b.*\s-v(?:\s|$)", ("python", "-m", "pytest", "-v"), "pytest"),
-        ("pytest -q/-rA/--tb", r"pytest\b(?!.*\s-v(?:\s|$))", ("python", "-m", "pytest", "-q"), "pytest"),
-        ("jest", r"^jest\b(?!.*--json)", ("npx", "jest", "--ci"), "test"),
-        ("go test -v", r"^go test\b.*\s-v\b", ("go", "test", "-v", "./..."), "go-test"),
-        ("go test -json", r"^go test\b.*\s-json\b", ("go", "test", "-json", "./..."), "go-test"),
-        ("cargo test", r"^cargo test\b", ("cargo", "test"), "cargo-test"),
+    for label, argv_re, argv, name, whole in (
+        ("pytest -v", r"pytest\b.*\s-v(?:\s|$)", ("python", "-m", "pytest", "-v"), "pytest", ""),
+        ("pytest -q/-rA/--tb", r"pytest\b(?!.*\s-v(?:\s|$))", ("python", "-m", "pytest", "-q"), "pytest", ""),
+        ("jest", r"^jest\b(?!.*--json)", ("npx", "jest", "--ci"), "test", ""),
+        ("jest/vitest JSON report", r"^(?:jest\b.*--json|vitest\b.*--reporter=json)", ("npx", "vitest", "run", "--reporter=json"),
+         "test", "vitest-json"),
+        ("go test -v", r"^go test\b.*\s-v\b", ("go", "test", "-v", "./..."), "go-test", ""),
+        ("go test -json", r"^go test\b.*\s-json\b", ("go", "test", "-json", "./..."), "go-test", "go-json"),
+        ("cargo test", r"^cargo test\b", ("cargo", "test"), "cargo-test", ""),
     ):
         block, names = pick(files, argv_re)
         out.append(Workload(label, f"{len(names)} files, {len(block)} chars: " + ", ".join(names),
-                            lambda size, b=block: repeat_to(b, size), text_engines(argv, name)))
+                            lambda size, b=block: repeat_to(b, size), text_engines(argv, name, whole=whole)))
     # no argv for the counters (every format is tried); a check named "lint" (every lint check is) for
     # the directives, so the name-matched parsers (eslint, …) read it as well as the shape-matched ones
     out.append(Workload("one line", "generated: pytest/go/tsc-like fragments, no newline; check 'lint', npm run lint",
@@ -274,7 +283,7 @@ def main() -> int:
             if args.only and args.only not in w.label:
                 continue
             print(f"\n== {w.label}  ({w.source})")
-            print(f"   {'engine':<19}" + "".join(f"| {s:>2} MB: {'cpu ms':>7} {'wall':>6} {'MB/s':>5} {'MiB':>5} "
+            print(f"   {'engine':<22}" + "".join(f"| {s:>2} MB: {'cpu ms':>7} {'wall':>6} {'MB/s':>5} {'MiB':>5} "
                                                    for s in sizes)
                   + f"| t({sizes[-1]})/t({sizes[0]})")
             rows: dict[str, list[tuple[float, float, float, int | None] | None]] = {e: [] for e, _ in w.engines}
@@ -297,7 +306,7 @@ def main() -> int:
                     rows[ename].append((cpu, wall, nbytes / MB / max(cpu, 1e-6), mem))
                 del arg
             for ename, cells in rows.items():
-                line = f"   {ename:<19}"
+                line = f"   {ename:<22}"
                 for i, cell in enumerate(cells):
                     if cell is None:
                         est = ""

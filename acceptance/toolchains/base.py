@@ -37,6 +37,10 @@ MAX_LINE = 2000
 every regex linear on a pathological one-line output)."""
 ISSUE_MAX_CHARS = 300
 """A directive's ``issue`` is clipped to this many characters."""
+ACTION_MAX_CHARS = 500
+"""A directive's ``action`` (which quotes test names) is clipped to this many characters."""
+FILE_MAX_CHARS = 300
+"""A directive's ``file`` longer than this is dropped (no real path of a project is)."""
 ERROR, WARNING, INFO = 0, 1, 2
 """A finding's severity (the directive order: errors, warnings, report signals)."""
 
@@ -253,10 +257,35 @@ class ParseContext:
         return self._go_module or None
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
+_WIN_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
 def clip(text: str, limit: int = ISSUE_MAX_CHARS) -> str:
-    """``text`` on one line (whitespace runs → one space), at most ``limit`` characters (``…``)."""
-    text = " ".join(text.split())
+    """``text`` on one line (whitespace runs → one space, control characters such as NUL removed:
+    they end up in an agent's argv), at most ``limit`` characters (``…``)."""
+    text = " ".join(_CONTROL.sub("", text).split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def directive_file(path: str | None) -> str | None:
+    """``path`` as a directive's ``file``: one line without control characters, at most
+    :data:`FILE_MAX_CHARS` (a longer one is no project's path: None). Paths outside the project stay
+    as printed (20-acceptance §6); :func:`outside_project` tells the renderers to say so."""
+    if not path:
+        return None
+    p = path.strip()
+    return p if p and p == clip(p, FILE_MAX_CHARS) else None
+
+
+def outside_project(file: str) -> bool:
+    """True for a directive ``file`` that is not inside the project: absolute (POSIX, ``~``, a
+    Windows drive or UNC path) or climbing out with ``..``."""
+    p = file.replace("\\", "/")
+    if p.startswith(("/", "~")) or _WIN_DRIVE.match(p):
+        return True
+    norm = os.path.normpath(p)
+    return norm == ".." or norm.startswith("../")
 
 
 def hinted(prefix: str, hint: str | None, generic: str) -> str:
@@ -305,7 +334,8 @@ def failure_finding(runner: str, title: str | None, message: Sequence[str], fram
 @dataclass
 class Finding:
     """One directive before ordering: ``{file?, line?, issue, action}`` plus its severity
-    (:data:`ERROR`, :data:`WARNING`, :data:`INFO`); ``source`` is filled in by the engine."""
+    (:data:`ERROR`, :data:`WARNING`, :data:`INFO`); ``source`` is filled in by the engine
+    (the toolchain's id) unless the parser set it (a shared format naming the runner it read)."""
 
     issue: str
     action: str
@@ -315,14 +345,16 @@ class Finding:
     source: str = ""
 
     def to_item(self) -> dict[str, Any]:
-        """``{"file"?, "line"?, "issue" (clipped), "action", "source"}``."""
+        """``{"file"?, "line"?, "issue", "action", "source"}``: issue and action clipped to one line
+        (:func:`clip`); ``file`` only when :func:`directive_file` keeps it, ``line`` only with a file."""
         item: dict[str, Any] = {}
-        if self.file:
-            item["file"] = self.file
-        if self.line:
-            item["line"] = int(self.line)
+        file = directive_file(self.file)
+        if file:
+            item["file"] = file
+            if self.line:
+                item["line"] = int(self.line)
         item["issue"] = clip(self.issue)
-        item["action"] = self.action
+        item["action"] = clip(self.action, ACTION_MAX_CHARS)
         item["source"] = self.source
         return item
 
@@ -343,7 +375,10 @@ class CountFormat:
         hinted: the parser used instead of ``parse`` when the command names the toolchain (it may
             then trust a weaker sign, e.g. cargo's ``could not compile`` without a summary).
         whole_lines: give the parser lines of any length (a JSON report is one long line);
-            otherwise lines are cut to :data:`MAX_LINE` characters first.
+            otherwise lines are cut to :data:`MAX_LINE` characters first. Such a machine-readable
+            form is also read whole by the check runner (counts and directives, not just a tail).
+        runners: other ``TestCounts.runner`` ids ``parse`` may produce (the Jest report format
+            also reads Vitest's: ``vitest-json``).
     """
 
     id: str
@@ -351,6 +386,7 @@ class CountFormat:
     priority: int = 100
     hinted: Callable[[str], TestCounts | None] | None = None
     whole_lines: bool = False
+    runners: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

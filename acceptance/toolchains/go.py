@@ -6,7 +6,9 @@ zero-test rules, and repair directives for build/vet lines, ``--- FAIL: TestX`` 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+from ._files import walk_files
 from .base import (
     CountFormat,
     Derived,
@@ -15,6 +17,7 @@ from .base import (
     TestCounts,
     Toolchain,
     hinted,
+    read_small,
     unique_ids,
     when_file,
 )
@@ -124,16 +127,37 @@ _GO_HINTS: list[tuple[re.Pattern[str], str]] = [
 ]
 
 
-def _go_relpkg(importpath: str, ctx: ParseContext) -> str:
-    module = ctx.go_module()
-    if not module:
-        segs = importpath.split("/")
-        module = "/".join(segs[:3]) if "." in segs[0] else segs[0]
-    if importpath == module:
+_MODULE_LINE = re.compile(r"^\s*module\s+\"?([^\s\"]+)", re.M)
+
+
+def _go_modules(ctx: ParseContext) -> list[tuple[str, str]]:
+    """``(module path, project-relative directory)`` of the project's ``go.mod`` files: the root's
+    (:meth:`ParseContext.go_module`), else those found below it (a monorepo whose check runs
+    ``cd svc && go test ./...``), longest module path first. Bounded search; never raises."""
+    root = ctx.go_module()
+    if root or not ctx.project:
+        return [(root, "")] if root else []
+    found: list[tuple[str, str]] = []
+    base = Path(ctx.project)
+    for path in walk_files(base, lambda name: name == "go.mod", max_depth=4, max_entries=5000):
+        text = read_small(path, 64 << 10) or ""
+        m = _MODULE_LINE.search(text)
+        if m:
+            found.append((m.group(1), path.parent.relative_to(base).as_posix()))
+    return sorted(found, key=lambda mod: -len(mod[0]))
+
+
+def _go_relpkg(importpath: str, ctx: ParseContext, modules: list[tuple[str, str]]) -> str:
+    """The project-relative directory of a Go package (``""``: the root or unknown)."""
+    for module, directory in modules:
+        if importpath == module or importpath.startswith(module + "/"):
+            rest = importpath[len(module) + 1:]
+            return "/".join(p for p in (directory, rest) if p)
+    if modules:
         return ""
-    if importpath.startswith(module + "/"):
-        return importpath[len(module) + 1:]
-    return ""
+    segs = importpath.split("/")
+    module = "/".join(segs[:3]) if "." in segs[0] else segs[0]
+    return importpath[len(module) + 1:] if importpath.startswith(module + "/") else ""
 
 
 def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
@@ -148,6 +172,7 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     if plain is not None:
         text = plain
     out: list[Finding] = []
+    modules: list[tuple[str, str]] | None = None  # read when the first package line needs them
     vet = bool(re.search(r"\bvet\b", f"{ctx.check_name} {ctx.cmd}", re.I))
     tool = "go vet finding" if vet else "Go compile error"
     pending: list[Finding] = []  # go test findings whose file needs the package directory
@@ -207,7 +232,9 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
             continue
         e = _GO_PKG_END_RE.match(line)
         if e:
-            d = _go_relpkg(e.group(1), ctx)
+            if modules is None:
+                modules = _go_modules(ctx)
+            d = _go_relpkg(e.group(1), ctx, modules)
             for fd in pending:
                 fd.file = f"{d}/{fd.file}" if d else fd.file
             out.extend(pending)

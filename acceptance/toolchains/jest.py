@@ -158,7 +158,7 @@ TOOLCHAIN = Toolchain(
     hint_formats=("jest-json", "jest"),
     # ``jest --json`` and ``vitest --reporter=json`` share the report's shape (runner ``jest-json``
     # or ``vitest-json``); one long line, so it is read uncut
-    formats=(CountFormat("jest-json", parse_jest_json, 25, whole_lines=True), CountFormat("jest", _parse_jest, 30)),
+    formats=(CountFormat("jest-json", parse_jest_json, 25, whole_lines=True, runners=("vitest-json",)), CountFormat("jest", _parse_jest, 30)),
     directive_argv=re.compile(r"\bjest\b", re.I),
     shape=re.compile(r"^\s*● \S|^\{\"numFailedTestSuites\":", re.M),
     directives=parse_jest,

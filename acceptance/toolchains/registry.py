@@ -63,6 +63,15 @@ def count_formats() -> dict[str, CountFormat]:
     return {f.id: f for f in sorted(every, key=lambda f: (f.priority, f.id))}
 
 
+def machine_readable(runner: str) -> Toolchain | None:
+    """The toolchain whose ``whole_lines`` count format produces ``runner`` (its id or one of its
+    ``runners``), or None for a text form."""
+    for tc in toolchains():
+        if any(f.whole_lines and runner in (f.id, *f.runners) for f in tc.formats):
+            return tc
+    return None
+
+
 def hinted_formats(argv_joined: str) -> list[str]:
     """The format ids the command names (lower-cased, space-joined argv), in registry order, each
     once: a toolchain whose ``hint`` matches contributes its ``hint_formats``."""

@@ -175,8 +175,8 @@ def parse_go_json(text: str) -> TestCounts | None:
                 _flush(tally, m.group(1), packages.pop(m.group(1)))
             continue
         action = ev["Action"]
-        if action not in _KNOWN_ACTIONS:
-            continue
+        if action not in _KNOWN_ACTIONS or any(k in ev and not isinstance(ev[k], str) for k in ("Package", "Test")):
+            continue  # not test2json's (a garbage line that decodes): no phantom package error
         seen = True
         pkg = ev.get("Package")
         pkg = pkg if isinstance(pkg, str) else ""

@@ -230,13 +230,13 @@ def report_findings(text: str, ctx: ParseContext) -> list[Finding]:
                 at = (test_file, int(loc["line"]))
             file, line = at if at else (test_file, None)
             out.append(Finding(f"test '{title}' failed: {_message(messages)}",
-                               test_action(runner, title, at, test_file), file, line))
+                               test_action(runner, title, at, test_file), file, line, source=runner))
         if not failing and result.get("status") == "failed":
             message = str(result.get("message") or "")
             file, line = _own_frame(message, ctx) or (test_file, None)
             out.append(Finding(f"test file {test_file} failed: {_message(message)}",
                                "fix the error that stops the test file from loading (import path, syntax, missing module)",
-                               file, line))
+                               file, line, source=runner))
     return out
 
 

@@ -48,6 +48,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
 from ..base import MAX_IDS, TestCounts, unique_ids
+from .failure_text import HeadTail, frames
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -68,11 +69,6 @@ MAX_FAILURES = 50
 """At most this many failed cases keep their details (:class:`JUnitFailure`) per document."""
 MAX_MESSAGE_CHARS = 2000
 """A failure's message keeps at most this many characters of its text."""
-MAX_BODY_CHARS = 16384
-"""Of a failure's text (its traceback), this many characters are searched for :attr:`JUnitFailure.frames`."""
-MAX_FRAMES = 8
-_PY_FRAME = re.compile(r"^([^\s:<>\"']+\.py):(\d+): ", re.M)  # pytest's traceback entries
-_STACK_FRAME = re.compile(r"((?:\b[A-Za-z]:)?[^\s()<>\"':]+\.[A-Za-z][A-Za-z0-9]{0,5}):(\d+)")  # Java, JS, PHP, C#, Ruby
 _MAX_COUNT = 10**9
 """Suite attributes are clipped to this (a corrupt ``tests="9999…"`` stays a sane number)."""
 
@@ -95,8 +91,8 @@ class JUnitFailure:
             :data:`MAX_MESSAGE_CHARS`). file / line: the case's ``file``/``line`` attributes
             when the producer writes them (pytest, jest-junit, PHPUnit); line 1-based (pytest's
             0-based lines are shifted; they name the test's declaration). frames: candidate
-            ``(file, line)`` locations of the failure itself, found in its text (:func:`_frames`),
-            else None.
+            ``(file, line)`` locations of the failure itself, found in its text
+            (:func:`.failure_text.frames`), else None.
     """
 
     id: str
@@ -105,25 +101,6 @@ class JUnitFailure:
     file: str | None = None
     line: int | None = None
     frames: list[tuple[str, int]] | None = None
-
-
-def _frames(body: str) -> list[tuple[str, int]] | None:
-    """Candidate locations of a failure, from its text (the only location in pytest's default
-    ``xunit2`` family and Surefire's reports; PHPUnit's and xunit1's ``line`` names the test's
-    declaration, not the failing line), most useful first: pytest's traceback
-    entries deepest first (the assertion, then its callers), else stack frames in printed order
-    (innermost first). Which one is the project's own code is decided by the reader
-    (:func:`~tianshu_mcp.acceptance.directives.collect_junit_failures`). None when none."""
-    py = [(m.group(1), int(m.group(2))) for m in _PY_FRAME.finditer(body) if len(m.group(2)) < 10]
-    found = py[::-1] if py else [(m.group(1), int(m.group(2))) for m in _STACK_FRAME.finditer(body)
-                                 if len(m.group(2)) < 10]
-    out: list[tuple[str, int]] = []
-    for frame in found:
-        if frame not in out:
-            out.append(frame)
-            if len(out) >= MAX_FRAMES:
-                break
-    return out or None
 
 
 class JUnitError(ValueError):
@@ -220,9 +197,8 @@ class _Counter:
         self.failures: list[JUnitFailure] = []
         self.zero_based = False
         self.case_message: list[str] = []  # the outcome element's message / text (bounded)
-        self.in_outcome = False
-        self.case_body: list[str] = []  # the outcome element's text, for frames (bounded)
-        self.body_left = 0
+        self.in_outcome = self.in_body = False
+        self.case_body: HeadTail | None = None  # the outcome element's text, for its frames (bounded)
 
     def start(self, tag: str, attrib: dict[str, str]) -> None:
         depth = self.depth = self.depth + 1
@@ -237,7 +213,7 @@ class _Counter:
                         message = (attrib.get("message") or "").strip()
                         self.case_message = [message[:MAX_MESSAGE_CHARS]] if message else []
                         self.in_outcome = not message
-                        self.case_body, self.body_left = [], MAX_BODY_CHARS
+                        self.case_body, self.in_body = HeadTail(), True
             return  # anything else inside a test case (output, properties, reruns) is not counted
         name = _local(tag)
         if self.root is None:
@@ -259,13 +235,11 @@ class _Counter:
     def data(self, text: str) -> None:
         if self.in_outcome and sum(map(len, self.case_message)) < MAX_MESSAGE_CHARS:
             self.case_message.append(text[:MAX_MESSAGE_CHARS])
-        if self.body_left > 0:
-            self.case_body.append(text[:self.body_left])
-            self.body_left -= len(self.case_body[-1])
+        if self.in_body and self.case_body is not None:
+            self.case_body.add(text)
 
     def end(self, tag: str) -> None:
-        self.in_outcome = False
-        self.body_left = 0
+        self.in_outcome = self.in_body = False
         if self.case_depth:
             if self.depth == self.case_depth:
                 self._close_case()
@@ -299,14 +273,14 @@ class _Counter:
 
     def _keep_failure(self, outcome: int, attrib: Mapping[str, str]) -> None:
         text = "".join(self.case_message).strip()[:MAX_MESSAGE_CHARS]
-        body = "".join(self.case_body)
-        self.case_message, self.case_body = [], []
+        body = self.case_body.text() if self.case_body is not None else ""
+        self.case_message, self.case_body = [], None
         line = (attrib.get("line") or "").strip()
         file = (attrib.get("file") or "").strip() or None
         self.failures.append(JUnitFailure(
             id=_case_id(attrib), kind="failure" if outcome == _FAILED else "error", message=text, file=file,
             line=int(line) + self.zero_based if line.isdigit() and len(line) < 10 else None,
-            frames=_frames(body)))
+            frames=frames(body)))
 
     def _add_attributes(self, attrs: Mapping[str, str]) -> None:
         tests = _count(attrs.get("tests"))

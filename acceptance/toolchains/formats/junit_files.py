@@ -76,7 +76,7 @@ def check_pattern(pattern: str) -> str:
     Raises:
         ValueError: empty, absolute (``/``, ``~``, a drive), climbing (``..``), ``**`` inside a
             name or more than once (a stacked ``**`` walks a deep tree for minutes), or not
-            naming files (its last part is ``.``, ``..`` or ``**``).
+            naming files (its last part is ``.``, ``..`` or ``**``, or it ends with ``/``).
     """
     p = (pattern or "").strip()
     if not p:
@@ -91,7 +91,7 @@ def check_pattern(pattern: str) -> str:
         raise ValueError(f"junitXml: invalid glob {p!r}: '**' can only be a whole path component")
     if parts.count("**") > 1:
         raise ValueError(f"junitXml: invalid glob {p!r}: '**' may stand once")
-    if not parts or parts[-1] in (".", "..", "**"):
+    if not parts or parts[-1] in (".", "..", "**") or p.endswith("/"):  # "build/" names a directory
         raise ValueError(f"junitXml: invalid glob {p!r}: its last part must name the report files")
     while p.startswith("./"):
         p = p[2:]

@@ -38,6 +38,7 @@ import re
 from typing import Any
 
 from ..base import MAX_IDS, TestCounts, unique_ids
+from .failure_text import frames
 from .junit import (
     MAX_DEPTH,
     MAX_FAILURES,
@@ -242,5 +243,6 @@ def parse_trx_report(data: bytes, source: str = "") -> tuple[TestCounts, list[JU
     for test_id, test_name, kind, message, stack in reader.failures:
         frame = _FRAME.search(stack)
         failures.append(JUnitFailure(reader.ident(test_id, test_name), kind, message.strip(),
-                                     frame.group(1) if frame else None, int(frame.group(2)) if frame else None))
+                                     frame.group(1) if frame else None, int(frame.group(2)) if frame else None,
+                                     frames(stack)))
     return counts, failures
