@@ -79,7 +79,7 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
 
 _COMMAND = re.compile(r"\bmix\s+test\b")
 
-_BLOCK = re.compile(r"^\s+\d+\) (test .+?) \((\S+)\)\s*$")
+_BLOCK = re.compile(r"^\s+\d+\) (test .+) \((\S+)\)$")  # on rstripped lines
 _AT = re.compile(r"^\s+(\S+?\.exs?):(\d+)\s*$")
 _FRAME = re.compile(r"^\s+(?:\([\w.]+ [\d.]+\) )?(\S+?\.exs?):(\d+): ")
 _TEST_FILE = re.compile(r"_test\.exs$")

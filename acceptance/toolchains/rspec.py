@@ -80,7 +80,7 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
 
 _COMMAND = re.compile(r"\brspec\b")
 
-_BLOCK = re.compile(r"^  \d+\) (.+?)\s*$")
+_BLOCK = re.compile(r"^  \d+\) (.+)$")  # on rstripped lines: no \s*$ after a lazy group
 _LOAD = re.compile(r"^An error occurred while loading (\S+?)\.?(?: - |\s*$)")
 _FRAME = re.compile(r"^\s*# (\S+?):(\d+)(?::in |\s*$)")
 _SECTION_END = re.compile(r"^(?:Finished in |Failed examples:|Pending:|\d+ examples?, )")
