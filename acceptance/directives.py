@@ -41,6 +41,7 @@ from .toolchains.base import (
     Finding,
     ParseContext,
     WARNING,
+    outside_project,
     strip_ansi,
     test_action,
 )
@@ -260,6 +261,16 @@ def _jvm_path(name: str, test_id: str, project: Path) -> str | None:
     return None
 
 
+def _project_file(project: Path, rel: str) -> bool:
+    """Whether ``rel`` is a file of ``project`` that stays inside it once symlinks are resolved
+    (a committed ``tests/evil.py`` → ``/etc/passwd`` is not)."""
+    try:
+        path = project / rel
+        return path.is_file() and path.resolve().is_relative_to(project.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def _own_frame(frames: Any, ctx: ParseContext, test_id: str) -> tuple[str, int] | None:
     """The first of a JUnit failure's candidate ``frames`` that is the project's own code and a file
     that exists in it; a JVM frame's bare ``CalcTest.java`` is resolved through the test's package
@@ -274,10 +285,10 @@ def _own_frame(frames: Any, ctx: ParseContext, test_id: str) -> tuple[str, int] 
         if not ctx.own(path):
             continue
         rel = ctx.rel(path)
-        if (project / rel).is_file():
+        if _project_file(project, rel):
             return rel, frame[1]
         found = _under_source_roots(rel, project) if "/" in rel else _jvm_path(rel, test_id, project)
-        if found:
+        if found and _project_file(project, found):
             return found, frame[1]
     return None
 
@@ -306,6 +317,9 @@ def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
             if not isinstance(f, Mapping) or not f.get("id"):
                 continue
             file = ctx.rel(str(f["file"])) if f.get("file") else None
+            if file and project and not outside_project(file) and (Path(project) / file).exists() \
+                    and not _project_file(Path(project), file):
+                file = None  # a symlink out of the project is no place to send an agent
             line = f.get("line") if isinstance(f.get("line"), int) else None
             file, line = _own_frame(f.get("frames"), ctx, str(f["id"])) or (file, line if file else None)
             title = str(f["id"])

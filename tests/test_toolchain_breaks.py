@@ -129,6 +129,39 @@ def test_a_go_module_in_a_sub_directory_gets_its_path(tmp_path: Path, gocache: N
     assert _items(project, res) == [("svc/pkg/m_test.go", 7, "TestAdd failed: Add(1, 2) = 3, want 4")]
 
 
+@needs_go
+def test_a_passing_test_that_prints_a_fail_line_is_not_blamed(tmp_path: Path, gocache: None) -> None:
+    """A test prints ``--- FAIL: TestInnocent`` and a ``TestGhost`` that does not exist; Go's own
+    test2json turns those lines into events. The directives said TestInnocent and TestGhost failed;
+    with ``-json`` only the tests whose events end in ``fail`` after a ``run`` are blamed."""
+    tests = ("package m\n\nimport (\n\t\"fmt\"\n\t\"testing\"\n)\n\n"
+             "func TestReal(t *testing.T) {\n\tif Add(2, 3) != 6 {\n\t\tt.Errorf(\"real failure\")\n\t}\n}\n\n"
+             "func TestLiar(t *testing.T) {\n\tfmt.Println(\"--- FAIL: TestInnocent (0.00s)\")\n"
+             "\tfmt.Println(\"    m_test.go:30: innocent is broken\")\n\tfmt.Println(\"--- FAIL: TestGhost (0.00s)\")\n"
+             "\tfmt.Println(\"    m_test.go:3: ghost\")\n}\n\n"
+             "func TestInnocent(t *testing.T) { t.Log(\"fine\") }\n")
+    project = _go_module(tmp_path / "m", tests)
+    res = _run(tmp_path, project, ["go", "test", "-json", "./..."])
+    assert res["passed"] is False, res
+    assert _items(project, res) == [("m_test.go", 10, "TestReal failed: real failure")]
+
+
+def test_repeated_runs_and_duplicated_events() -> None:
+    """``-count=2`` with a flaky test (fails, then passes) lost the failed run and counted the
+    package as an error; a ``pass`` line repeated after the package's verdict was counted twice."""
+    def ev(action: str, test: str = "", pkg: str = "x") -> str:
+        return '{"Action":"%s","Package":"%s"%s}\n' % (action, pkg, f',"Test":"{test}"' if test else "")
+
+    flaky = (ev("run", "TestA") + ev("pass", "TestA") + ev("run", "TestF") + ev("fail", "TestF")
+             + ev("run", "TestA") + ev("pass", "TestA") + ev("run", "TestF") + ev("pass", "TestF") + ev("fail"))
+    c = parse_go_json(flaky)
+    assert c is not None and (c.passed, c.failed, c.errors) == (3, 1, 0), c
+    assert c.failed_ids == ["x/TestF"]
+    dup = ev("run", "TestA") + ev("pass", "TestA") + ev("pass") + ev("pass", "TestA")
+    c = parse_go_json(dup)
+    assert c is not None and (c.passed, c.total) == (1, 1), c
+
+
 def test_garbage_that_decodes_as_a_test2json_event_adds_nothing() -> None:
     good = ('{"Action":"run","Package":"x","Test":"TestA"}\n{"Action":"pass","Package":"x","Test":"TestA"}\n'
             '{"Action":"pass","Package":"x"}\n')
@@ -204,6 +237,39 @@ def test_a_jvm_frame_in_main_code_is_found_in_its_package(tmp_path: Path) -> Non
     check = {"name": "unit", "cmd": "mvn test", "passed": False, "outputTail": "", "junit": {"failures": [vars(failures[0])]}}
     assert _items(tmp_path, check) == [("src/main/java/demo/Calc.java", 10,
                                         "test 'demo.ParseTest.parses' failed: For input string: \"x\"")]
+
+
+def test_a_junit_file_that_is_a_symlink_out_of_the_project_is_no_location(tmp_path: Path) -> None:
+    """A committed ``tests/evil.py`` → ``/etc/passwd`` named by a report's ``file`` attribute was
+    sent as the location, without the outside note (the check was textual)."""
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "evil.py").symlink_to("/etc/passwd")
+    (tmp_path / "tests" / "test_ok.py").write_text("\n" * 10)
+    xml = ('<testsuite tests="2"><testcase classname="t" name="evil" file="tests/evil.py" line="1">'
+           '<failure message="boom">tests/evil.py:1: boom</failure></testcase>'
+           '<testcase classname="t" name="ok" file="tests/test_ok.py" line="3"><failure message="bad"/></testcase>'
+           '</testsuite>').encode()
+    _c, failures = parse_junit_report(xml, "r.xml")
+    check = {"name": "unit", "cmd": "pytest", "passed": False, "outputTail": "",
+             "junit": {"failures": [vars(f) for f in failures]}}
+    assert _items(tmp_path, check) == [(None, None, "test 'tests/evil.py::t.evil' failed: boom"),
+                                       ("tests/test_ok.py", 3, "test 'tests/test_ok.py::t.ok' failed: bad")]
+
+
+def test_raw_control_characters_in_a_json_report_do_not_lose_it() -> None:
+    """A NUL or ESC inside a Jest report's strings (a test name) made the report undecodable:
+    counts fell back to the head counters, without ids or directives."""
+    from tianshu_mcp.acceptance.testcount import parse_tests
+
+    report = ('{"numFailedTestSuites":1,"numFailedTests":1,"numPassedTests":0,"numPendingTests":0,'
+              '"numRuntimeErrorTestSuites":0,"numTodoTests":0,"numTotalTests":1,"openHandles":[],'
+              '"testResults":[{"name":"/p/t.test.js","status":"failed","message":"","assertionResults":'
+              '[{"ancestorTitles":[],"title":"adds\x00nul","fullName":"adds","status":"failed",'
+              '"failureMessages":["Error: boom\\n    at /p/t.test.js:2:3"]}]}],"wasInterrupted":false}')
+    counts = parse_tests(report, ["jest", "--json"])
+    assert counts is not None and counts.runner == "jest-json" and len(counts.failed_ids) == 1, counts
+    items = _items(Path("/p"), {"name": "unit", "cmd": "jest --json", "passed": False, "outputTail": report})
+    assert items and items[0][1] == 2, items
 
 
 def test_pytest_native_tracebacks_in_a_junit_report_are_located(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from .base import (
     unique_ids,
     when_file,
 )
-from .formats.go_json import go_json_output, go_json_zero, parse_go_json
+from .formats.go_json import go_json_failed, go_json_output, go_json_zero, parse_go_json
 
 _GO_PKG = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$", re.M)
 _GO_WARN_NONE = re.compile(r"testing: warning: no tests to run", re.I)
@@ -169,8 +169,9 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     they follow ``=== RUN|CONT|NAME TestX`` and count only when ``--- FAIL: TestX`` comes later,
     so a passing or skipped test's log is never blamed on another test."""
     plain = go_json_output(text)
+    failed_only: set[str] | None = None  # -json: only tests whose events say they failed
     if plain is not None:
-        text = plain
+        failed_only, text = go_json_failed(text), plain
     out: list[Finding] = []
     modules: list[tuple[str, str]] | None = None  # read when the first package line needs them
     vet = bool(re.search(r"\bvet\b", f"{ctx.check_name} {ctx.cmd}", re.I))
@@ -200,7 +201,7 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
             verdict, name = f.group(2), f.group(3)
             logged = logs.pop(name, [])
             running = None
-            if verdict == "FAIL":
+            if verdict == "FAIL" and (failed_only is None or name in failed_only):
                 pending.extend(logged)
                 test, panic, panic_done = name, None, False
             else:

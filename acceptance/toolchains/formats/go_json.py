@@ -20,7 +20,9 @@ Counting rules (the same units as the text form of :mod:`..go`):
 
 * only **leaf** tests count: a test that has subtests (``TestX/sub`` seen in the same package)
   is not a unit of its own, exactly as the text parser counts ``--- PASS/FAIL/SKIP`` lines;
-  a test's outcome is its last ``pass``/``fail``/``skip`` event; ids are ``<package>/<test>``
+  a run's outcome is its last ``pass``/``fail``/``skip`` event, and each run of ``-count=N`` is
+  a unit (a ``run`` event after an outcome starts the next run); events of a package after its
+  verdict are not test2json's and are ignored (a duplicated ``pass`` line counted twice); ids are ``<package>/<test>``
   (just ``<test>`` for events without a package, e.g. ``go tool test2json`` without ``-p``);
 * a package that failed to build (``FailedBuild``, ``build-fail``, ``[build failed]`` or
   ``[setup failed]``) is one error whose id is the package path;
@@ -62,6 +64,7 @@ _MAX_DEPTH = 64
 @dataclass
 class _Package:
     tests: dict[str, str] = field(default_factory=dict)  # name -> "run" | "pass" | "fail" | "skip"
+    earlier: dict[str, list[str]] = field(default_factory=dict)  # outcomes of earlier runs (-count=N)
     failed: bool = False
     build_failed: bool = False
 
@@ -111,22 +114,23 @@ def _flush(tally: _Tally, pkg: str, state: _Package) -> None:
     leaf_failed = False
     unfinished: list[str] = []
     failed_parents: list[str] = []
-    for name, status in state.tests.items():
+    for name, last in state.tests.items():
         if name in parents:
-            if status == "fail":
+            if last == "fail":
                 failed_parents.append(_ident(pkg, name))
             continue
-        if status == "pass":
-            c.passed += 1
-            tally.passed_ids.append(_ident(pkg, name))
-        elif status == "fail":
-            c.failed += 1
-            leaf_failed = True
-            tally.failed_ids.append(_ident(pkg, name))
-        elif status == "skip":
-            c.skipped += 1
-        else:
-            unfinished.append(_ident(pkg, name))
+        for status in [*state.earlier.get(name, ()), last]:  # each run of ``-count=N`` is a unit
+            if status == "pass":
+                c.passed += 1
+                tally.passed_ids.append(_ident(pkg, name))
+            elif status == "fail":
+                c.failed += 1
+                leaf_failed = True
+                tally.failed_ids.append(_ident(pkg, name))
+            elif status == "skip":
+                c.skipped += 1
+            else:
+                unfinished.append(_ident(pkg, name))
     if state.failed and not leaf_failed:
         _error(tally, pkg, unfinished or failed_parents)
 
@@ -143,7 +147,7 @@ def _events(text: str) -> Iterator[tuple[dict[str, Any] | None, str]]:
         ev = None
         if s.startswith("{") and '"Action"' in s:
             try:
-                ev = json.loads(s)
+                ev = json.loads(s, strict=False)  # a raw control character in Output
             except (ValueError, RecursionError):
                 ev = None
             if not isinstance(ev, dict) or not isinstance(ev.get("Action"), str):
@@ -166,13 +170,15 @@ def parse_go_json(text: str) -> TestCounts | None:
     packages: dict[str, _Package] = {}
     build_fail_paths: list[str] = []
     claimed_builds: set[str] = set()
+    closed: set[str] = set()  # packages whose verdict was counted: later events are not test2json's
     seen = False
     for ev, line in _events(text):
         if ev is None:
             m = _PLAIN_BUILD_FAIL.match(line)
-            if m:  # Go < 1.24: the build failure is a plain line
+            if m and m.group(1) not in closed:  # Go < 1.24: the build failure is a plain line
                 packages.setdefault(m.group(1), _Package()).build_failed = True
                 _flush(tally, m.group(1), packages.pop(m.group(1)))
+                closed.add(m.group(1))
             continue
         action = ev["Action"]
         if action not in _KNOWN_ACTIONS or any(k in ev and not isinstance(ev[k], str) for k in ("Package", "Test")):
@@ -187,11 +193,16 @@ def parse_go_json(text: str) -> TestCounts | None:
             continue
         if action == "build-output":
             continue
+        if pkg in closed:
+            continue
         test = ev.get("Test")
         state = packages.setdefault(pkg, _Package())
         if isinstance(test, str) and test:
             if action == "run":
-                state.tests.setdefault(test, "run")
+                done = state.tests.get(test)
+                if done in _TERMINAL:  # the test runs again (-count=N): keep the earlier outcome
+                    state.earlier.setdefault(test, []).append(done)
+                state.tests[test] = "run"
             elif action in _TERMINAL:
                 state.tests[test] = action
             continue
@@ -208,6 +219,7 @@ def parse_go_json(text: str) -> TestCounts | None:
                     state.build_failed = True
                     claimed_builds.add(failed_build)
             _flush(tally, pkg, packages.pop(pkg))
+            closed.add(pkg)
     if not seen:
         return None
     for pkg, state in packages.items():  # no verdict (a cut-off run): count what finished
@@ -220,6 +232,31 @@ def parse_go_json(text: str) -> TestCounts | None:
     c.failed_ids = unique_ids(tally.failed_ids)
     c.passed_ids = unique_ids(tally.passed_ids)
     return c
+
+
+def go_json_failed(text: str) -> set[str] | None:
+    """The tests whose last outcome in a ``go test -json`` output is ``fail`` and that had a
+    ``run`` event (Go 1.19's test2json also turns a ``--- FAIL: TestX`` line that a passing test
+    printed into events: TestX's last outcome is then ``pass``, and a test that never ran has no
+    ``run``). None when ``text`` holds no test2json event. Never raises."""
+    last: dict[tuple[str, str], str] = {}
+    ran: set[tuple[str, str]] = set()
+    seen = False
+    for ev, _line in _events(text):
+        if ev is None:
+            continue
+        seen = True
+        pkg, test, action = ev.get("Package"), ev.get("Test"), ev["Action"]
+        if not isinstance(test, str) or not test or not isinstance(pkg, (str, type(None))):
+            continue
+        key = (pkg or "", test)
+        if action == "run":
+            ran.add(key)
+        elif action in _TERMINAL:
+            last[key] = action
+    if not seen:
+        return None
+    return {test for (pkg, test), action in last.items() if action == "fail" and (pkg, test) in ran}
 
 
 def go_json_output(text: str) -> str | None:
@@ -235,7 +272,7 @@ def go_json_output(text: str) -> str | None:
         s = line.strip()
         if s.startswith("{") and '"Action"' in s:
             try:
-                ev = json.loads(s)
+                ev = json.loads(s, strict=False)  # a raw control character in Output
             except (ValueError, RecursionError):
                 ev = None
             if isinstance(ev, dict) and isinstance(ev.get("Action"), str):

@@ -60,7 +60,7 @@ _CANDIDATE = re.compile(r'\{\s*"num(?:Failed|Passed|Pending|Total|Todo|RuntimeEr
 _HEAD_COUNTER = re.compile(r'"(num[A-Za-z]+)"\s*:\s*(\d{1,12})')
 _HEAD_CHARS = 1000
 """The counters sit in the report's first few hundred characters (before ``snapshot``)."""
-_DECODER = json.JSONDecoder()
+_DECODER = json.JSONDecoder(strict=False)  # a raw control character in a test name or message
 _JEST_KEYS = ("numRuntimeErrorTestSuites", "openHandles", "wasInterrupted")
 
 
