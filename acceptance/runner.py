@@ -250,8 +250,8 @@ def run_check(
 
     Returns:
         ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason],
-        [optional], aborted, [tests], [junit], [findings]}``. ``cmd[] == []`` / ``skip :`` / cancelled before start →
-        skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
+        [optional], aborted, [tests], [junit], [findings]}``. ``cmd[] == []`` / ``skip :`` /
+        cancelled before start → skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
         command: <why> (<OS error>)`` (``'x' was not found on PATH``, ``'./x' is not
         executable``, …). A test check whose output parses gets ``tests`` =
         :meth:`TestCounts.to_json` (with ``junitXml``: counted from the reports this run wrote, before
