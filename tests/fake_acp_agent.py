@@ -105,7 +105,7 @@ class FakeAgent:
         text = "".join(getattr(block, "text", "") for block in prompt)
         session["prompts"].append(text)
         save_state(self.sessions)
-        trace(event="prompt", session=session_id, n=len(session["prompts"]), text=text[:300])
+        trace(event="prompt", session=session_id, n=len(session["prompts"]), text=text[:4000])
         stop = self.cancelled.setdefault(session_id, asyncio.Event())
         stop.clear()
         await self.say(session_id, f"Reading the project (prompt {len(session['prompts'])} of this session).\n")
