@@ -239,10 +239,11 @@ _JVM_SOURCE_ROOTS = ("src/test/java", "src/test/kotlin", "src/test/groovy", "src
 
 def _under_source_roots(rel: str, project: Path) -> str | None:
     """``demo/Calc.java`` (a JVM frame placed in its package) → ``src/main/java/demo/Calc.java``
-    when that file exists under one of :data:`_JVM_SOURCE_ROOTS`."""
+    when that file exists under one of :data:`_JVM_SOURCE_ROOTS` (the root last)."""
     for root in _JVM_SOURCE_ROOTS:
-        if root and (project / root / rel).is_file():
-            return f"{root}/{rel}"
+        candidate = f"{root}/{rel}" if root else rel
+        if (project / candidate).is_file():
+            return candidate
     return None
 
 
@@ -253,12 +254,7 @@ def _jvm_path(name: str, test_id: str, project: Path) -> str | None:
     parts = test_id.replace("::", ".").split(".")
     if stem not in parts:
         return None
-    rel = "/".join([*parts[:parts.index(stem)], name])
-    for root in _JVM_SOURCE_ROOTS:
-        candidate = f"{root}/{rel}" if root else rel
-        if (project / candidate).is_file():
-            return candidate
-    return None
+    return _under_source_roots("/".join([*parts[:parts.index(stem)], name]), project)
 
 
 def _project_file(project: Path, rel: str) -> bool:

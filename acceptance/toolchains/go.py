@@ -21,7 +21,7 @@ from .base import (
     unique_ids,
     when_file,
 )
-from .formats.go_json import go_json_failed, go_json_output, go_json_zero, parse_go_json
+from .formats.go_json import go_json_console, go_json_zero, parse_go_json
 
 _GO_PKG = re.compile(r"^(ok|FAIL|\?)[ ]*\t(\S+)(?:[\t ](.*))?$", re.M)
 _GO_WARN_NONE = re.compile(r"testing: warning: no tests to run", re.I)
@@ -165,13 +165,13 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     with its ``x_test.go:l: msg`` lines, mapped to the package directory; panics).
 
     Test logs are read in both layouts: without ``-v`` they follow their ``--- FAIL: TestX`` line;
-    with ``-v`` (and ``-json``, whose ``Output`` fields are the ``-v`` text: :func:`go_json_output`)
+    with ``-v`` (and ``-json``, whose ``Output`` fields are the ``-v`` text: :func:`go_json_console`)
     they follow ``=== RUN|CONT|NAME TestX`` and count only when ``--- FAIL: TestX`` comes later,
     so a passing or skipped test's log is never blamed on another test."""
-    plain = go_json_output(text)
+    console = go_json_console(text)
     failed_only: set[str] | None = None  # -json: only tests whose events say they failed
-    if plain is not None:
-        failed_only, text = go_json_failed(text), plain
+    if console is not None:
+        text, failed_only = console
     out: list[Finding] = []
     modules: list[tuple[str, str]] | None = None  # read when the first package line needs them
     vet = bool(re.search(r"\bvet\b", f"{ctx.check_name} {ctx.cmd}", re.I))

@@ -234,39 +234,21 @@ def parse_go_json(text: str) -> TestCounts | None:
     return c
 
 
-def go_json_failed(text: str) -> set[str] | None:
-    """The tests whose last outcome in a ``go test -json`` output is ``fail`` and that had a
-    ``run`` event (Go 1.19's test2json also turns a ``--- FAIL: TestX`` line that a passing test
-    printed into events: TestX's last outcome is then ``pass``, and a test that never ran has no
-    ``run``). None when ``text`` holds no test2json event. Never raises."""
-    last: dict[tuple[str, str], str] = {}
-    ran: set[tuple[str, str]] = set()
-    seen = False
-    for ev, _line in _events(text):
-        if ev is None:
-            continue
-        seen = True
-        pkg, test, action = ev.get("Package"), ev.get("Test"), ev["Action"]
-        if not isinstance(test, str) or not test or not isinstance(pkg, (str, type(None))):
-            continue
-        key = (pkg or "", test)
-        if action == "run":
-            ran.add(key)
-        elif action in _TERMINAL:
-            last[key] = action
-    if not seen:
-        return None
-    return {test for (pkg, test), action in last.items() if action == "fail" and (pkg, test) in ran}
+def go_json_console(text: str) -> tuple[str, set[str]] | None:
+    """What a ``go test -json`` output stands for, in one pass over its lines:
 
+    * the console text: every event's ``Output`` (the ``go test -v`` text, build output included)
+      in order, and the lines that are not events as they are (compiler errors of Go < 1.24);
+    * the tests whose last outcome is ``fail`` and that had a ``run`` event (Go 1.19's test2json
+      also turns a ``--- FAIL: TestX`` line that a passing test printed into events: TestX's last
+      outcome is then ``pass``, and a test that never ran has no ``run``).
 
-def go_json_output(text: str) -> str | None:
-    """The console text that a ``go test -json`` output stands for: every event's ``Output``
-    (which is the ``go test -v`` text, build output included) in order, and the lines that are not
-    events as they are (compiler errors of Go < 1.24). None when ``text`` holds no test2json event.
-    Never raises; linear in the length of ``text``."""
+    None when ``text`` holds no test2json event. Never raises; linear in the length of ``text``."""
     if '"Action"' not in text:
         return None
     parts: list[str] = []
+    last: dict[tuple[str, str], str] = {}
+    ran: set[tuple[str, str]] = set()
     seen = False
     for line in text.split("\n"):
         s = line.strip()
@@ -277,12 +259,20 @@ def go_json_output(text: str) -> str | None:
                 ev = None
             if isinstance(ev, dict) and isinstance(ev.get("Action"), str):
                 seen = True
-                out = ev.get("Output")
+                out, pkg, test = ev.get("Output"), ev.get("Package"), ev.get("Test")
                 if isinstance(out, str):
                     parts.append(out)  # carries its own newline (test2json may split a long line)
+                if isinstance(test, str) and test and isinstance(pkg, (str, type(None))):
+                    if ev["Action"] == "run":
+                        ran.add((pkg or "", test))
+                    elif ev["Action"] in _TERMINAL:
+                        last[(pkg or "", test)] = ev["Action"]
                 continue
         parts.append(line + "\n")
-    return "".join(parts) if seen else None
+    if not seen:
+        return None
+    failed = {test for (pkg, test), action in last.items() if action == "fail" and (pkg, test) in ran}
+    return "".join(parts), failed
 
 
 def go_json_zero(text: str) -> bool:
