@@ -15,7 +15,7 @@ import anyio
 import mcp_types as types
 
 from ..adapters.arg_gates import check_agent_args, check_project_less
-from ..adapters.profiles import describe_agent, list_agents, resolve_agent
+from ..adapters.profiles import resolve_agent
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import tail_lines
 from ..core.i18n import _
@@ -23,11 +23,11 @@ from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_k
 from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
 from ..core.model import TERMINAL
-from ..core.paths import check_project_path, norm_path
+from ..core.paths import check_project_path
 from ..core.projects import ProjectRegistry
 from ..core.settings import check_config, load_config
 from .format import clip, ok_result
-from .outputs import report_meta
+from .info import branch_whitelist, query_info
 from .phrases import status_phrase, submitted_lines
 from .resume import continue_task
 from .isolation import merge_task, resolve_isolation
@@ -35,20 +35,6 @@ from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
 from .waiting import wait_task
-
-MAX_REPORT_BYTES = 48000
-"""query_info(type=report) quotes at most this many bytes of a report (the reply stays under 64 KiB)."""
-
-
-def _branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    extra = [k for k, v in args.items() if v is not None and k not in allowed]
-    if extra:
-        raise TianshuError(
-            ErrorCode.INVALID_ARGUMENT,
-            _("{branch} does not accept: {keys} (allowed: {allowed})").format(
-                branch=branch, keys=", ".join(sorted(extra)), allowed=", ".join(allowed)),
-        )
-
 
 def _validate_override(override: Any) -> None:
     from ..acceptance.config import AcceptanceConfigError, parse_layer
@@ -393,7 +379,7 @@ class Handlers:
             "rework": ("taskId", "action", "feedback", "repairHint"),
             "merge": ("taskId", "action"),
         }[action]
-        _branch_whitelist(f"action={action}", args, allowed)
+        branch_whitelist(f"action={action}", args, allowed)
         task_id = args["taskId"]
         if task_id.startswith("vfy_"):
             self.service.read_task(task_id)  # TASK_NOT_FOUND first
@@ -424,81 +410,8 @@ class Handlers:
 
     # --- query_info --------------------------------------------------------------------------
     async def query_info(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """type=tasks | report | profiles (10-tools §3.5)."""
-        kind = args["type"]
-        allowed = {
-            "tasks": ("type", "projectPath", "status", "limit"),
-            "report": ("type", "taskId", "round"),
-            "profiles": ("type",),
-        }[kind]
-        _branch_whitelist(f"type={kind}", args, allowed)
-        if kind == "tasks":
-            return await self._list(args)
-        if kind == "report":
-            return self._report(args)
-        return await self._profiles()
-
-    async def _list(self, args: dict[str, Any]) -> types.CallToolResult:
-        project = args.get("projectPath")
-        norm = None
-        if project is not None:
-            import os
-
-            norm = norm_path(os.path.realpath(project)) if os.path.exists(project) else norm_path(os.path.abspath(project))
-        skipped: list[str] = []
-        views = await self.service.list_tasks(norm, args.get("status"), int(args.get("limit", 50)), skipped)
-        note = (_("note: {n} damaged task record(s) left out (TASK_RECORD_CORRUPT): ").format(n=len(skipped))
-                + ", ".join(skipped[:5]) + (" …" if len(skipped) > 5 else "")) if skipped else None
-        meta: dict[str, Any] = {"ok": True, "skippedRecords": len(skipped) or None,
-                                "tasks": [v.meta(self.runtime) for v in views]}
-        if not views:
-            return ok_result(_("no task matches.") + (f"\n{note}" if note else ""), {**meta, "message": _("empty list")})
-        rows = [_("tasks ({n}; columns: taskId / status / agent / project / brief)").format(n=len(views))]
-        for v in views:
-            t = v.task
-            rows.append(f"{t['taskId']}\t{v.status:<15}\t{str(t.get('agentId') or ''):<8}\t{t.get('projectPath', '')}\t{str(t.get('task') or '')[:60]}")
-        if note:
-            rows.append(note)
-        return ok_result("\n".join(rows), {**meta, "message": _("{n} task(s)").format(n=len(views))})
-
-    def _report(self, args: dict[str, Any]) -> types.CallToolResult:
-        if not args.get("taskId"):
-            raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("type=report needs a non-empty taskId"))
-        task = self.service.read_task(args["taskId"])
-        tdir = self.service.store.dir(task["taskId"])
-        if "round" in args and args["round"] is not None:
-            path = tdir / f"report-{int(args['round'])}.md"
-            if not path.is_file():
-                raise TianshuError(ErrorCode.INVALID_ARGUMENT,
-                                   _("round {round} has no report ({path})").format(round=int(args["round"]), path=path))
-        else:
-            rounds = sorted(int(p.stem.split("-")[1]) for p in tdir.glob("report-*.md") if p.stem.split("-")[1].isdigit())
-            if not rounds:
-                raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} has no acceptance report yet "
-                                                              "(verification off or not run yet)").format(taskId=task["taskId"]))
-            path = tdir / f"report-{rounds[-1]}.md"
-        with open(path, "rb") as fh:
-            raw = fh.read(MAX_REPORT_BYTES + 1)
-        text = raw[:MAX_REPORT_BYTES].decode("utf-8", errors="ignore")
-        if len(raw) > MAX_REPORT_BYTES:  # a 10.6 MB report made a reply no host could read
-            text = (text.rsplit("\n", 1)[0]
-                    + "\n\n" + _("… report cut at {limit} bytes (the file has {size}); "
-                                   "read the whole report at {path} or its JSON at {json}").format(
-                                       limit=MAX_REPORT_BYTES, size=path.stat().st_size, path=path, json=path.with_suffix(".json")))
-        return ok_result(text, report_meta(task["taskId"], path, truncated=len(raw) > MAX_REPORT_BYTES))
-
-    async def _profiles(self) -> types.CallToolResult:
-        agents = await anyio.to_thread.run_sync(list_agents, self.runtime.home)
-        infos = await anyio.to_thread.run_sync(lambda: [describe_agent(a) for a in agents])
-        rows = [_("agents and executable probe results (columns: status / id / name / driver / profileStatus / message)")]
-        for a, info in zip(agents, infos):
-            p = a.profile
-            rows.append(f"{_('[PASS] available') if a.ok else _('[FAIL] unavailable')}\t{a.id}\t{a.display_name}\t"
-                        f"driver={p.driver if p else 'unknown'}\tprofileStatus={p.status if p else 'unknown'}\t{a.message}"
-                        + (_(" [source: {source}]").format(source=a.source) if a.source else "")
-                        + (_(" [version: {version}]").format(version=info["version"]) if info["version"] else ""))
-        return ok_result("\n".join(rows), {"ok": True, "message": _("{n} agent(s)").format(n=len(agents)), "checks": [],
-                                           "profiles": infos})
+        """type=tasks | report | profiles; see :func:`.info.query_info`."""
+        return await query_info(self.service, self.runtime, args)
 
     # --- wait_task ---------------------------------------------------------------------------
     async def wait_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:

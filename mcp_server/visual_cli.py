@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -29,10 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..acceptance.config import project_layer_path, read_layer_bytes
 from ..acceptance.visual.config import (
     VisualConfig,
-    VisualConfigError,
     baseline_relative,
     page_viewports,
     parse_visual,
@@ -41,11 +38,10 @@ from ..acceptance.visual.errors import VisualError
 from ..acceptance.visual.locks import project_key, visual_lock
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json, atomic_write_text, read_json
-from ..core.ids import is_record_id
 from ..core.paths import check_project_path
 from ..core.settings import data_home
-from ..core.taskstore import TaskStore
 from .commands import print_json
+from .visual_records import is_blocked, mark_unblocked, own_dir, project_root, read_layer, read_task, task_project, visual_config
 
 USAGE = """Usage: tianshu-mcp visual init [project]               add a disabled visual template (project: default cwd)
        tianshu-mcp visual doctor [project]             check Chromium, image libraries, the block, baselines, .gitignore
@@ -60,7 +56,6 @@ USAGE = """Usage: tianshu-mcp visual init [project]               add a disabled
 Output is JSON on stdout; exit 0 ok, 1 coded failure (or a failed doctor check), 2 usage error."""
 
 CHROMIUM_HINT = "install Debian's chromium package (apt-get install chromium); browsers are never downloaded"
-TASK_ID_RE = re.compile(r"^(tsk|vfy)_[A-Za-z0-9_-]+$")
 REVIEW_PREFIX = "visual-review-"
 REVIEW_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 TEMPLATE: dict[str, Any] = {
@@ -89,82 +84,12 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _project(raw: str | None) -> str:
-    """The project's real path through the projectPath gate (``PATH_*`` codes)."""
-    return check_project_path(os.path.abspath(raw or os.getcwd()), data_home()).norm
-
-
-def _layer(root: str) -> tuple[Path, dict[str, Any] | None]:
-    """``(path, decoded project layer | None)``; CONFIG_UNREADABLE, CONFIG_INVALID (not a JSON object)."""
-    path = project_layer_path(root)
-    raw = read_layer_bytes(path, "project")
-    if raw is None:
-        return path, None
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise VisualError("CONFIG_INVALID", f"{path} is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise VisualError("CONFIG_INVALID", f"{path} is not a JSON object")
-    return path, data
-
-
-def _visual(root: str) -> VisualConfig:
-    """The project layer's visual block, validated; CONFIG_INVALID when absent or invalid."""
-    path, data = _layer(root)
-    if data is None or data.get("visual") is None:
-        raise VisualError("CONFIG_INVALID", f"{path} has no visual block (tianshu-mcp visual init adds one)")
-    try:
-        return parse_visual(data["visual"])
-    except VisualConfigError as exc:
-        raise VisualError("CONFIG_INVALID", f"{path}: {exc}") from None
-
-
-def _task(task_id: str) -> tuple[TaskStore, Path, dict[str, Any]]:
-    """``(store, task dir, task.json)``; TASK_ID_INVALID, TASK_NOT_FOUND."""
-    if not TASK_ID_RE.match(task_id) or not is_record_id(task_id):
-        raise VisualError("TASK_ID_INVALID", f"{task_id[:100]!r} is not a task id (tsk_… or vfy_…)")
-    store = TaskStore(data_home())
-    record = store.read(task_id)
-    if record is None:
-        raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"no task {task_id} (or its task.json is unreadable)")
-    return store, store.dir(task_id), record
-
-
-def _task_project(task_id: str, record: dict[str, Any]) -> str:
-    project = record.get("projectPath")
-    if not isinstance(project, str) or not project or not os.path.isdir(project):
-        raise VisualError("TASK_NO_PROJECT", f"task {task_id} has no existing project ({project!r})")
-    return os.path.realpath(project)
-
-
-def is_blocked(record: dict[str, Any] | None) -> bool:
-    """True when ``task.json`` says the task waits in ``needs_attention`` on a visual block
-    (``errorType == "verify_failed"``, ``pendingVisualVerification`` true, ``finishedAt`` set)."""
-    return bool(record and record.get("errorType") == "verify_failed" and record.get("pendingVisualVerification") is True
-                and record.get("finishedAt"))
-
-
-def _unblocked(store: TaskStore, task_id: str, what: str) -> None:
-    store.update(task_id, pendingVisualVerification=True, lastMessage=f"{what}; rework the task to re-verify it")
-    store.event(task_id, "note", "needs_attention", f"{what} (tianshu-mcp visual); rework re-verifies first")
-
-
-def _own_dir(task_dir: Path, name: str) -> Path:
-    """``task_dir/name``; ARTIFACT_PATH when it or the task dir is an alias (symlink)."""
-    target = task_dir / name
-    if (task_dir.is_symlink() or target.is_symlink()
-            or os.path.realpath(target) != os.path.join(os.path.realpath(task_dir), name)):
-        raise VisualError("ARTIFACT_PATH", f"{target} is an alias (symlink) of another directory; refused")
-    return target
-
-
 def init(project: str | None = None) -> Out:
     """``visual init [project]``: add :data:`TEMPLATE` to ``.tianshu-mcp/acceptance.json`` (created
     when missing, other keys kept, atomic) → ``{file, created, visual, next}``.
     Raises VISUAL_EXISTS, CONFIG_INVALID, CONFIG_UNREADABLE, PATH_*."""
-    root = _project(project)
-    path, data = _layer(root)
+    root = project_root(project)
+    path, data = read_layer(root)
     if data is not None and "visual" in data:
         raise VisualError("VISUAL_EXISTS", f"{path} already has a visual block; edit it instead")
     parse_visual(TEMPLATE)
@@ -226,13 +151,13 @@ def doctor(project: str | None = None) -> Out:
     page × viewport approved; names the missing; informative only while disabled), ``gitIgnore``."""
     from ..acceptance.visual.pages import CHROMIUM, browser_executable, run_coro
 
-    root = _project(project)
+    root = project_root(project)
     checks: list[dict[str, Any]] = []
     add = lambda name, ok, detail: checks.append({"name": name, "ok": bool(ok), "detail": detail})
     cfg: VisualConfig | None = None
     cfg_error = ""
     try:
-        cfg = _visual(root)
+        cfg = visual_config(root)
     except (TianshuError, VisualError) as exc:
         cfg_error = exc.message
     exe = browser_executable(cfg) if cfg is not None else CHROMIUM
@@ -309,11 +234,11 @@ def baseline_approve(request: str) -> Out:
     args = _request(request, APPROVE_VISUAL_BASELINE)
     gate, store, tid = None, None, args.get("taskId")
     if tid:
-        store, tdir, record = _task(tid)
-        gate = TaskGate(tid, tdir, _task_project(tid, record), lambda: is_blocked(store.read(tid)))  # type: ignore[union-attr]
+        store, tdir, record = read_task(tid)
+        gate = TaskGate(tid, tdir, task_project(tid, record), lambda: is_blocked(store.read(tid)))  # type: ignore[union-attr]
     out = approve(data_home(), args["candidateId"], args["expectedDigest"], args["approvalNote"], gate)
     if tid and store is not None:
-        _unblocked(store, tid, f"visual baseline approved ({len(out['targets'])} target(s))")
+        mark_unblocked(store, tid, f"visual baseline approved ({len(out['targets'])} target(s))")
     return out, 0
 
 
@@ -331,8 +256,8 @@ def rules_review(task_id: str) -> Out:
     previous, current, changes}``. Raises TASK_ID_INVALID, TASK_NOT_FOUND, TASK_NO_PROJECT."""
     from ..acceptance.visual.snapshot import capture_snapshot, load_snapshot
 
-    _, tdir, record = _task(task_id)
-    root = _task_project(task_id, record)
+    _, tdir, record = read_task(task_id)
+    root = task_project(task_id, record)
     try:
         previous: Any = load_snapshot(tdir)
     except VisualError as exc:
@@ -361,8 +286,8 @@ def rules_approve(task_id: str, review_id: str, digest: str, note: str) -> Out:
     snapshot or the project moved since the review), VISUAL_BUSY."""
     from ..acceptance.visual.snapshot import capture_snapshot, refresh
 
-    store, tdir, record = _task(task_id)
-    root = _task_project(task_id, record)
+    store, tdir, record = read_task(task_id)
+    root = task_project(task_id, record)
     if not REVIEW_ID_RE.match(review_id) or not note.strip():
         raise VisualError("REVIEW_INVALID", "reviewId must be the UUID `visual rules review` printed, and the note "
                                             "must say why the change is right")
@@ -386,7 +311,7 @@ def rules_approve(task_id: str, review_id: str, digest: str, note: str) -> Out:
         previous, at = review.get("previous"), _now()
         snap = refresh(tdir, root, {"note": note.strip(), "at": at, "reviewId": review_id, "expectedDigest": digest,
                                     "previousDigest": previous.get("configDigest") if isinstance(previous, dict) else None})
-    _unblocked(store, task_id, "visual rules approved")
+    mark_unblocked(store, task_id, "visual rules approved")
     return {"taskId": task_id, "reviewId": review_id, "approvedAt": at, "configDigest": snap["configDigest"]}, 0
 
 
@@ -399,8 +324,8 @@ def artifacts_clean(task_id: str, apply: bool = False) -> Out:
     from ..acceptance.report import write_report
     from ..acceptance.visual.report import visual_html, visual_markdown
 
-    _, tdir, record = _task(task_id)
-    target = _own_dir(tdir, "visual")
+    _, tdir, record = read_task(task_id)
+    target = own_dir(tdir, "visual")
     if not record.get("finishedAt"):
         raise VisualError("TASK_ACTIVE", f"task {task_id} has not finished; clean its artifacts when it has")
     reports: list[tuple[Path, dict[str, Any]]] = []
@@ -431,8 +356,8 @@ def content_cache_clear(task_id: str) -> Out:
     """``visual content cache clear <taskId>``: remove ``<taskDir>/visual-content-cache/`` under the
     ``task:<id>`` lock → ``{taskId, removed (entries)}``. Raises TASK_ID_INVALID, TASK_NOT_FOUND,
     ARTIFACT_PATH, VISUAL_BUSY."""
-    _, tdir, _ = _task(task_id)
-    target = _own_dir(tdir, "visual-content-cache")
+    _, tdir, _ = read_task(task_id)
+    target = own_dir(tdir, "visual-content-cache")
     with visual_lock(data_home(), f"task:{task_id}", "content cache clear"):
         removed = sum(1 for _ in target.glob("*.json")) if target.is_dir() else 0
         if target.is_dir():
@@ -449,8 +374,8 @@ def content_probe(project: str, rule_id: str | None = None) -> Out:
     from ..acceptance.visual.content import check_content, preflight
     from ..acceptance.visual.decode import project_file
 
-    root = _project(project)
-    cfg = _visual(root)
+    root = project_root(project)
+    cfg = visual_config(root)
     rules = [r for r in cfg.contents if rule_id is None or r.id.lower() == rule_id.lower()]
     if not rules:
         raise VisualError("CONTENT_RULE_NOT_FOUND",

@@ -201,3 +201,41 @@ async def test_a_reworked_and_a_verified_worktree_task_work_in_its_worktree_agai
     assert not (ts_home / "worktrees" / task_id).exists()
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     assert tree_hash(repo) == before
+
+
+@pytest.mark.usefixtures("ts_daemon")
+async def test_an_inplace_task_holds_the_work_tree_beside_worktree_tasks_and_blocks_their_merge(
+        ts_home: Path, tmp_path: Path) -> None:
+    """Must-show 3 in mixed modes: an ``inplace`` task has the project's work tree to itself (a
+    second in-place task waits ``queued``) while a ``worktree`` task of the same repository runs
+    beside it on its own branch; merging that branch into the work tree is refused while an
+    in-place task is unfinished, and goes through once they have ended."""
+    add_scripted_profile(ts_home, "mixed-hang", "hang", {"SCRIPTED_PIDFILE": str(tmp_path / "pids.txt")})
+    repo = make_calc_repo(tmp_path / "mixed")
+    async with mcp_client(ts_home) as client:
+        async def start(agent: str, **extra: Any) -> str:
+            r = await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": agent, **extra})
+            assert not r.is_error, text_of(r)
+            return str(meta_of(r)["taskId"])
+
+        async def status(task_id: str) -> str:
+            return str(meta_of(await client.call_tool("query_task", {"taskId": task_id}))["status"])
+
+        editing = await start("mixed-hang")
+        await until(lambda: (tmp_path / "pids.txt").exists(), 180, "the in-place agent")
+        waiting = await start("mixed-hang")
+        isolated = await start("scripted", isolation="worktree", autoFixRounds=2)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": isolated, "timeoutMs": 300000}))
+        assert done["status"] == "succeeded", done
+        # the worktree task ran and finished while the in-place one held the work tree, alone
+        assert await status(editing) == "running" and await status(waiting) == "queued"
+        assert len((tmp_path / "pids.txt").read_text().splitlines()) == 1  # the second agent never started
+        r = await client.call_tool("manage_task", {"taskId": isolated, "action": "merge"})
+        assert r.is_error and "[INVALID_STATE]" in text_of(r) and "isolation inplace" in text_of(r), text_of(r)
+        assert git(repo, "rev-parse", "--verify", done["resultBranch"]).strip()  # refused: nothing done
+        for task_id in (waiting, editing):
+            r = await client.call_tool("manage_task", {"taskId": task_id, "action": "cancel", "reason": "done"})
+            assert meta_of(r)["status"] == "cancelled", text_of(r)
+        r = await client.call_tool("manage_task", {"taskId": isolated, "action": "merge"})
+        assert not r.is_error, text_of(r)
+    assert (repo / "calc.py").read_text() == RIGHT_FIX
