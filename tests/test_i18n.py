@@ -197,7 +197,7 @@ def test_zh_agent_resolution_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
     agent = resolve_profile("nope", None)
-    assert not agent.ok and agent.message == "agent 'nope' 未配置；请在 agent-profiles.json 中添加 profile"
+    assert not agent.ok and agent.message == "未配置 agent 'nope'，请在 agent-profiles.json 中添加 profile"  # 10-tools §1.3
     monkeypatch.setenv("TIANSHU_MCP_LOCALE", "en")
     assert resolve_profile("nope", None).message == "agent 'nope' is not configured; add a profile to agent-profiles.json"
 
@@ -264,6 +264,292 @@ def test_zh_skill_document_exists_beside_the_english_one() -> None:
                  "prepare_visual_baseline", "approve_visual_baseline"):
         assert (tool in en) <= (tool in zh), tool
 
+
+
+# --- the original wording of 10-tools.md -----------------------------------------------------
+
+SPEC_TOOLS = ROOT.parent / "shared" / "spec" / "10-tools.md"
+
+# msgid → the Chinese text 10-tools.md gives for it. Each row: (msgid, the spec's text exactly as the spec
+# writes it — the test finds it in 10-tools.md —, that text with its placeholders normalised to the msgid's
+# names (<id> → {taskId}, N → {n}, a "…" or an optional "[…]" tail cut off), and how the catalogue's
+# translation must relate to it: "==" equal, "^" starts with it (the spec elides the rest with "…", or we
+# append a detail after the spec's wording), "in" contains it). A plural msgid is a (singular, plural)
+# tuple; its first form is compared. Spec strings without a message here are listed at the end.
+SPEC_WORDING: list[tuple[Any, str, str, str]] = [
+    # §1.2 idempotencyKey (core/idempotency.py), run_task's brief
+    ("idempotencyKey must not be blank", "idempotencyKey 不能为空白", "idempotencyKey 不能为空白", "=="),
+    ("idempotencyKey is too long (max 128 characters)", "idempotencyKey 过长（上限 128 字符）",
+     "idempotencyKey 过长（上限 128 字符）", "=="),
+    ("idempotencyKey must not contain control characters", "idempotencyKey 不允许控制字符",
+     "idempotencyKey 不允许控制字符", "=="),
+    ("task: the brief must not be blank", "task 任务书不能为空", "task 任务书不能为空", "=="),
+    # §1.3 handler rejections
+    ("{branch} does not accept: {keys} (allowed: {allowed})",
+     '<branch> 不接受参数: <k1, k2>（该分支允许: <allowed list joined ", ">）',
+     "{branch} 不接受参数: {keys}（该分支允许: {allowed}）", "=="),
+    ("action=continue needs a non-empty message", "action=continue 需要非空的 message（原 continue_task 的必填参数）。",
+     "action=continue 需要非空的 message（原 continue_task 的必填参数）。", "=="),
+    ("type=report needs a non-empty taskId", "type=report 需要非空的 taskId（原 get_task_report 的必填参数）。",
+     "type=report 需要非空的 taskId（原 get_task_report 的必填参数）。", "=="),
+    # "本次两者都没给" / "…——本次两者都给了" is {which} (the two rows after it; composed below)
+    ("give exactly one of taskId (single) or taskIds (batch); {which}",
+     "必须且只能提供 taskId（单任务模式）或 taskIds（批量模式）之一——本次两者都没给。",
+     "必须且只能提供 taskId（单任务模式）或 taskIds（批量模式）之一——{which}。", "=="),
+    ("neither was given", "本次两者都没给", "本次两者都没给", "=="),
+    ("both were given", "…——本次两者都给了。", "本次两者都给了", "=="),
+    # <path>: <msg>[; …] is {detail}
+    ("acceptanceOverride invalid — {detail}", "acceptanceOverride 参数不合法 — <path>: <msg>[; …]",
+     "acceptanceOverride 参数不合法 — {detail}", "=="),
+    ("project registration failed, nothing dispatched: {detail}", "项目登记失败，未派单：<msg>", "项目登记失败，未派单：{detail}", "=="),
+    ("agent '{agentId}' is not available: {reason}", "agent '<id>' 当前不可用：<reason>",
+     "agent '{agentId}' 当前不可用：{reason}", "=="),
+    # {file} is agent-profiles.json
+    ("agent '{agentId}' is not configured; add a profile to {file}", "未配置 agent '<id>'，请在 agent-profiles.json 中添加 profile",
+     "未配置 agent '{agentId}'，请在 {file} 中添加 profile", "=="),
+    ("allowCreateProject is ZCode-only; agent '{agentId}' does not support it. Remove it and retry.",
+     "allowCreateProject 是 ZCode 专用参数，agent '<id>' 不支持；请移除该参数后重试",
+     "allowCreateProject 是 ZCode 专用参数，agent '{agentId}' 不支持；请移除该参数后重试", "=="),
+    ("{vendor} does not support the mode parameter; remove mode and retry.",
+     "<ZCode|Codex|Kimi Code|MiniMax Code> 不支持 mode 参数；请移除 mode 后重试", "{vendor} 不支持 mode 参数；请移除 mode 后重试", "=="),
+    ("modelSource is a Qoder CN-only parameter", "modelSource 是 Qoder CN 专用参数", "modelSource 是 Qoder CN 专用参数", "=="),
+    # the spec elides the tail; ours names the alias given and the portable levels there
+    ("the reasoning level alias '{level}' is only supported by the Qoder CN adapter; use low, medium, high or max",
+     "该思考等级别名仅由 Qoder CN 适配器支持；…", "该思考等级别名仅由 Qoder CN 适配器支持；", "^"),
+    ("designDirection is an Open Design-only parameter", "designDirection 是 Open Design 专用参数",
+     "designDirection 是 Open Design 专用参数", "=="),
+    ("contextWindow is a MiniMax Code-only parameter", "contextWindow 是 MiniMax Code 专用参数",
+     "contextWindow 是 MiniMax Code 专用参数", "=="),
+    ("agent '{agentId}' needs projectPath; project-less dispatch is only supported for ZCode (its default workspace). "
+     "Give projectPath or use agentId=zcode.",
+     "agent '<id>' 需要 projectPath；无项目派发当前仅支持 ZCode（default 工作区）。请提供 projectPath 或改用 agentId=zcode。",
+     "agent '{agentId}' 需要 projectPath；无项目派发当前仅支持 ZCode（default 工作区）。请提供 projectPath 或改用 agentId=zcode。", "=="),
+    ("project-less dispatch does not support autoVerify=true: there is no project to verify",
+     "无项目模式不支持 autoVerify=true：…", "无项目模式不支持 autoVerify=true：", "^"),
+    ("project-less dispatch does not support autoFixRounds>0: without verification there is nothing to rework",
+     "无项目模式不支持 autoFixRounds>0：…", "无项目模式不支持 autoFixRounds>0：", "^"),
+    ("project-less dispatch does not support acceptanceOverride: there is no project to verify",
+     "无项目模式不支持 acceptanceOverride：…", "无项目模式不支持 acceptanceOverride：", "^"),
+    ("project-less dispatch does not support dryRun: there is no project to plan against",
+     "无项目模式不支持 dryRun：…", "无项目模式不支持 dryRun：", "^"),
+    ("baselineRef '{ref}' is not a valid git ref (project {project})", "baselineRef '<ref>' 不是有效 Git ref（项目 <norm>）。",
+     "baselineRef '{ref}' 不是有效 Git ref（项目 {project}）。", "=="),
+    ("task not found: {taskId}", "任务不存在: <id>", "任务不存在: {taskId}", "=="),
+    ("task {taskId} has no saved pre-work baseline (it never started); give baselineRef or verify by projectPath",
+     "任务 <id> 没有保存的动工前基线…", "任务 {taskId} 没有保存的动工前基线", "^"),
+    ("verify_task needs taskId or projectPath (one of them)", "verify_task 需要 taskId 或 projectPath（二选一）。",
+     "verify_task 需要 taskId 或 projectPath（二选一）。", "=="),
+    # §2.4 schema failure: the msgid has {tool} (the spec's recommended Python form also names the
+    # tool); it sits in brackets before the spec's " — <issues>"
+    ("invalid arguments for {tool}: ", "Error: 参数不合法 — <path>: <message>", "参数不合法", "^"),
+    # §2.6 non-task metas
+    ("empty list", '"空列表"', "空列表", "=="),
+    ("{n} task(s)", '"共 N 条"', "共 {n} 条", "=="),
+    ("{n} agent(s)", '"共 N 个 agent"', "共 {n} 个 agent", "=="),
+    ("wait timed out", 'message:"等待超时"', "等待超时", "=="),
+    ("idempotent replay: the verification for this key is still running", "幂等命中：同一 key 的验收正在执行中",
+     "幂等命中：同一 key 的验收正在执行中", "=="),
+    # §2.7 status phrase and labels ("（…）": the spec elides the bracket's content)
+    ("status: {label}", "状态: <label>", "状态: {label}", "=="),
+    (("{n} round used", "{n} rounds used"), "（已用 N 轮）", "已用 {n} 轮", "=="),  # inside " ({details})"
+    ("queued (waiting for the project's slot and the global limit)", "排队中（…）", "排队中（", "^"),
+    ("running (the agent is at work)", "运行中（…）", "运行中（", "^"),
+    ("verifying (acceptance checks running)", "验收中（…）", "验收中（", "^"),
+    ("reworking (writing the repair plan for the next round)", "返修中（…）", "返修中（", "^"),
+    ("[PASS] task succeeded", "[PASS] 任务成功", "[PASS] 任务成功", "=="),
+    ("[FAIL] task failed", "[FAIL] 任务失败", "[FAIL] 任务失败", "=="),
+    ("[WARN] needs attention (a human should look)", "[WARN] 需要人工介入（…）", "[WARN] 需要人工介入（", "^"),
+    ('waiting for the user (resume with manage_task(action="continue"))', '等待用户处理（可用 manage_task(action="continue") 恢复）',
+     '等待用户处理（可用 manage_task(action="continue") 恢复）', "=="),
+    ("cancelled", "cancelled `已取消`", "已取消", "=="),
+    ("interrupted (server restart/exit)", "已中断（server 重启/退出）", "已中断（server 重启/退出）", "=="),
+    # §2.7 run_task (new)
+    ("task submitted: {taskId}", "任务已提交：<taskId>", "任务已提交：{taskId}", "=="),
+    ("agent: {agentId}", "Agent: <id>", "Agent: {agentId}", "=="),
+    ("project: {path}", "项目: <norm>", "项目: {path}", "=="),
+    (" (resolved through a symlink from {raw})", "（经符号链接解析自 <raw>）", "（经符号链接解析自 {raw}）", "=="),
+    ("auto verification: {onoff}", "自动验收: 开|关", "自动验收: {onoff}", "=="),
+    ("on", "自动验收: 开", "开", "=="),
+    ("off", "自动验收: 开|关", "关", "=="),
+    ((", up to {n} automatic rework round", ", up to {n} automatic rework rounds"), "，自动返修上限 N 轮", "，自动返修上限 {n} 轮", "=="),
+    (" (no automatic rework)", "（未开启自动返修）", "（未开启自动返修）", "=="),
+    ("queue: one task at a time per project + global limit {limit}. ", "队列位置：每项目串行 + 全局并发 <max>。",
+     "队列位置：每项目串行 + 全局并发 {limit}。", "=="),
+    # ours appends "，或使用 wait_task" after the spec's wording
+    ("Poll with query_task({taskId}) every 5-10 s, or wait_task.", "请用 query_task(<id>) 轮询（建议间隔 5–10 秒）。",
+     "请用 query_task({taskId}) 轮询（建议间隔 5–10 秒）", "^"),
+    ("brief: {brief}", "任务书摘要: <first 120 chars>[…]", "任务书摘要: {brief}", "=="),
+    # the spec's "（状态 <s>）" has no field in this msgid (it names the active task only)
+    ("note: this project already has an unfinished task {taskId}; this one waits behind it.",
+     "提示：该工作区已有未结束任务 <id>（状态 <s>）…", "提示：该工作区已有未结束任务 {taskId}", "^"),
+    ("note: the repository has {n} uncommitted change(s); they are part of the baseline and not attributed to the agent.",
+     "注意：该仓库当前有 N 个未提交变更（…）…", "注意：该仓库当前有 {n} 个未提交变更", "^"),
+    ("note: the repository has {n} uncommitted change(s); the task's worktree starts at HEAD without them "
+     "(commit them first if the agent needs them).", "注意：该仓库当前有 N 个未提交变更（…）…", "注意：该仓库当前有 {n} 个未提交变更", "^"),
+    # §2.7 query_task
+    ("last message: {message}", "最近消息: …", "最近消息: {message}", "=="),
+    ("--- agent log tail ({n} lines) ---", "--- agent 日志尾部（N 行）---", "--- agent 日志尾部（{n} 行）---", "=="),
+    ("(no agent log yet)", "（暂无 agent 日志）", "（暂无 agent 日志）", "=="),
+    ("--- recent events ({n}, oldest first) ---", "--- 最近事件（N 条，旧 → 新）---", "--- 最近事件（{n} 条，旧 → 新）---", "=="),
+    # §2.7 wait_task (S → {secs}; the next-step lines are described, not quoted, by the spec)
+    ("task reached a stop point (waited {secs} s): {status}\nnext: {next}", "任务已到停点（等待 S 秒）：<status phrase>",
+     "任务已到停点（等待 {secs} 秒）：{status}", "^"),
+    ("wait timed out ({secs} s): {status}{clamp}\nthe task is unaffected; call wait_task again to keep waiting.",
+     "等待超时（S 秒）：<status>[（timeoutMs 超上限，已钳制到 600000ms）]", "等待超时（{secs} 秒）：{status}{clamp}", "^"),
+    (" (timeoutMs above the maximum, clamped to {ms} ms)", "（timeoutMs 超上限，已钳制到 600000ms）",
+     "（timeoutMs 超上限，已钳制到 {ms}ms）", "=="),
+    ('a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: query_info(type="report", taskId="{taskId}")\n'
+     "all tasks now:\n{listing}", "已有任务到达停点（等待 S 秒）：<id> —— <status>", "已有任务到达停点（等待 {secs} 秒）：{taskId} —— {status}", "^"),
+    ('a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: query_info(type="report", taskId="{taskId}")\n'
+     "all tasks now:\n{listing}", "全部任务当前状态：", "\n全部任务当前状态：\n", "in"),
+    ("wait timed out ({secs} s): no task reached a stop point yet.{clamp}\ncall wait_task again to keep waiting.\n"
+     "all tasks now:\n{listing}", "等待超时（S 秒）：暂无任务到达停点。[clamp note]", "等待超时（{secs} 秒）：暂无任务到达停点。{clamp}", "^"),
+    # §2.7 query_info
+    ("no task matches.", "没有符合条件的任务。", "没有符合条件的任务。", "=="),
+    ("tasks ({n}; columns: taskId / status / agent / project / brief)",
+     "任务列表（N 条，列: taskId / status / agent / project / 任务摘要）", "任务列表（{n} 条，列: taskId / status / agent / project / 任务摘要）", "=="),
+    ("agents and executable probe results (columns: status / id / name / driver / profileStatus / message)",
+     "Agent 适配与可执行探测结果（列: …）", "Agent 适配与可执行探测结果（列: ", "^"),
+    ("[PASS] available", "[PASS] 可用|[FAIL] 不可用", "[PASS] 可用", "=="),
+    ("[FAIL] unavailable", "[PASS] 可用|[FAIL] 不可用", "[FAIL] 不可用", "=="),
+    (" [source: {source}]", "[ [探测来源: <src>]]", " [探测来源: {source}]", "=="),
+    # §2.7 manage_task
+    ("cancelled {taskId}", '"已取消 <id>。"', "已取消 {taskId}。", "=="),
+    ("cancel requested for {taskId}, not final yet after {secs} s; check again with query_task",
+     "（尚未落终态：…请稍后 query_task 复核）", "（尚未落终态：", "in"),
+    ("cancel requested for {taskId}, not final yet after {secs} s; check again with query_task",
+     "（尚未落终态：…请稍后 query_task 复核）", "请稍后 query_task 复核）", "in"),
+    ("cancel requested for {taskId} (its worker ends it), not final yet after {secs} s; check again with query_task",
+     "（尚未落终态：…请稍后 query_task 复核）", "请稍后 query_task 复核）", "in"),
+    ('task {taskId} continued with your answer; it is queued to re-run its round.\ncurrent status: {status}. '
+     'Poll with wait_task(taskId="{taskId}").', "任务 <id> 已恢复并重新入队；…", "任务 {taskId} 已恢复并重新入队；", "^"),
+    ("task {taskId} re-queued (manual rework)", "任务 <id> 已重新入队（手动返修）", "任务 {taskId} 已重新入队（手动返修）", "=="),
+    (", with feedback", "[，带追加指示]", "，带追加指示", "=="),
+    (", with a structured repair hint ({n} chars)", "[，带结构化修复提示（N 字符）]", "，带结构化修复提示（{n} 字符）", "=="),
+    ("current status: {status}, rounds used {n}.", "当前状态: <status>，已用轮次 N。", "当前状态: {status}，已用轮次 {n}。", "=="),
+    ("Poll with query_task({taskId}) for the new round.", "请用 query_task(<id>) 轮询新一轮结果。",
+     "请用 query_task({taskId}) 轮询新一轮结果。", "=="),
+    # §2.7 verify_task ("[PASS] " is prepended and _(".") appended by the handler: composed below)
+    ("manual verification passed (report-{round}): {passed}/{total} checks passed",
+     "[PASS] 手动验收通过（reportRound R）：p/n 项检查通过。", "手动验收通过（reportRound {round}）：{passed}/{total} 项检查通过", "=="),
+    ("manual verification failed (report-{round}): {n} check(s) did not pass.",
+     "[FAIL] 手动验收失败（reportRound R）：k 项检查未通过。", "手动验收失败（reportRound {round}）：{n} 项检查未通过。", "=="),
+    ("{n} file(s) changed, diffstat +{add} -{del_}.", "变更 N 个文件，diffstat +A -D。", "变更 {n} 个文件，diffstat +{add} -{del_}。", "=="),
+    ("report: {path}", "报告：<md path>", "报告：{path}", "=="),
+    ("json: {path}", "JSON：<json path>", "JSON：{path}", "=="),
+    # §3.1 projectPath safety gate
+    ("projectPath must be an absolute path, got: {path}", "projectPath 必须是绝对路径，收到: <p>", "projectPath 必须是绝对路径，收到: {path}", "=="),
+    ("directory does not exist or is not accessible: {path}", "目录不存在或不可访问: <p>", "目录不存在或不可访问: {path}", "=="),
+    ("projectPath cannot be the user's home directory itself (the agent could write all of it): {path}",
+     "projectPath 不能是用户主目录本身（worker 将可写整个主目录）: <canonical>",
+     "projectPath 不能是用户主目录本身（worker 将可写整个主目录）: {path}", "=="),
+    ("projectPath is a system or root-level directory (the agent could write the whole subtree); refused: {path}",
+     "projectPath 指向系统/根级目录，worker 写权限将覆盖整个子树，已拒绝: <canonical>",
+     "projectPath 指向系统/根级目录，worker 写权限将覆盖整个子树，已拒绝: {path}", "=="),
+    # §3.2 idempotency
+    ("idempotent replay: this idempotencyKey already maps to task {taskId} (no new task).",
+     "幂等重放：该 idempotencyKey 已对应任务 <id>（未新建任务）。", "幂等重放：该 idempotencyKey 已对应任务 {taskId}（未新建任务）。", "=="),
+    ("poll with query_task({taskId}).", "请用 query_task(<id>) 继续轮询。", "请用 query_task({taskId}) 继续轮询。", "=="),
+    # the msgids do not carry the key: the spec's "'<key>' " after "idempotencyKey" is not there
+    ("idempotencyKey is already bound to task {taskId} with different arguments; use a new key or the same arguments",
+     "已被任务 <id> 占用，但本次参数与首次提交不同。…", "已被任务 {taskId} 占用，但本次参数与首次提交不同。", "in"),
+    ("idempotencyKey is already bound to verification {taskId} with different arguments; use a new key or the same arguments",
+     "已被验收记录 <id> 占用", "已被验收记录 {taskId} 占用，但本次参数与首次提交不同。", "in"),
+    # the record id follows the spec's sentence
+    ("the verification for this idempotencyKey is still running (not started again): {taskId}",
+     "该 idempotencyKey 对应的验收仍在执行中（未重复执行）。", "该 idempotencyKey 对应的验收仍在执行中（未重复执行）。", "^"),
+    ("idempotent replay: this idempotencyKey already maps to verification report-{round} (not re-run).",
+     "幂等重放：该 idempotencyKey 已对应第 R 轮验收（未重跑）。", "幂等重放：该 idempotencyKey 已对应第 {round} 轮验收（未重跑）。", "=="),
+    # §3.5 query_info(type=report)
+    ("task {taskId} has no acceptance report yet (verification off or not run yet)",
+     "任务 <id> 还没有验收报告（可能未启用验收或尚未验收）。", "任务 {taskId} 还没有验收报告（可能未启用验收或尚未验收）。", "=="),
+    ("round {round} has no report ({path})", "第 R 轮验收报告不存在（<path>）。", "第 {round} 轮验收报告不存在（{path}）。", "=="),
+    # §3.6 manage_task; "已取消（排队中）[：reason]": the reason follows the spec's words directly, so
+    # our "before its flow run was created" detail is not added in Chinese (it would split them)
+    ("cancelled (queued, before its flow run was created)", "已取消（排队中）[：reason]", "已取消（排队中）", "=="),
+    ("cancelled ({was})", "已取消（排队中）[：reason]", "已取消（{was}）", "=="),
+    (": {reason}", "已取消（排队中）[：reason]", "：{reason}", "=="),
+    ("queued", "已取消（排队中）", "排队中", "=="),
+    ("task is already final ({status}); nothing to cancel", "任务已处于终态（<s>），无需取消", "任务已处于终态（{status}），无需取消", "=="),
+    ("task status is {status}; only a needs_user task can be continued", "任务状态为 <s>，只允许恢复 needs_user",
+     "任务状态为 {status}，只允许恢复 needs_user", "=="),
+    ("task is still in progress (status={status}); cannot rework", "任务仍在进行中（status=<s>），无法 rework",
+     "任务仍在进行中（status={status}），无法 rework", "=="),
+    # §4 shutdown ({was} = "queued" → 排队中: composed below)
+    ("server exited; the agent process was terminated", "server 退出，进程已终止", "server 退出，进程已终止", "=="),
+    ("server exited; {was} task archived", "server 退出，排队中任务已归档", "server 退出，{was}任务已归档", "=="),
+]
+# Spec strings with no message of ours (so no row): `projectPath 不能为空` (jsonschema's own minLength
+# text), `幂等键：<key>（…）。` and `注意：幂等记录写入失败（…）…` (run_task prints neither line),
+# `等待被取消…` (a cancelled wait gets no reply: MCP cancellation), `任务 <id> 是无项目模式…`,
+# `…不产生项目验收报告…`, `continue_task 当前仅支持 …` and `【结构化修复提示】` (no such branch or
+# heading here), `Qoder CN 不支持 mode 参数` (the {vendor} row covers it), the log line
+# `tianshu-mcp 已连接（stdio）…` and `tianshu-mcp 启动失败: …` (logs and stderr stay English), and
+# the `config acceptance` JSON values (`（默认集）` …: JSON stays identical in every locale).
+
+
+def _spec_text() -> str:
+    if not SPEC_TOOLS.is_file():
+        pytest.skip(f"{SPEC_TOOLS} is not checked out beside the project")
+    return SPEC_TOOLS.read_text(encoding="utf-8")
+
+
+def test_chinese_wording_follows_10_tools_md() -> None:
+    spec = _spec_text()
+    translations = {m.id if isinstance(m.id, str) else tuple(m.id): m.string for m in zh_catalogue() if m.id}
+    missing_in_spec = [raw for _m, raw, _n, _h in SPEC_WORDING if raw not in spec]
+    assert not missing_in_spec, missing_in_spec  # the table quotes the spec, not a memory of it
+    bad = []
+    for msgid, _raw, wording, how in SPEC_WORDING:
+        assert msgid in translations, msgid  # the message still exists
+        zh = translations[msgid]
+        zh = zh[0] if isinstance(zh, tuple) else zh
+        assert how in ("==", "^", "in"), how
+        ok = zh == wording if how == "==" else zh.startswith(wording) if how == "^" else wording in zh
+        if not ok:
+            bad.append((msgid, how, wording, zh))
+    assert not bad, "\n".join(map(repr, bad))
+
+
+def test_composed_chinese_lines_read_as_the_spec_gives_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines built from several messages (as mcp_server/ builds them) equal the spec's examples."""
+    spec = _spec_text()
+    monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
+    _, ng = i18n._, i18n.ngettext
+    rounds = ng("{n} round used", "{n} rounds used", 2).format(n=2)
+    composed = [  # (what mcp_server/ puts together, the spec's text with its placeholders filled, the spec's form)
+        (_("status: {label}").format(label=_("[PASS] task succeeded")) + _(" ({details})").format(details=rounds),
+         "状态: [PASS] 任务成功（已用 2 轮）", "`状态: <label>` + `（已用 N 轮）`"),
+        (_("cancelled (queued, before its flow run was created)") + _(": {reason}").format(reason="r"),
+         "已取消（排队中）：r", "已取消（排队中）[：reason]"),
+        (_("cancelled ({was})").format(was=_("queued")), "已取消（排队中）", "已取消（排队中）[：reason]"),
+        (_("server exited; {was} task archived").format(was=_("queued")), "server 退出，排队中任务已归档",
+         "server 退出，排队中任务已归档"),
+        (_("give exactly one of taskId (single) or taskIds (batch); {which}").format(which=_("both were given")),
+         "必须且只能提供 taskId（单任务模式）或 taskIds（批量模式）之一——本次两者都给了。", "…——本次两者都给了。"),
+        (_("auto verification: {onoff}").format(onoff=_("on"))
+         + ng(", up to {n} automatic rework round", ", up to {n} automatic rework rounds", 2).format(n=2),
+         "自动验收: 开，自动返修上限 2 轮", "`自动验收: 开|关` + (`，自动返修上限 N 轮`"),
+        (_("auto verification: {onoff}").format(onoff=_("off")) + _(" (no automatic rework)"),
+         "自动验收: 关（未开启自动返修）", "`（未开启自动返修）`"),
+        ("[PASS] " + _("manual verification passed (report-{round}): {passed}/{total} checks passed").format(
+            round=0, passed=3, total=3) + _("."), "[PASS] 手动验收通过（reportRound 0）：3/3 项检查通过。",
+         "[PASS] 手动验收通过（reportRound R）：p/n 项检查通过。"),
+        (_("task {taskId} re-queued (manual rework)").format(taskId="tsk_x") + _(", with feedback")
+         + _(", with a structured repair hint ({n} chars)").format(n=12) + _("."),
+         "任务 tsk_x 已重新入队（手动返修），带追加指示，带结构化修复提示（12 字符）。",
+         "任务 <id> 已重新入队（手动返修）[，带追加指示][，带结构化修复提示（N 字符）]。"),
+        (_("cancel requested for {taskId}, not final yet after {secs} s; check again with query_task").format(
+            taskId="tsk_x", secs=30)[-len("请稍后 query_task 复核）"):], "请稍后 query_task 复核）",
+         "[（尚未落终态：…请稍后 query_task 复核）]"),
+    ]
+    for got, expected, form in composed:
+        assert form in spec, form
+        assert got == expected, (got, expected)
+    queue = (_("queue: one task at a time per project + global limit {limit}. ").format(limit=4)
+             + _("Poll with query_task({taskId}) every 5-10 s, or wait_task.").format(taskId="tsk_x"))
+    assert "`队列位置：每项目串行 + 全局并发 <max>。请用 query_task(<id>) 轮询（建议间隔 5–10 秒）。`" in spec
+    assert queue.startswith("队列位置：每项目串行 + 全局并发 4。请用 query_task(tsk_x) 轮询（建议间隔 5–10 秒）"), queue
 
 # --- a scripted session in zh-CN beside an English one ---------------------------------------
 

@@ -5,6 +5,7 @@ script installing in the background while ``tools/list`` answers."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import logging
@@ -12,13 +13,14 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from conftest import mcp_client
+from conftest import CONSOLE, mcp_client, server_env
 from tianshu_mcp import __version__
 from tianshu_mcp.core import skill_install as si
 from tianshu_mcp.core.settings import ServerConfig
@@ -490,6 +492,101 @@ async def test_e2e_unwritable_target_only_warns(tmp_path: Path) -> None:
         assert len((await client.list_tools()).tools) == 8  # still serving
     assert "[WARNING] [SKILL_INSTALL_FAILED]" in _server_log(home)
 
+
+
+@contextlib.asynccontextmanager
+async def _console(home: Path, env: dict[str, str], *args: str) -> AsyncIterator[Any]:
+    """The SDK's stdio client on ``tianshu-mcp <args>`` (the console script a host starts)."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=CONSOLE, args=list(args), env={**server_env(home), **env})
+    async with Client(params, mode="legacy") as client:
+        yield client
+
+
+@pytest.mark.anyio
+async def test_e2e_console_switches_no_skill_install_and_approve_skill_update(tmp_path: Path) -> None:
+    """``tianshu-mcp --no-skill-install`` and ``tianshu-mcp --approve-skill-update`` (mcp_server/cli.py),
+    each beside a plain start on the same target, with nothing else set (the env switch is empty)."""
+    target = tmp_path / "host" / "skills" / "tianshu-mcp"
+    env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "", skill_boot.TARGET_ENV: str(target)}
+
+    def home(name: str) -> Path:
+        (tmp_path / name).mkdir()
+        return tmp_path / name
+
+    # --no-skill-install: an absent target stays absent (a plain start installs it: the e2e test above)
+    off = home("home-off")
+    async with _console(off, env, "--no-skill-install") as client:
+        assert len((await client.list_tools()).tools) == 8
+    assert "skill self-install is off (--no-skill-install)" in _server_log(off)
+    assert not (tmp_path / "host").exists()
+
+    # a hand-made skill of unknown origin: a plain start keeps it (and says how to approve)
+    make_tree(target, {"SKILL.md": "# hand-made\n"})
+    before = snapshot(target)
+    plain = home("home-plain")
+    async with _console(plain, env) as client:
+        assert len((await client.list_tools()).tools) == 8
+        await _wait_for(lambda: f"[{si.SKILL_UNKNOWN_SOURCE}]" in _server_log(plain), 60, "the unknown-origin warning")
+    assert "--approve-skill-update" in _server_log(plain)
+    assert snapshot(target) == before and si.read_manifest(target) is None and siblings(target, "bak") == []
+
+    # both flags: the off switch outranks the approval
+    both = home("home-both")
+    async with _console(both, env, "--no-skill-install", "--approve-skill-update") as client:
+        assert len((await client.list_tools()).tools) == 8
+    assert "skill self-install is off (--no-skill-install)" in _server_log(both)
+    assert snapshot(target) == before and siblings(target, "bak") == []
+
+    # --approve-skill-update: the unknown tree is backed up and replaced by the package's skill
+    approve = home("home-approve")
+    async with _console(approve, env, "--approve-skill-update") as client:
+        assert len((await client.list_tools()).tools) == 8
+        await _wait_for(lambda: "skill installed at" in _server_log(approve), 60, "the approved install")
+    log_text = _server_log(approve)
+    assert f"[{si.SKILL_UPDATED}]" in log_text and "the update is approved" in log_text
+    source = skill_boot.skill_source_dir()
+    assert (target / "SKILL.md").read_bytes() == (source / "SKILL.md").read_bytes()
+    manifest = si.read_manifest(target)
+    assert manifest is not None and manifest.content_hash == si.hash_tree(target)
+    (backup,) = siblings(target, "bak")
+    assert snapshot(backup) == before
+
+
+@pytest.mark.anyio
+async def test_e2e_handshake_is_answered_while_the_install_waits_for_its_lock(tmp_path: Path) -> None:
+    """Another process holds the install's file lock beside the target: ``initialize`` and
+    ``tools/list`` are answered while the background install waits; once the lock is released the
+    install completes (its manifest is stamped after the release)."""
+    from datetime import datetime
+
+    from filelock import FileLock
+
+    home, target, env = _e2e_home(tmp_path)
+    target.parent.mkdir(parents=True)
+    holder = FileLock(str(target.parent / f".{target.name}.install-lock"))  # core/skill_install.py's lock path
+    holder.acquire(timeout=5)
+    try:
+        started = time.monotonic()
+        async with mcp_client(home, env=env) as client:  # initialize answered
+            assert len((await client.list_tools()).tools) == 8  # tools/list answered
+            assert time.monotonic() - started < 50  # well inside the install's 60 s lock timeout
+            await anyio.sleep(3)  # an unblocked install is done in well under a second
+            log_text = _server_log(home)
+            assert not target.exists() and "skill installed" not in log_text and si.SKILL_INSTALL_BUSY not in log_text
+            released = time.time()
+            holder.release()
+            await _wait_for(lambda: "skill installed at" in _server_log(home), 60, "the install after the release")
+            assert len((await client.list_tools()).tools) == 8
+    finally:
+        if holder.is_locked:
+            holder.release()
+    manifest = si.read_manifest(target)
+    assert manifest is not None and si.hash_tree(target) == manifest.content_hash
+    stamped = datetime.fromisoformat(manifest.installed_at.replace("Z", "+00:00")).timestamp()
+    assert stamped >= released - 0.01, (manifest.installed_at, released)
+    assert si.SKILL_INSTALL_BUSY not in _server_log(home)
 
 def test_a_lock_that_cannot_be_created_fails_at_once_not_after_the_lock_timeout(tmp_path: Path, src: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:

@@ -240,3 +240,100 @@ async def test_a_question_written_between_the_two_reads_is_read_again(written: b
         assert task["inputRequests"]["needs-user-1"]["params"]["message"] == "Negative numbers too?"
     else:
         assert task["status"] == "working" and "inputRequests" not in task
+
+
+async def test_needs_attention_and_interrupted_end_completed_with_query_tasks_result(ts_daemon: dict[str, Any],
+                                                                                     calc_repo: Path,
+                                                                                     tmp_path: Path) -> None:
+    """The two final statuses besides succeeded/failed map to ``completed`` (tasks_ext's mapping), with
+    ``result`` equal to what query_task answers for the task: rounds exhausted (needs_attention, the
+    args of test_e2e_run_task::test_rounds_exhausted_means_needs_attention) and a flow-run process
+    killed with SIGKILL (interrupted, as test_worktree_e2e does)."""
+    import json
+    import os
+    import signal
+
+    home = ts_daemon["home"]
+    pidfile = tmp_path / "hang-pids.txt"
+    add_scripted_profile(home, "tasks-hang-kill", "hang", {"SCRIPTED_PIDFILE": str(pidfile)})
+    other = make_calc_repo(tmp_path / "calc-killed")
+    async with modern(home, TasksRequester()) as client:
+        exhausted = await client.session.call_tool("run_task", {"projectPath": str(calc_repo), "agentId": "scripted-noop",
+                                                                "task": "Fix add", "autoFixRounds": 1}, allow_claimed=True)
+        killed = await client.session.call_tool("run_task", {"projectPath": str(other), "agentId": "tasks-hang-kill",
+                                                             "task": "Hang"}, allow_claimed=True)
+        assert exhausted.result_type == killed.result_type == "task"
+        await until(lambda: pidfile.exists() and pidfile.read_text().strip(), 180, "the hanging agent to start")
+        flow_proc = home / "tasks" / killed.task_id / "flow-proc.json"
+        await until(flow_proc.exists, 60, "the flow-run process record")
+        os.kill(int(json.loads(flow_proc.read_text())["pid"]), signal.SIGKILL)
+        try:
+            for task_id, final in ((exhausted.task_id, "needs_attention"), (killed.task_id, "interrupted")):
+                done = await _until_status(client, task_id, {"completed", "cancelled", "failed", "input_required"})
+                assert done["status"] == "completed", done
+                result = done["result"]
+                assert result["isError"] is False and result["structuredContent"]["status"] == final, result
+                classic = await client.call_tool("query_task", {"taskId": task_id})
+                assert meta_of(classic)["status"] == final
+                # the same result: the extension's is query_task's CallToolResult for the task
+                assert result["structuredContent"] == classic.structured_content
+                assert result["content"][0]["text"] == classic.content[0].text
+                assert done["statusMessage"] == (classic.structured_content.get("message") or final)
+            assert classic.structured_content["errorType"] == "interrupted"
+        finally:  # the killed run's agent, should the service's sweep not have ended it yet
+            for pid in (int(p) for p in pidfile.read_text().split()):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def _meta_of_raw(result: dict[str, Any]) -> dict[str, Any]:
+    import json
+    import re
+
+    text = result["content"][0]["text"]
+    match = re.search(r"---tianshu-mcp-meta---\n([\s\S]*?)\n---tianshu-mcp-meta---", text)
+    assert match, text
+    return json.loads(match.group(1))
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-06-18"])
+async def test_legacy_raw_handshake_runs_a_task_with_the_classic_contract(ts_daemon: dict[str, Any], tmp_path: Path,
+                                                                         version: str) -> None:
+    """At the exact legacy revisions, over a raw JSON-RPC session: run_task answers its taskId at
+    once (a CallToolResult with the meta block, no task object) and wait_task follows it to its
+    final state — even when the host (wrongly) names the extension in its capabilities."""
+    import time
+
+    import anyio
+
+    home = ts_daemon["home"]
+    repo = make_calc_repo(tmp_path / f"calc-{version}")
+    client = RawClient(home)
+    try:
+        init = client.request("initialize", {"protocolVersion": version,
+                                             "capabilities": {"extensions": {EXTENSION_ID: {}}},
+                                             "clientInfo": {"name": "old-host", "version": "0"}}, timeout=60)
+        assert init["result"]["protocolVersion"] == version, init
+        client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        started = time.monotonic()
+        answer = await anyio.to_thread.run_sync(lambda: client.request(
+            "tools/call", {"name": "run_task", "arguments": {"projectPath": str(repo), "agentId": "scripted",
+                                                             "task": BRIEF}}, 120))
+        assert "error" not in answer, answer
+        sub = answer["result"]
+        assert "resultType" not in sub and "taskId" not in sub and sub["isError"] is False, sub  # no task object
+        meta = _meta_of_raw(sub)
+        assert meta["taskId"].startswith("tsk_") and meta["status"] == "queued"
+        assert time.monotonic() - started < 60  # answered at once, not at the task's end
+        done = await anyio.to_thread.run_sync(lambda: client.call(
+            "wait_task", {"taskId": meta["taskId"], "timeoutMs": 240000}, 300))
+        final = _meta_of_raw(done)
+        assert final["status"] == "succeeded" and final["waitSettled"] is True, final
+        assert (repo / "calc.py").read_text() == RIGHT_FIX
+        got = client.request("tasks/get", {"taskId": meta["taskId"]}, timeout=60)
+        assert got["error"]["code"] == -32601, got  # still no tasks/get at this revision
+    finally:
+        client.proc.kill()
+        client.proc.wait()
