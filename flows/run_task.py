@@ -286,11 +286,9 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             etype = result.get("errorType") or "spawn"
             what = (_("the agent's connection was lost: {error}") if etype == "cdp_disconnected"
                     else _("agent could not start: {error}")).format(error=result.get("error"))
+            if etype == "setup_failed":  # 40-agents-tasks §3 4.b.3: failed/<errorType>, like spawn
+                what = _("setup failed: {error}").format(error=result.get("error"))
             msg = what + (_(" (log {log})").format(log=result["logFile"]) if result.get("logFile") else "")
-            if etype == "setup_failed":
-                setup = _("setup failed: {error}").format(error=result.get("error"))
-                _finish(task_id, "needs_attention", setup, "setup_failed")
-                return Failed(name=NEEDS_ATTENTION, message=setup)
             _finish(task_id, "failed", msg, etype)
             return Failed(message=msg)
         if result.get("timeout"):

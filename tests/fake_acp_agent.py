@@ -15,7 +15,9 @@ a command: a tool call with no location); ``hang`` (streams, then waits for ``se
 and ends the turn ``cancelled``); ``ignore-cancel`` (waits forever, even after a cancel);
 ``refuse`` (stop reason ``refusal``); ``crash`` (exits 3 mid-turn); ``init-fail``
 (``initialize`` answers an error); ``auth`` (``session/new`` answers ``auth_required``);
-``silent-init`` (never answers ``initialize``); ``no-load`` (does not offer ``loadSession``).
+``silent-init`` (never answers ``initialize``); ``no-load`` (does not offer ``loadSession``);
+``max-tokens`` / ``max-turn-requests`` (a normal turn that ends on that stop reason instead of
+``end_turn``: the edit is made, the turn is cut short).
 """
 
 from __future__ import annotations
@@ -146,7 +148,8 @@ class FakeAgent:
             target.write_text(RIGHT if right else WRONG)
         await self.conn.session_update(session_id=session_id, update=acp.update_tool_call("call-1", status="completed"))
         await self.say(session_id, "Done: add() fixed.\n")
-        return acp.PromptResponse(stop_reason="end_turn")
+        cut = {"max-tokens": "max_tokens", "max-turn-requests": "max_turn_requests"}.get(MODE)
+        return acp.PromptResponse(stop_reason=cut or "end_turn")
 
 
 async def main() -> None:

@@ -159,6 +159,76 @@ def test_refusal_and_a_crash_are_agent_failures_not_hard_failures(rounds: Any, m
         assert "stop reason 'refusal' (it refused the task)" in r.log(0).splitlines()[-2]
 
 
+@pytest.mark.parametrize("mode, stop", [("max-tokens", "max_tokens"), ("max-turn-requests", "max_turn_requests")])
+def test_a_turn_cut_short_is_verified_as_it_is_and_the_rework_continues_the_session(rounds: Any, mode: str,
+                                                                                    stop: str) -> None:
+    # adapters/acp.py: max_tokens / max_turn_requests → exit code 0 with a log note; the work done
+    # so far goes to verification (not an agent failure, not a hard failure)
+    r = rounds(mode)
+    res = r.run(0)
+    assert (res.ok, res.exit_code, res.hard_failure, res.timeout, res.killed) == (True, 0, False, False, False), res
+    assert res.question_kind is None and res.error is None
+    assert (r.repo / "calc.py").read_text() == WRONG_FIX  # the edit before the cut stands
+    log0 = r.log(0)
+    assert f"[acp] the turn ended on {stop}; its work is verified as it is" in log0 and "[exit] code=0" in log0
+    second = r.run(1, feedback="tests/test_calc.py::test_add_negative failed")
+    assert second.ok and (r.repo / "calc.py").read_text() == RIGHT_FIX
+    prompts = [row for row in trace(r.tmp) if row["event"] == "prompt"]
+    assert [p["n"] for p in prompts] == [1, 2] and prompts[0]["session"] == prompts[1]["session"]
+    assert [row["event"] for row in trace(r.tmp)].count("new") == 1
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny", "ask"])
+def test_a_request_without_a_location_follows_the_no_location_policy(rounds: Any, policy: str) -> None:
+    # the execute mode asks to run a command: a tool call with no location → acp.permissions.noLocation
+    # (adapters/acp_policy.py decide); insideProject/outsideProject are set to the opposite so only
+    # noLocation can explain the outcome
+    other = "deny" if policy != "deny" else "allow"
+    r = rounds("execute", acp={"permissions": {"noLocation": policy, "insideProject": other, "outsideProject": other}})
+    res = r.run(0)
+    log0 = r.log(0)
+    perms = [row["outcome"] for row in trace(r.tmp) if row["event"] == "permission"]
+    assert (r.repo / "calc.py").read_text() not in (WRONG_FIX, RIGHT_FIX)  # a command edits nothing
+    if policy == "allow":
+        assert (res.ok, res.exit_code, res.question_kind) == (True, 0, None), res
+        assert "[permission] Run pytest (no file) → allowed" in log0 and "[agent] Done" in log0
+        assert perms == ["allow"]
+    elif policy == "deny":
+        assert (res.ok, res.exit_code, res.question_kind) == (True, 0, None), res
+        assert "[permission] Run pytest (no file) → denied" in log0 and "Permission denied: nothing changed." in log0
+        assert perms == ["reject"]
+    else:
+        assert (res.ok, res.hard_failure, res.question_kind) == (False, False, "user_confirmation"), res
+        assert "Run pytest" in (res.question or "") and "[permission] Run pytest (no file) → left to the user" in log0
+        asked = [e for e in r.events if e[0] == "confirmation_dialog_detected"]
+        assert len(asked) == 1 and asked[0][2]["paths"] == [] and asked[0][2]["kind"] == "execute"
+        assert perms == ["cancelled"]
+        end_acp_session(r.task_id)  # the flow run suspends; the answer applies to the same request
+        again = r.run(0, answer="yes")
+        assert again.ok and "→ allowed (the user's answer)" in r.log(0)
+        assert [row["outcome"] for row in trace(r.tmp) if row["event"] == "permission"] == ["cancelled", "allow"]
+
+
+def test_resuming_an_agent_without_load_session_opens_a_new_session_with_the_whole_brief(rounds: Any) -> None:
+    # adapters/acp.py open(): a saved session but no loadSession capability → session/new; the round's
+    # prompt is then the whole brief (+ the feedback), not the feedback alone
+    r = rounds("no-load", acp={"permissions": {"insideProject": "ask"}})
+    assert r.run(0).question_kind == "user_confirmation"
+    first = json.loads((r.task_dir / "acp-session.json").read_text())["sessionId"]
+    end_acp_session(r.task_id)  # the flow run suspends: the agent ends with it
+    feedback = "## You asked the user\nEdit calc.py?\n\n## The user's answer\nyes"
+    res = r.run(0, feedback=feedback, answer="yes")
+    assert res.ok and (r.repo / "calc.py").read_text() == WRONG_FIX, (res, r.log(0))
+    rows = trace(r.tmp)
+    assert [row["event"] for row in rows].count("new") == 2 and "load" not in [row["event"] for row in rows]
+    prompts = [row for row in rows if row["event"] == "prompt"]
+    assert len(prompts) == 2 and prompts[0]["session"] != prompts[1]["session"]
+    assert prompts[1]["n"] == 1 and "Fix add() in calc.py" in prompts[1]["text"]  # the brief again
+    assert "The user's answer" in prompts[1]["text"]
+    assert json.loads((r.task_dir / "acp-session.json").read_text())["sessionId"] == prompts[1]["session"] != first
+    assert len({row["pid"] for row in rows}) == 2
+
+
 def test_an_initialize_error_is_setup_failed(rounds: Any) -> None:
     res = rounds("init-fail").run(0)
     assert (res.hard_failure, res.error_type) == (True, "setup_failed")

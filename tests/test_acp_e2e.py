@@ -52,6 +52,12 @@ async def test_an_acp_agent_is_verified_and_reworked_in_the_same_session(ts_daem
     assert "test_add_negative" in prompts[1]["text"]  # the repair plan, as a new prompt of that session
     events = _events(home, sub["taskId"])
     assert "file_modification_started" in events and "note" in events and "rework_triggered" in events
+    # one task_dispatched per round, as for CLI tasks (tests/test_e2e_run_task.py)
+    rows = [json.loads(line) for line in (home / "tasks" / sub["taskId"] / "task.jsonl").read_text().splitlines()]
+    dispatched = [r["data"] for r in rows if r["event"] == "task_dispatched"]
+    assert [d["round"] for d in dispatched] == [0, 1] and {d["agentId"] for d in dispatched} == {"fake-acp"}, dispatched
+    at = [i for i, n in enumerate(events) if n == "task_dispatched"]
+    assert at[0] < events.index("rework_triggered") < at[1], events  # the rework round is dispatched anew
     notes = [json.loads(line).get("detail", "") for line in
              (home / "tasks" / sub["taskId"] / "task.jsonl").read_text().splitlines()]
     assert any("model hint 'big-1' is not used" in n for n in notes)  # said, not silently dropped

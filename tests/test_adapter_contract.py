@@ -164,6 +164,32 @@ async def test_a_hard_failure_spends_no_verification_round(harness: Harness, ts_
     assert not list((home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
 
 
+@pytest.mark.anyio
+async def test_a_setup_failure_spends_no_verification_round(ts_daemon: dict[str, Any], tmp_path: Path) -> None:
+    # the other hard failure: the agent starts but its session cannot be set up (an ACP agent whose
+    # initialize answers an error → errorType setup_failed), end to end through the MCP client
+    home = ts_daemon["home"]
+    agent_id = "broken-acp-init"
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"][agent_id] = acp_profile(tmp_path, "init-fail")
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": agent_id, "autoFixRounds": 2}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    # 40-agents-tasks §3 4.b.3: a hardFailure ends failed/<errorType>, no round spent
+    assert done["errorType"] == "setup_failed" and done["status"] == "failed", done
+    assert "the model backend is down" in json.dumps(done, ensure_ascii=False), done  # the agent's own reason
+    assert done["round"] == 0 and not done.get("reportFiles"), done
+    tdir = home / "tasks" / sub["taskId"]
+    assert not list(tdir.glob("report-*")), "a verification round ran"
+    events = [json.loads(line)["event"] for line in (tdir / "task.jsonl").read_text().splitlines()]
+    assert "verify_start" not in events and "rework_triggered" not in events and events.count("task_dispatched") == 1
+    trace = [json.loads(line)["event"] for line in (tmp_path / "trace.jsonl").read_text().splitlines()]
+    assert trace == ["initialize"], trace  # no session, no prompt
+
+
 
 def test_ending_a_cli_tasks_sessions_loads_neither_acp_nor_playwright() -> None:
     import subprocess

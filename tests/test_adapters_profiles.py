@@ -291,3 +291,67 @@ def test_a_missing_agent_with_several_names_says_all_of_them(tmp_path: Path, mon
     monkeypatch.setenv("HOME", str(tmp_path))
     r = resolve_agent("claude-acp", tmp_path)
     assert not r.ok and r.message == "command 'claude-agent-acp' (or 'claude-code-acp') not found on PATH"
+
+
+# 40-agents-tasks §1.7 gives each built-in desktop agent's launch facts; §1.6 the defaults the
+# others fall back to. Values marked "spec" are the spec's own; "default" is §1.6's default for a
+# key §1.7 does not name; "ours" is a fact the spec does not give (from the original's profiles
+# and the vendors' installs, see adapters/builtin_gui.py) — pinned so a change is deliberate.
+GUI_LAUNCH_FACTS: dict[str, dict[str, object]] = {
+    # spec: "codex (codex-gui, MSIX COM, port 9333/30, launch 150000, defaultAutoFixRounds 5, fixPlanDir
+    # .zcode/plans, dedicated userDataDir {LOCALAPPDATA}/tianshu-mcp/codex-gui/profile)"
+    "codex-desktop": {"cdpPort": 9333, "cdpPortRange": 30, "launchTimeoutMs": 150_000, "activation": "msix-com",
+                      "stableRounds": 4,  # ours
+                      "stopCapable": True},  # spec §1.11.11
+    # spec: "zcode (research, 9333/30, 2 rounds)"; launch/activation: default
+    "zcode": {"cdpPort": 9333, "cdpPortRange": 30, "launchTimeoutMs": 60_000, "activation": "spawn",
+              "stableRounds": 4,  # ours
+              "stopCapable": False},  # spec §1.11.11
+    # spec: "traework (9222/20, stableRounds 12)"; launch/activation: default
+    "traework": {"cdpPort": 9222, "cdpPortRange": 20, "launchTimeoutMs": 60_000, "activation": "spawn",
+                 "stableRounds": 12, "stopCapable": False},  # spec §1.11.11
+    # spec: "kimicode (9666/20, launch 90000)"; activation: default
+    "kimicode": {"cdpPort": 9666, "cdpPortRange": 20, "launchTimeoutMs": 90_000, "activation": "spawn",
+                 "stableRounds": 4,  # ours
+                 "stopCapable": True},  # spec §1.11.11
+    # spec names qoder a built-in but gives no launch facts: 9777/20, launch 90000 are ours
+    "qoder": {"cdpPort": 9777, "cdpPortRange": 20, "launchTimeoutMs": 90_000, "activation": "spawn",
+              "stableRounds": 2,  # ours
+              "stopCapable": True},  # spec §1.11.11
+    # spec: "opendesign (9889/10)"; launch/activation: default
+    "opendesign": {"cdpPort": 9889, "cdpPortRange": 10, "launchTimeoutMs": 60_000, "activation": "spawn",
+                   "stableRounds": 4,  # ours
+                   "stopCapable": True},  # ours: the spec's stop list names neither opendesign nor minimax
+    # the fork's minimax: not in §1.7 at all; port/range/launch are §1.6 defaults, the rest ours
+    "minimax": {"cdpPort": 9222, "cdpPortRange": 20, "launchTimeoutMs": 60_000, "activation": "spawn",
+                "stableRounds": 4, "stopCapable": True},
+}
+
+
+def test_builtin_gui_profiles_carry_the_specs_launch_facts(tmp_path: Path) -> None:
+    from tianshu_mcp.adapters.cdp_config import gui_settings
+
+    profiles = load_profiles(tmp_path)
+    gui_ids = {pid for pid, p in profiles.items() if p.driver == "gui"}
+    assert gui_ids == set(GUI_LAUNCH_FACTS) == set(GUI_IDS), "a built-in GUI agent without pinned launch facts"
+    for gid, facts in GUI_LAUNCH_FACTS.items():
+        p = profiles[gid]
+        raw = (p.model_extra or {})["gui"]
+        s = gui_settings(p)  # what the driver uses: the profile over §1.6's defaults
+        got = {"cdpPort": s.cdp_port, "cdpPortRange": s.cdp_port_range, "launchTimeoutMs": s.launch_timeout_ms,
+               "activation": raw.get("activation", "spawn"), "stableRounds": s.stable_rounds,
+               "stopCapable": s.stop_capable}
+        assert got == facts, gid
+        assert s.cdp_port_auto is True and s.exe_args == ("--remote-debugging-port=<port>",), gid
+        # status and platform: every one is a Windows/macOS Electron app, so research on this Linux
+        # build (spec: zcode research; for the others "research here" is ours, §1.8: never dispatched)
+        assert p.status == "research", gid
+        note = p.note or ""
+        assert note.startswith(GUI_UNAVAILABLE_NOTE) and "Windows" in note and "macOS" in note, (gid, note)
+    codex = (profiles["codex-desktop"].model_extra or {})["gui"]
+    assert (codex["defaultAutoFixRounds"], codex["fixPlanDir"]) == (5, ".zcode/plans")  # spec
+    assert "MSIX" in (profiles["codex-desktop"].note or "")  # spec: activation through MSIX COM (Windows)
+    # spec's dedicated userDataDir is a Windows path: kept as a fact, not used as this build's
+    # userDataDir (ours: <data home>/gui/<agentId>/user-data when a user makes the profile ready)
+    assert codex["originalUserDataDir"] == "{LOCALAPPDATA}/tianshu-mcp/codex-gui/profile" and "userDataDir" not in codex
+    assert (profiles["zcode"].model_extra or {})["gui"]["defaultAutoFixRounds"] == 2  # spec: "2 rounds"

@@ -256,6 +256,25 @@ def test_cancel_clicks_stop_and_waits_for_idle(rig: Any) -> None:
 
 
 @needs_chromium
+def test_a_stop_button_over_a_frozen_reply_stalls_into_a_user_confirmation(rig: Any) -> None:
+    # "hang": the app shows its stop button and never changes its (empty) reply; after
+    # stallTimeoutMs the driver's stalled branch ends the round asking the user (adapters/cdp.py _watch)
+    r = rig("hang", stallTimeoutMs=1500)
+    rec = Recorder()
+    res = r.run(rec)
+    assert (res.ok, res.hard_failure, res.timeout, res.killed) == (False, False, False, False), (res, r.log())
+    assert res.question_kind == "user_confirmation" and res.error == "stalled", res
+    assert "stop button" in (res.question or "") and "1500 ms" in (res.question or ""), res.question
+    names = rec.names()
+    assert "file_modification_started" in names and "confirmation_dialog_detected" in names, names
+    assert names.index("file_modification_started") < names.index("confirmation_dialog_detected")
+    stalled = [e for e in rec.events if e[0] == "confirmation_dialog_detected"]
+    assert len(stalled) == 1 and stalled[0][2] == {"round": 0} and "seems to wait" in stalled[0][1], stalled
+    assert not (r.task_dir / "gui-confirmations.json").exists()  # no card: nothing to remember an answer for
+    assert r.app_pids(), "asking the user leaves the app running"
+
+
+@needs_chromium
 def test_changed_selectors_end_idle_timeout_never_ok(rig: Any) -> None:
     r = rig("drift")
     res = r.run(Recorder())

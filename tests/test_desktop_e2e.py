@@ -93,6 +93,11 @@ async def test_dispatch_verify_fails_rework_in_the_same_chat_succeeds(ts_home: P
         assert "typing into the task's chat (same session)" in (tdir / "agent-1.log").read_text()
         names = [e["event"] for e in events(ts_home, tid)]
         assert "file_modification_started" in names and "rework_triggered" in names
+        # one task_dispatched per round, as for CLI tasks (tests/test_e2e_run_task.py)
+        dispatched = [e["data"] for e in events(ts_home, tid) if e["event"] == "task_dispatched"]
+        assert [d["round"] for d in dispatched] == [0, 1] and {d["agentId"] for d in dispatched} == {agent}, dispatched
+        at = [i for i, n in enumerate(names) if n == "task_dispatched"]
+        assert at[0] < names.index("rework_triggered") < at[1], names  # the rework round is dispatched anew
         await until(lambda: not app_pids(udd), 30, "the app to end with the task")
     finally:
         kill_app(udd)
