@@ -45,7 +45,7 @@ from .git import (
 )
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
 from .repair import extract_repair_directives
-from .report import write_report
+from .report import html_report_path, write_report
 from .runner import SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
 from .verdict import NO_CHANGES_CHECK, build_message
 from .visual.report import visual_html, visual_markdown
@@ -443,7 +443,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         report["visual"] = visual.report
     if not passed:
         report["repairDirectives"] = extract_repair_directives(report)
-    md_path, json_path = write_report(task_dir, report, visual_section=visual_markdown(report),
+    md_path, json_path = write_report(task_dir, report,
+                                      visual_section=visual_markdown(report, str(html_report_path(task_dir, rnd))),
                                       visual_html=visual_html(report, task_dir))
     log.info(
         "task %s round %s acceptance: %s (%d checks)", req.task_id, rnd, "passed" if passed else "failed", len(checks)

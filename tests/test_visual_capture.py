@@ -506,3 +506,125 @@ async def test_a_change_of_chinese_text_changes_the_screenshot(browser: VisualBr
     a = await browser.capture(spec(f"{base}/a.html"))
     b = await browser.capture(spec(f"{base}/b.html"))
     assert a.png != b.png
+
+
+# --- late web fonts, a service's stdin and process group (30-visual §3 step 8, §3.1) -----------
+
+FONT_SERVER_PY = """\
+import http.server, os, sys, time
+port, delay = int(sys.argv[1]), float(sys.argv[2])
+FONT = open("late.ttf", "rb").read()
+PAGE = (b"<!doctype html><html><head><meta charset='utf-8'><style>"
+        b"@font-face { font-family: 'Late'; src: url('/late.ttf') format('truetype'); font-display: swap; }"
+        b"body { margin: 0; background: #fff; } p { margin: 8px; font: 56px 'Late', monospace; color: #000; }"
+        b"</style></head><body><p id='t'>Wig WAM 0123</p></body></html>")
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/late.ttf":
+            if "mode=blocked" in (self.headers.get("Referer") or ""):
+                self.send_response(404); self.send_header("Content-Length", "0"); self.end_headers(); return
+            if "mode=late" in (self.headers.get("Referer") or ""):
+                with open("font-requests.txt", "a") as fh:
+                    fh.write("late\\n")
+                time.sleep(delay)
+            body, kind = FONT, "font/ttf"
+        else:
+            body, kind = PAGE, "text/html; charset=utf-8"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+"""A page whose @font-face file arrives ``delay`` s late when the page URL says ``mode=late``
+(seen in the font request's Referer), at once for ``mode=now``, never (404) for ``mode=blocked``."""
+
+FONT_FILES = ("/usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf",
+              "/usr/share/fonts/truetype/liberation/LiberationSerif-Bold.ttf")
+
+
+@needs_chromium
+async def test_a_web_font_that_arrives_late_is_in_the_capture(browser: VisualBrowser, project: Path) -> None:
+    font = next((Path(f) for f in FONT_FILES if Path(f).is_file()), None)
+    if font is None:
+        pytest.skip("no serif TrueType font to serve")
+    shutil.copyfile(font, project / "late.ttf")
+    (project / "fontserve.py").write_text(FONT_SERVER_PY)
+    port = free_port()
+    source = {"type": "command", "command": sys.executable, "args": ["fontserve.py", str(port), "2.5"], "cwd": ".",
+              "env": {}, "readyUrl": f"http://127.0.0.1:{port}/"}
+    pool = ServicePool(project, service_timeout_ms=20000)
+    try:
+        base = await pool.url_for(source, time.monotonic() + 30)
+        started = time.monotonic()
+        late = await browser.capture(spec(f"{base}/?mode=late"))
+        took = time.monotonic() - started
+        now = await browser.capture(spec(f"{base}/?mode=now"))
+        blocked = await browser.capture(spec(f"{base}/?mode=blocked"))
+    finally:
+        await pool.aclose()
+    assert (project / "font-requests.txt").read_text() == "late\n"  # the late font was requested once, and waited for
+    assert took >= 2.5, took
+    # the late capture shows the web font: pixel-identical to the capture where it came at once,
+    # and unlike the fallback (monospace) rendering of the page whose font never loads
+    assert pixels(late).shape == pixels(blocked).shape == (400, 640, 4)
+    assert late.png == now.png
+    ink = [int((pixels(shot)[:, :, :3].max(axis=2) < 128).sum()) for shot in (late, blocked)]
+    assert late.png != blocked.png and ink[0] > ink[1] * 1.1, ink  # the bold serif has more ink than the fallback
+    assert ink[1] > 1000  # the fallback text is there: text was not merely hidden
+
+
+SERVICE_PROBE_PY = """\
+import http.server, json, os, sys, time
+port = int(sys.argv[1])
+started = time.monotonic()
+data = sys.stdin.buffer.read()  # EOF at once, or the service never becomes ready
+record = {"stdin": data.decode("latin-1"), "readSeconds": time.monotonic() - started, "pid": os.getpid(),
+          "pgid": os.getpgid(0), "sid": os.getsid(0), "parentPid": os.getppid(),
+          "parentPgid": os.getpgid(os.getppid()),
+          "stdinIsDevnull": os.path.samestat(os.fstat(0), os.stat(os.devnull))}
+with open("probe.json", "w") as fh:
+    json.dump(record, fh)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+async def test_a_command_service_runs_with_stdin_at_eof_in_its_own_process_group(project: Path) -> None:
+    # our own stdin is a pipe that never ends while the service starts: a service that inherited
+    # it would block in read() and never answer its readyUrl
+    (project / "probe.py").write_text(SERVICE_PROBE_PY)
+    port = free_port()
+    source = {"type": "command", "command": sys.executable, "args": ["probe.py", str(port)], "cwd": ".", "env": {},
+              "readyUrl": f"http://127.0.0.1:{port}/"}
+    read_end, write_end = os.pipe()
+    saved = os.dup(0)
+    pool = ServicePool(project, service_timeout_ms=10000)
+    try:
+        os.dup2(read_end, 0)
+        base = await pool.url_for(source, time.monotonic() + 15)
+        os.dup2(saved, 0)
+        assert http_get(base, "/")[2] == b"ok"
+        probe = json.loads((project / "probe.json").read_text())
+        server = psutil.Process(probe["pid"])
+        assert is_alive(server)
+    finally:
+        os.dup2(saved, 0)
+        for fd in (saved, read_end, write_end):
+            os.close(fd)
+        await pool.aclose()
+    assert probe["stdin"] == "" and probe["readSeconds"] < 2 and probe["stdinIsDevnull"] is True, probe
+    assert probe["parentPid"] == os.getpid()  # started by this process, not through a shell
+    assert probe["pgid"] == probe["pid"] == probe["sid"], probe  # a session and group of its own
+    assert probe["pgid"] != probe["parentPgid"] == os.getpgid(0), probe
+    assert not is_alive(server)  # torn down with the pool

@@ -469,3 +469,58 @@ def test_a_changed_judge_script_misses_the_cache(env: Env) -> None:
     assert env.judge(content)["content"]["cached"] is True and env.runs() == 1
     script.write_text(script.read_text() + "\n# v2\n")
     assert env.judge(content)["content"]["cached"] is False and env.runs() == 2
+
+
+# --- content rules in a verify round: uncertain never gates, a blocking mismatch does (§6.5) -----
+
+@pytest.mark.parametrize(("verdicts", "samples", "min_confidence", "blocking", "status", "code", "gates"), [
+    ([PASS, FAIL], 2, None, True, "uncertain", "CONTENT_UNCERTAIN", False),  # a split vote
+    (['{"passed": false, "confidence": 0.4, "reason": "button missing"}'], 1, 0.8, True,
+     "uncertain", "CONTENT_UNCERTAIN", False),  # a mismatch below minConfidence is downgraded
+    ([FAIL, FAIL, PASS], 3, None, True, "failed", "CONTENT_MISMATCH", True),
+    ([FAIL], 1, None, False, "failed", "CONTENT_MISMATCH", False),  # a warning only (blocking false)
+], ids=["split-vote", "low-confidence", "blocking-mismatch", "warning-mismatch"])
+def test_a_content_rule_in_a_verify_round_gates_only_on_a_blocking_mismatch(
+        tmp_path: Path, verdicts: list[str], samples: int, min_confidence: float | None, blocking: bool,
+        status: str, code: str, gates: bool) -> None:
+    from test_acceptance_engine import git, make_pytest_repo, request
+    from tianshu_mcp.acceptance.engine import verify_round
+    from tianshu_mcp.acceptance.git import capture_baseline
+
+    counter = tmp_path / "counter.txt"
+    content: dict[str, Any] = {"enabled": True, "command": sys.executable, "samples": samples, "timeoutMs": 30000,
+                               "argsTemplate": [JUDGE, f"--counter={counter}", *[f"--verdict={v}" for v in verdicts],
+                                                "--file=image=<image:path>"]}
+    if min_confidence is not None:
+        content["minConfidence"] = min_confidence
+    visual = {"enabled": True, "content": content,
+              "contents": [{"id": "hero", "files": ["site/hero.png"], "expect": "A red banner with a Buy button",
+                            "blocking": blocking}]}
+    repo = make_pytest_repo(tmp_path / "repo", gitignore=True)
+    (repo / "site").mkdir()
+    Image.new("RGB", (32, 16), (200, 30, 30)).save(repo / "site" / "hero.png")
+    (repo / ".tianshu-mcp").mkdir()
+    (repo / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": [], "visual": visual}))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "content rule")
+    baseline = capture_baseline(repo)
+    (repo / "notes.txt").write_text("the agent's work\n")
+    out = verify_round(request(tmp_path, repo, baseline=baseline))
+
+    assert int(counter.read_text()) == samples  # the judge really ran, once per sample
+    [item] = out.report["visual"]["results"]
+    assert (item["id"], item["kind"], item["target"], item["status"], item["code"]) == (
+        "hero", "content", "site/hero.png", status, code), item
+    assert item["optional"] is (not blocking) and item["repairable"] is (status == "failed")
+    assert out.blocking_issues == []  # a verdict is never a blocking issue
+    message = out.report["message"].lower()
+    if gates:
+        assert not out.passed and out.report["verdict"] == "failed", message
+        assert "visual defects: hero" in message, message
+    else:
+        assert out.passed and out.report["verdict"] == "passed", message
+        assert "visual defects" not in message, message
+        if status == "uncertain":
+            assert "ai content judgement uncertain (warning only): hero" in message, message
+        else:
+            assert "optional content checks did not pass (do not affect the verdict): hero [content_mismatch]" in message

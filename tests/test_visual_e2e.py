@@ -6,12 +6,16 @@ two visual tools, the scripted agent breaking and repairing the page.
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
+import psutil
 import pytest
 from conftest import add_scripted_profile, mcp_client, meta_of, text_of
 from fixture_project import git
+from tianshu_mcp.core.procs import is_alive
 
 pytestmark = [pytest.mark.anyio]
 
@@ -42,6 +46,69 @@ def make_site_repo(path: Path) -> Path:
     git(path, "add", "-A")
     git(path, "commit", "-q", "-m", "site")
     return path
+
+
+def _browserish(proc: psutil.Process) -> bool:
+    argv = " ".join(proc.info["cmdline"] or [])
+    return "chrom" in (proc.info["name"] or "") or "chromium" in argv or "playwright" in argv
+
+
+class BrowserWatch:
+    """Watches, in a thread while a task runs, the Chromium and Playwright driver processes that a
+    tianshu-mcp process of ``home`` starts (those carrying ``TIANSHU_MCP_HOME=home``, this test's
+    descendants, and their descendants), and the browser profiles (``--user-data-dir``) they use."""
+
+    def __init__(self, home: Path) -> None:
+        self.home, self.since = str(home), time.time()
+        self.procs: dict[int, tuple[psutil.Process, str]] = {}
+        self.profiles: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _scan(self) -> None:
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+        for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time"]):
+            try:
+                if proc.info["create_time"] < self.since - 1 or not _browserish(proc):
+                    continue
+                if proc.pid in mine or proc.pid in self.procs or proc.environ().get("TIANSHU_MCP_HOME") == self.home:
+                    for p in [proc, *proc.children(recursive=True)]:
+                        self.procs.setdefault(p.pid, (p, p.name()))
+                        self.profiles.update(a.split("=", 1)[1] for a in p.cmdline() if a.startswith("--user-data-dir="))
+            except (psutil.Error, OSError):
+                continue
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._scan()
+            self._stop.wait(0.1)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def names(self) -> set[str]:
+        return {name for _p, name in self.procs.values()}
+
+    def leftovers(self, timeout_s: float = 20) -> list[tuple[int, str]]:
+        """Watched processes still alive, or any process naming a watched profile, polled until none
+        is left or ``timeout_s`` passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = {p.pid: name for p, name in self.procs.values() if is_alive(p)}
+            for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+                try:
+                    if any(prof in " ".join(proc.info["cmdline"] or []) for prof in self.profiles) and is_alive(proc):
+                        left[proc.pid] = proc.info["name"]
+                except psutil.Error:
+                    continue
+            if not left or time.monotonic() > deadline:
+                return sorted(left.items())
+            time.sleep(0.2)
 
 
 async def approve_baselines(client: Any, repo: Path, task_id: str | None = None) -> dict[str, Any]:
@@ -116,10 +183,14 @@ async def test_no_approved_baseline_blocks_then_an_approval_with_the_task_reveri
     repo = make_site_repo(tmp_path / "site-repo")
     add_scripted_profile(ts_home, "noter", "new-file")
     async with mcp_client(ts_home) as client:
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
-                                                          "agentId": "noter", "autoFixRounds": 2}))["taskId"]
-        waited = await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000})
+        with BrowserWatch(ts_home) as watch:
+            tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Add notes",
+                                                              "agentId": "noter", "autoFixRounds": 2}))["taskId"]
+            waited = await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000})
         blocked = meta_of(waited)
+        # the page was captured in Chromium, and no browser process the server started outlives the round
+        assert "chromium" in watch.names() and watch.profiles, watch.names()
+        assert watch.leftovers() == []
         assert f'approve_visual_baseline(..., taskId="{tid}")' in text_of(waited)  # the next step is a person's
         tdir = ts_home / "tasks" / tid
         report = json.loads((tdir / "report-0.json").read_text())

@@ -30,8 +30,12 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
 
 
-def visual_markdown(report: Mapping[str, Any]) -> str:
-    """``## Visual acceptance`` section (empty string when the report has no ``visual``)."""
+def visual_markdown(report: Mapping[str, Any], html_path: str | None = None) -> str:
+    """``## Visual acceptance`` section (empty string when the report has no ``visual``).
+
+    ``html_path``: the round's offline HTML report, linked at the end; default
+    ``report["files"]["html"]``, which ``write_report`` sets only after the section is rendered
+    (the engine passes the path it will write; 30-visual §10)."""
     visual = report.get("visual")
     if not isinstance(visual, Mapping):
         return ""
@@ -71,7 +75,7 @@ def visual_markdown(report: Mapping[str, Any]) -> str:
                 lines.append(_(label).format(json=_compact(r[key])))
         for kind, path in (r.get("artifacts") or {}).items():
             lines.append(f"- [{kind}]({path})")
-    html_path = (report.get("files") or {}).get("html")
+    html_path = html_path or (report.get("files") or {}).get("html")
     if html_path:
         lines += ["", _("Offline report: [HTML]({path})").format(path=html_path)]
     return "\n".join(lines)
