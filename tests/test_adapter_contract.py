@@ -142,6 +142,21 @@ def test_an_agent_that_cannot_start_is_a_spawn_hard_failure(harness: Harness, ru
     assert (res.ok, res.hard_failure, res.error_type, res.exit_code) == (False, True, "spawn", None), res
 
 
+async def _run_to_its_end(home: Path, tmp_path: Path, agent_id: str,
+                          profile: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Register ``profile`` as ``agent_id``, run_task on a fresh calc repository with 2 rework
+    rounds, then wait_task: ``(submitted, final meta)``."""
+    profiles = json.loads((home / "agent-profiles.json").read_text())
+    profiles["profiles"][agent_id] = profile
+    (home / "agent-profiles.json").write_text(json.dumps(profiles))
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
+                                                          "agentId": agent_id, "autoFixRounds": 2}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    return sub, done
+
+
 @pytest.mark.anyio
 async def test_a_hard_failure_spends_no_verification_round(harness: Harness, ts_daemon: dict[str, Any],
                                                            tmp_path: Path) -> None:
@@ -150,15 +165,7 @@ async def test_a_hard_failure_spends_no_verification_round(harness: Harness, ts_
     broken = tmp_path / "not-executable"
     broken.write_text("#!/bin/sh\nexit 0\n")
     raw["command"] = str(broken)
-    agent_id = f"broken-{harness.name}"
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"][agent_id] = raw
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
-    repo = make_calc_repo(tmp_path / "calc")
-    async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": agent_id, "autoFixRounds": 2}))
-        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    sub, done = await _run_to_its_end(home, tmp_path, f"broken-{harness.name}", raw)
     assert done["status"] == "failed" and done["errorType"] == "spawn", done
     assert done["round"] == 0 and not done.get("reportFiles"), done
     assert not list((home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
@@ -169,15 +176,7 @@ async def test_a_setup_failure_spends_no_verification_round(ts_daemon: dict[str,
     # the other hard failure: the agent starts but its session cannot be set up (an ACP agent whose
     # initialize answers an error → errorType setup_failed), end to end through the MCP client
     home = ts_daemon["home"]
-    agent_id = "broken-acp-init"
-    profiles = json.loads((home / "agent-profiles.json").read_text())
-    profiles["profiles"][agent_id] = acp_profile(tmp_path, "init-fail")
-    (home / "agent-profiles.json").write_text(json.dumps(profiles))
-    repo = make_calc_repo(tmp_path / "calc")
-    async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add",
-                                                          "agentId": agent_id, "autoFixRounds": 2}))
-        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+    sub, done = await _run_to_its_end(home, tmp_path, "broken-acp-init", acp_profile(tmp_path, "init-fail"))
     # 40-agents-tasks §3 4.b.3: a hardFailure ends failed/<errorType>, no round spent
     assert done["errorType"] == "setup_failed" and done["status"] == "failed", done
     assert "the model backend is down" in json.dumps(done, ensure_ascii=False), done  # the agent's own reason
