@@ -19,6 +19,8 @@ command -v node >/dev/null 2>&1 || optional+=(nodejs npm)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || optional+=(postgresql)
 # a CJK font: without one Chinese renders as identical boxes and visual acceptance cannot see a change
 command -v fc-list >/dev/null 2>&1 && fc-list :lang=zh 2>/dev/null | grep -q . || optional+=(fonts-wqy-zenhei)
+# a serif TrueType font the web-font capture test serves as its late @font-face file
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSerif-Bold.ttf ] || optional+=(fonts-dejavu-core)
 # the toolchains of acceptance/toolchains/ that run for real in the tests (≈ 90 MB without recommends):
 # RSpec and Minitest (Ruby), PHPUnit, ExUnit (Elixir), CTest (CMake + a C compiler), Maven
 command -v ruby >/dev/null 2>&1 || lean+=(ruby ruby-minitest rake)

@@ -493,7 +493,6 @@ async def test_e2e_unwritable_target_only_warns(tmp_path: Path) -> None:
     assert "[WARNING] [SKILL_INSTALL_FAILED]" in _server_log(home)
 
 
-
 @contextlib.asynccontextmanager
 async def _console(home: Path, env: dict[str, str], *args: str) -> AsyncIterator[Any]:
     """The SDK's stdio client on ``tianshu-mcp <args>`` (the console script a host starts)."""
@@ -568,11 +567,9 @@ async def test_e2e_handshake_is_answered_while_the_install_waits_for_its_lock(tm
     holder = FileLock(str(target.parent / f".{target.name}.install-lock"))  # core/skill_install.py's lock path
     holder.acquire(timeout=5)
     try:
-        started = time.monotonic()
         async with mcp_client(home, env=env) as client:  # initialize answered
             assert len((await client.list_tools()).tools) == 8  # tools/list answered
-            assert time.monotonic() - started < 50  # well inside the install's 60 s lock timeout
-            await anyio.sleep(3)  # an unblocked install is done in well under a second
+            # answered while the install cannot have run (we hold its lock) and has not given up
             log_text = _server_log(home)
             assert not target.exists() and "skill installed" not in log_text and si.SKILL_INSTALL_BUSY not in log_text
             released = time.time()

@@ -304,8 +304,6 @@ async def test_legacy_raw_handshake_runs_a_task_with_the_classic_contract(ts_dae
     """At the exact legacy revisions, over a raw JSON-RPC session: run_task answers its taskId at
     once (a CallToolResult with the meta block, no task object) and wait_task follows it to its
     final state — even when the host (wrongly) names the extension in its capabilities."""
-    import time
-
     import anyio
 
     home = ts_daemon["home"]
@@ -317,7 +315,6 @@ async def test_legacy_raw_handshake_runs_a_task_with_the_classic_contract(ts_dae
                                              "clientInfo": {"name": "old-host", "version": "0"}}, timeout=60)
         assert init["result"]["protocolVersion"] == version, init
         client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        started = time.monotonic()
         answer = await anyio.to_thread.run_sync(lambda: client.request(
             "tools/call", {"name": "run_task", "arguments": {"projectPath": str(repo), "agentId": "scripted",
                                                              "task": BRIEF}}, 120))
@@ -325,8 +322,7 @@ async def test_legacy_raw_handshake_runs_a_task_with_the_classic_contract(ts_dae
         sub = answer["result"]
         assert "resultType" not in sub and "taskId" not in sub and sub["isError"] is False, sub  # no task object
         meta = _meta_of_raw(sub)
-        assert meta["taskId"].startswith("tsk_") and meta["status"] == "queued"
-        assert time.monotonic() - started < 60  # answered at once, not at the task's end
+        assert meta["taskId"].startswith("tsk_") and meta["status"] == "queued"  # answered at once, not at the end
         done = await anyio.to_thread.run_sync(lambda: client.call(
             "wait_task", {"taskId": meta["taskId"], "timeoutMs": 240000}, 300))
         final = _meta_of_raw(done)

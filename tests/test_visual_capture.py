@@ -581,11 +581,10 @@ async def test_a_web_font_that_arrives_late_is_in_the_capture(browser: VisualBro
 
 
 SERVICE_PROBE_PY = """\
-import http.server, json, os, sys, time
+import http.server, json, os, sys
 port = int(sys.argv[1])
-started = time.monotonic()
 data = sys.stdin.buffer.read()  # EOF at once, or the service never becomes ready
-record = {"stdin": data.decode("latin-1"), "readSeconds": time.monotonic() - started, "pid": os.getpid(),
+record = {"stdin": data.decode("latin-1"), "pid": os.getpid(),
           "pgid": os.getpgid(0), "sid": os.getsid(0), "parentPid": os.getppid(),
           "parentPgid": os.getpgid(os.getppid()),
           "stdinIsDevnull": os.path.samestat(os.fstat(0), os.stat(os.devnull))}
@@ -623,7 +622,7 @@ async def test_a_command_service_runs_with_stdin_at_eof_in_its_own_process_group
         for fd in (saved, read_end, write_end):
             os.close(fd)
         await pool.aclose()
-    assert probe["stdin"] == "" and probe["readSeconds"] < 2 and probe["stdinIsDevnull"] is True, probe
+    assert probe["stdin"] == "" and probe["stdinIsDevnull"] is True, probe  # EOF, not our never-ending pipe
     assert probe["parentPid"] == os.getpid()  # started by this process, not through a shell
     assert probe["pgid"] == probe["pid"] == probe["sid"], probe  # a session and group of its own
     assert probe["pgid"] != probe["parentPgid"] == os.getpgid(0), probe
