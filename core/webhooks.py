@@ -99,13 +99,19 @@ def dedupe_key(task_id: str, status: str, record: dict[str, Any]) -> str:
 def build_body(task_id: str, status: str, record: dict[str, Any], ts: str | None = None) -> str:
     """The exact body string: compact JSON ``{taskId, event, status, ts, finishedAt, agentId,
     projectPath, round (= roundsUsed), reportRound, message (= lastMessage), reportMd, reportJson}``,
-    absent fields omitted, non-ASCII kept (UTF-8 on the wire)."""
+    absent fields omitted, non-ASCII kept (UTF-8 on the wire). A dry run (``dryRun`` in the
+    record) adds ``"dryRun": true`` and names its dry-run report as ``reportMd``/``reportJson``."""
     import json
 
     body: dict[str, Any] = {"taskId": task_id, "event": event_for(status), "status": status, "ts": ts or _utc_now()}
     for name, key in BODY_FIELDS:
         if record.get(key) is not None:
             body[name] = record[key]
+    if record.get("dryRun"):  # a preview, not finished work: a receiver must be able to tell
+        body["dryRun"] = True
+        for name, key in (("reportMd", "dryRunReportMd"), ("reportJson", "dryRunReportJson")):
+            if record.get(key):
+                body[name] = record[key]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -30,7 +30,7 @@ from .format import clip, ok_result
 from .info import branch_whitelist, query_info
 from .phrases import status_phrase, submitted_lines
 from .resume import continue_task
-from .isolation import merge_task, resolve_isolation
+from .isolation import merge_task, refuse_gone_result, resolve_isolation
 from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
@@ -208,6 +208,7 @@ class Handlers:
                 raise TianshuError(ErrorCode.TASK_NOT_FOUND, _("task not found: {taskId}").format(taskId=clip(task_id)))
             target = self.service.read_task(task_id)
             refuse_remote(target, "verify")
+            await anyio.to_thread.run_sync(refuse_gone_result, target)
             norm = str(target["projectPath"])
             if ref in (None, "task") and not (self.service.store.dir(task_id) / "baseline.json").is_file():
                 raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} has no saved pre-work baseline "
@@ -399,6 +400,7 @@ class Handlers:
                                'current status: {status}. Poll with wait_task(taskId="{taskId}").').format(
                                    taskId=task_id, status=view.status),
                              view.meta(self.runtime))
+        await anyio.to_thread.run_sync(refuse_gone_result, self.service.read_task(task_id))
         view = await self.service.rework(task_id, args.get("feedback"), args.get("repairHint"))
         hint = args.get("repairHint")
         text = (_("task {taskId} re-queued (manual rework)").format(taskId=task_id)

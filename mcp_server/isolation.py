@@ -96,6 +96,34 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
     return merged, text
 
 
+def refuse_gone_result(task: dict[str, Any]) -> None:
+    """Refuse a re-run (``rework``, ``verify_task(taskId)``) of a local worktree task whose result
+    branch was merged or deleted: nothing of its work is left to continue or verify (README,
+    "Parallel tasks on one repository"). Said at the call, before the flow run is touched.
+
+    Raises:
+        TianshuError: INVALID_STATE naming the branch; nothing for other tasks.
+    """
+    from ..acceptance.git import run_git
+    from ..tasks.worktree import branch_name, repo_top
+
+    if task.get("isolation") != "worktree" or task.get("workPool") or not task.get("resultBranch"):
+        return
+    branch = task["resultBranch"]
+    if task.get("mergeCommit"):
+        why = _("its branch {branch} was merged as {commit}").format(branch=branch, commit=str(task["mergeCommit"])[:12])
+    else:
+        try:
+            top, _rel = repo_top(str(task["projectPath"]))
+            if run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch_name(task['taskId'])}"], top).ok:
+                return
+        except TianshuError:
+            pass  # the repository itself is gone or broken: its branch is gone with it
+        why = _("its branch {branch} no longer exists (deleted by hand?)").format(branch=branch)
+    raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId}: {why}; there is no work of it left to rework or "
+                                                  "verify — start a new task").format(taskId=task["taskId"], why=why))
+
+
 def _inplace_editor(service: Any, norm: str, own: str) -> str | None:
     """An unfinished in-place task of ``norm``'s repository (it edits the work tree a merge writes)."""
     from ..core.paths import serial_key

@@ -58,14 +58,18 @@ def visual_config(root: str) -> VisualConfig:
 
 
 def read_task(task_id: str) -> tuple[TaskStore, Path, dict[str, Any]]:
-    """``(store, task dir, task.json)``; TASK_ID_INVALID, TASK_NOT_FOUND."""
+    """``(store, task dir, task.json)``; TASK_ID_INVALID, TASK_NOT_FOUND, ARTIFACT_PATH (the task
+    directory is a symlink)."""
     if not TASK_ID_RE.match(task_id) or not is_record_id(task_id):
         raise VisualError("TASK_ID_INVALID", f"{task_id[:100]!r} is not a task id (tsk_… or vfy_…)")
     store = TaskStore(data_home())
     record = store.read(task_id)
     if record is None:
         raise TianshuError(ErrorCode.TASK_NOT_FOUND, f"no task {task_id} (or its task.json is unreadable)")
-    return store, store.dir(task_id), record
+    tdir = store.dir(task_id)
+    if tdir.is_symlink():  # what the CLI writes there (reviews, cleaned reports) would land elsewhere
+        raise VisualError("ARTIFACT_PATH", f"the task directory {tdir} is an alias (symlink) of another directory; refused")
+    return store, tdir, record
 
 
 def task_project(task_id: str, record: dict[str, Any]) -> str:

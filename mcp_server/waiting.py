@@ -18,7 +18,7 @@ from ..core.i18n import _
 from ..core.model import is_wait_settled
 from .format import clip, ok_result
 from .phrases import status_phrase
-from .taskops import TaskService
+from .taskops import TaskService, TaskView
 
 WAIT_DEFAULT_MS = 50000
 WAIT_MAX_MS = 600000
@@ -101,19 +101,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         meta = view.meta(runtime)
         meta.update(waitSettled=stopped is not None, waitedMs=waited)
         if stopped is not None:
-            if view.status == "needs_user":
-                nxt = _('use manage_task(action="continue") then wait again')
-            elif view.task.get("pendingVisualVerification") and view.status == "needs_attention":
-                nxt = _('a person approves the visual baselines: prepare_visual_baseline(projectPath), review its preview, '
-                        'approve_visual_baseline(..., taskId="{taskId}"), then manage_task(action="rework") '
-                        "re-verifies before any agent round").format(taskId=view.task["taskId"])
-            elif view.task.get("dryRunReportMd"):
-                nxt = _("read the dry-run report {path} (no agent ran)").format(path=view.task["dryRunReportMd"])
-            elif view.task.get("reportMd"):
-                nxt = _('read the report with query_info(type="report", taskId="{taskId}")').format(taskId=view.task["taskId"])
-            else:
-                nxt = _('no acceptance report was written; see query_task(taskId="{taskId}") for the agent log').format(
-                    taskId=view.task["taskId"])
+            nxt = next_step(view)
             return ok_result(_("task reached a stop point (waited {secs} s): {status}\nnext: {next}").format(
                 secs=secs, status=status_phrase(view), next=nxt), meta)
         return ok_result(_("wait timed out ({secs} s): {status}{clamp}\n"
@@ -127,12 +115,31 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         meta = stopped.meta(runtime)
         meta.update(waitSettled=True, waitedMs=waited, **skipped)
         return ok_result(_("a task reached a stop point (waited {secs} s): {taskId} — {status}\n"
-                           'next: query_info(type="report", taskId="{taskId}")\nall tasks now:\n{listing}').format(
-                               secs=secs, taskId=stopped.task["taskId"], status=status_phrase(stopped), listing=listing), meta)
+                           "next: {next}\nall tasks now:\n{listing}").format(
+                               secs=secs, taskId=stopped.task["taskId"], status=status_phrase(stopped),
+                               next=next_step(stopped), listing=listing), meta)
     return ok_result(_("wait timed out ({secs} s): no task reached a stop point yet.{clamp}\n"
                        "call wait_task again to keep waiting.\nall tasks now:\n{listing}").format(
                            secs=secs, clamp=clamp, listing=listing),
                      {"ok": False, "message": _("wait timed out"), "waitSettled": False, "waitedMs": waited, **skipped})
+
+
+def next_step(view: TaskView) -> str:
+    """What the caller does next with a task at a stop point (wait_task's ``next:`` line, 10-tools
+    §2.7): answer a question, have a person approve visual baselines, read the dry-run report or
+    the acceptance report, or read the agent log when no report was written."""
+    if view.status == "needs_user":
+        return _('use manage_task(action="continue") then wait again')
+    if view.task.get("pendingVisualVerification") and view.status == "needs_attention":
+        return _('a person approves the visual baselines: prepare_visual_baseline(projectPath), review its preview, '
+                 'approve_visual_baseline(..., taskId="{taskId}"), then manage_task(action="rework") '
+                 "re-verifies before any agent round").format(taskId=view.task["taskId"])
+    if view.task.get("dryRunReportMd"):
+        return _("read the dry-run report {path} (no agent ran)").format(path=view.task["dryRunReportMd"])
+    if view.task.get("reportMd"):
+        return _('read the report with query_info(type="report", taskId="{taskId}")').format(taskId=view.task["taskId"])
+    return _('no acceptance report was written; see query_task(taskId="{taskId}") for the agent log').format(
+        taskId=view.task["taskId"])
 
 
 async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:

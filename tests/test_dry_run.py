@@ -128,6 +128,9 @@ async def test_a_dry_run_reports_what_would_run_and_changes_nothing(ts_home: Pat
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework"})
         assert not r.is_error, text_of(r)
         again = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
+        # breaker: the several-task form of wait_task pointed a dry run at query_info(type=report)
+        r = await client.call_tool("wait_task", {"taskIds": [sub["taskId"]], "timeoutMs": 10000})
+        assert "next: read the dry-run report" in text_of(r) and "dry-run-report-1.md" in text_of(r), text_of(r)
     assert again["status"] == "succeeded" and again["dryRunReportFiles"]["md"].endswith("dry-run-report-1.md"), again
     assert _tree(repo) == before
 

@@ -398,9 +398,9 @@ SPEC_WORDING: list[tuple[Any, str, str, str]] = [
      "等待超时（S 秒）：<status>[（timeoutMs 超上限，已钳制到 600000ms）]", "等待超时（{secs} 秒）：{status}{clamp}", "^"),
     (" (timeoutMs above the maximum, clamped to {ms} ms)", "（timeoutMs 超上限，已钳制到 600000ms）",
      "（timeoutMs 超上限，已钳制到 {ms}ms）", "=="),
-    ('a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: query_info(type="report", taskId="{taskId}")\n'
+    ("a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: {next}\n"
      "all tasks now:\n{listing}", "已有任务到达停点（等待 S 秒）：<id> —— <status>", "已有任务到达停点（等待 {secs} 秒）：{taskId} —— {status}", "^"),
-    ('a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: query_info(type="report", taskId="{taskId}")\n'
+    ("a task reached a stop point (waited {secs} s): {taskId} — {status}\nnext: {next}\n"
      "all tasks now:\n{listing}", "全部任务当前状态：", "\n全部任务当前状态：\n", "in"),
     ("wait timed out ({secs} s): no task reached a stop point yet.{clamp}\ncall wait_task again to keep waiting.\n"
      "all tasks now:\n{listing}", "等待超时（S 秒）：暂无任务到达停点。[clamp note]", "等待超时（{secs} 秒）：暂无任务到达停点。{clamp}", "^"),

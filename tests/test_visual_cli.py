@@ -316,3 +316,19 @@ def test_content_probe_judges_the_rules_files_now_without_cache_or_evidence(tmp_
     assert code_of((rc, out, "")) == "CONTENT_COMMAND_MISSING" and "other:" in out["error"]["message"]
     assert code_of(visual(home, "content", "probe", str(proj), "nope")) == "CONTENT_RULE_NOT_FOUND"
     assert code_of(visual(home, "content", "probe", str(tmp_path))) == "CONFIG_INVALID"  # no visual block
+
+
+def test_a_task_directory_that_is_a_symlink_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # breaker: rules review wrote its review file through a symlinked task directory, outside the home
+    home = tmp_path / "home"
+    proj = project_with(tmp_path / "proj", {})
+    tdir = make_task(home, proj, finishedAt="2026-01-01T00:05:00.000Z")
+    elsewhere = tmp_path / "elsewhere"
+    tdir.rename(elsewhere)
+    tdir.symlink_to(elsewhere)
+    before = sorted(p.name for p in elsewhere.iterdir())
+    for argv in (("rules", "review", tdir.name), ("artifacts", "clean", tdir.name, "--apply"),
+                 ("content", "cache", "clear", tdir.name)):
+        rc, out, _ = visual(home, *argv)
+        assert rc == 1 and out["error"]["code"] == "ARTIFACT_PATH" and str(tdir) in out["error"]["message"], (argv, out)
+    assert sorted(p.name for p in elsewhere.iterdir()) == before

@@ -258,6 +258,20 @@ def test_signed_post_with_the_spec_headers_and_body(tmp_path: Path) -> None:
     assert pending(home) == [] and failed(home) == []
 
 
+def test_a_dry_run_says_so_and_names_its_dry_run_report(tmp_path: Path) -> None:
+    # breaker: a dry run's "done" looked like finished work to a receiver
+    with receiver() as rx:
+        home = hook_home(tmp_path, rx.url)
+        tid = finish(home, "succeeded", dryRun=True, lastMessage="dry run: 0 blockers",
+                     dryRunReportMd="/r/dry-run-report-0.md", dryRunReportJson="/r/dry-run-report-0.json")
+        assert webhooks.deliver_pending(home) == 1
+        (req,) = rx.wait_for(1)
+    body = json.loads(req["body"].decode("utf-8"))
+    assert body["taskId"] == tid and body["dryRun"] is True and body["event"] == "done"
+    assert (body["reportMd"], body["reportJson"]) == ("/r/dry-run-report-0.md", "/r/dry-run-report-0.json")
+    assert "dryRun" not in json.loads(webhooks.build_body("tsk_x", "succeeded", {"dryRun": False}))
+
+
 def test_status_map_subscriptions_and_opt_ins(tmp_path: Path) -> None:
     with receiver() as rx:
         home = hook_home(tmp_path, rx.url)

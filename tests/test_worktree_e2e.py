@@ -238,4 +238,11 @@ async def test_an_inplace_task_holds_the_work_tree_beside_worktree_tasks_and_blo
             assert meta_of(r)["status"] == "cancelled", text_of(r)
         r = await client.call_tool("manage_task", {"taskId": isolated, "action": "merge"})
         assert not r.is_error, text_of(r)
+        # breaker: a re-run of the merged task was accepted and ended it needs_attention; now
+        # refused at the call, and the task stays succeeded
+        for tool, args in (("manage_task", {"taskId": isolated, "action": "rework", "feedback": "again"}),
+                           ("verify_task", {"taskId": isolated})):
+            r = await client.call_tool(tool, args)
+            assert r.is_error and "[INVALID_STATE]" in text_of(r) and "was merged as" in text_of(r), (tool, text_of(r))
+        assert await status(isolated) == "succeeded"
     assert (repo / "calc.py").read_text() == RIGHT_FIX

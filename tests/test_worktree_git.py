@@ -290,3 +290,26 @@ def test_refusals_before_anything_is_made(tmp_path: Path) -> None:
     with pytest.raises(TianshuError) as err:
         wt.merge_result(tmp_path / "home", str(repo), "tsk_20261201000000_f00004", "Merge")
     assert err.value.code.value == "INVALID_STATE" and "detached" in err.value.message
+
+
+def test_a_rerun_of_a_task_whose_branch_is_gone_is_refused_at_the_call(tmp_path: Path) -> None:
+    # breaker: rework and verify_task of a merged or deleted result were accepted and then ended
+    # the task needs_attention; mcp_server.isolation.refuse_gone_result says INVALID_STATE first
+    from tianshu_mcp.mcp_server.isolation import refuse_gone_result
+
+    repo = make_calc_repo(tmp_path / "calc")
+    task = {"taskId": "tsk_20260101000000_abcdef", "isolation": "worktree", "projectPath": str(repo),
+            "resultBranch": wt.branch_name("tsk_20260101000000_abcdef")}
+    git(repo, "branch", task["resultBranch"])
+    refuse_gone_result(task)  # the branch is there: a re-run may continue it
+    refuse_gone_result({**task, "isolation": "inplace"})  # nothing to check for other tasks
+    refuse_gone_result({**task, "workPool": "remote"})  # a remote task's branch lives on its remote
+    for gone, why in (({**task, "mergeCommit": "0123456789abcdef"}, "was merged as 0123456789ab"),
+                      ({**task, "projectPath": str(tmp_path / "missing")}, "no longer exists")):
+        with pytest.raises(TianshuError) as info:
+            refuse_gone_result(gone)
+        assert info.value.code.value == "INVALID_STATE" and why in info.value.message, info.value.message
+    git(repo, "branch", "-D", task["resultBranch"])
+    with pytest.raises(TianshuError) as info:
+        refuse_gone_result(task)
+    assert "no longer exists (deleted by hand?)" in info.value.message and "start a new task" in info.value.message
