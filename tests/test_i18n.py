@@ -488,16 +488,16 @@ SPEC_WORDING: list[tuple[Any, str, str, str]] = [
 # the `config acceptance` JSON values (`（默认集）` …: JSON stays identical in every locale).
 
 
-def _spec_text() -> str:
-    if not SPEC_TOOLS.is_file():
-        pytest.skip(f"{SPEC_TOOLS} is not checked out beside the project")
-    return SPEC_TOOLS.read_text(encoding="utf-8")
+def _spec_text() -> str | None:
+    """10-tools.md's text, or None where the spec is not checked out beside the project (a clean
+    clone, CI): the translations are then checked against the table alone, which quotes it."""
+    return SPEC_TOOLS.read_text(encoding="utf-8") if SPEC_TOOLS.is_file() else None
 
 
 def test_chinese_wording_follows_10_tools_md() -> None:
     spec = _spec_text()
     translations = {m.id if isinstance(m.id, str) else tuple(m.id): m.string for m in zh_catalogue() if m.id}
-    missing_in_spec = [raw for _m, raw, _n, _h in SPEC_WORDING if raw not in spec]
+    missing_in_spec = [raw for _m, raw, _n, _h in SPEC_WORDING if spec is not None and raw not in spec]
     assert not missing_in_spec, missing_in_spec  # the table quotes the spec, not a memory of it
     bad = []
     for msgid, _raw, wording, how in SPEC_WORDING:
@@ -544,11 +544,11 @@ def test_composed_chinese_lines_read_as_the_spec_gives_them(monkeypatch: pytest.
          "[（尚未落终态：…请稍后 query_task 复核）]"),
     ]
     for got, expected, form in composed:
-        assert form in spec, form
+        assert spec is None or form in spec, form
         assert got == expected, (got, expected)
     queue = (_("queue: one task at a time per project + global limit {limit}. ").format(limit=4)
              + _("Poll with query_task({taskId}) every 5-10 s, or wait_task.").format(taskId="tsk_x"))
-    assert "`队列位置：每项目串行 + 全局并发 <max>。请用 query_task(<id>) 轮询（建议间隔 5–10 秒）。`" in spec
+    assert spec is None or "`队列位置：每项目串行 + 全局并发 <max>。请用 query_task(<id>) 轮询（建议间隔 5–10 秒）。`" in spec
     assert queue.startswith("队列位置：每项目串行 + 全局并发 4。请用 query_task(tsk_x) 轮询（建议间隔 5–10 秒）"), queue
 
 # --- a scripted session in zh-CN beside an English one ---------------------------------------
