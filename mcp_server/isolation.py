@@ -104,8 +104,7 @@ def refuse_gone_result(task: dict[str, Any]) -> None:
     Raises:
         TianshuError: INVALID_STATE naming the branch; nothing for other tasks.
     """
-    from ..acceptance.git import run_git
-    from ..tasks.worktree import branch_name, repo_top
+    from ..tasks.worktree import branch_exists, branch_name, repo_top
 
     if task.get("isolation") != "worktree" or task.get("workPool") or not task.get("resultBranch"):
         return
@@ -115,7 +114,7 @@ def refuse_gone_result(task: dict[str, Any]) -> None:
     else:
         try:
             top, _rel = repo_top(str(task["projectPath"]))
-            if run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch_name(task['taskId'])}"], top).ok:
+            if branch_exists(top, branch_name(str(task["taskId"]))):
                 return
         except TianshuError:
             pass  # the repository itself is gone or broken: its branch is gone with it

@@ -166,7 +166,8 @@ def _is_worktree(path: Path) -> bool:
     return bool(r and r.ok and os.path.realpath(r.stdout.strip()) == os.path.realpath(path))
 
 
-def _branch_exists(top: str, branch: str) -> bool:
+def branch_exists(top: str, branch: str) -> bool:
+    """True when ``branch`` is a local branch of the repository at ``top``."""
     return run_git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"], top).ok
 
 
@@ -191,7 +192,7 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
     dirty: list[str] = []
     if _is_worktree(path):
         pass
-    elif _branch_exists(top, branch):
+    elif branch_exists(top, branch):
         _discard(top, path)
         _git(["worktree", "add", "--quiet", str(path), branch], top)
     elif base_commit:  # a re-run (rework, verify_task) of a task whose result branch is gone
@@ -459,7 +460,7 @@ def merge_result(home: Path, project_path: str, task_id: str, message: str) -> d
 
 
 def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str, Any]:
-    if not _branch_exists(top, branch):
+    if not branch_exists(top, branch):
         raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} has no result branch {branch} in {top} (merged and "
                                                       "deleted already, or deleted by hand)").format(
                                taskId=task_id, branch=branch, top=top))
