@@ -284,6 +284,7 @@ class ResolvedChecks:
         baseline_checks: run the command checks on the baseline too and grade against it
             (``baselineChecks``, default False).
         baseline_policy: ``baselinePolicy`` (default :data:`DEFAULT_BASELINE_POLICY`).
+        test_integrity: ``testIntegrity`` (default ``protect``, issue 23).
         warnings: warnings for ``analysis.warnings`` (the task changed the project layer), in the
             current locale.
     """
@@ -297,6 +298,7 @@ class ResolvedChecks:
     config: AcceptanceConfig = field(default_factory=AcceptanceConfig)
     baseline_checks: bool = False
     baseline_policy: str = DEFAULT_BASELINE_POLICY
+    test_integrity: str = "protect"
     warnings: list[str] = field(default_factory=list)
 
 
@@ -404,6 +406,7 @@ def resolve_checks(
         config=merged,
         baseline_checks=bool(merged.baseline_checks),
         baseline_policy=merged.baseline_policy or DEFAULT_BASELINE_POLICY,
+        test_integrity=merged.test_integrity or "protect",
         warnings=warnings,
     )
 

@@ -37,6 +37,8 @@ BASELINE_POLICIES = ("tolerate-untargeted", "strict", "regressions-only")
   the round; still-failing tests never count, even when the task names them.
 """
 DEFAULT_BASELINE_POLICY = "tolerate-untargeted"
+TEST_INTEGRITY_POLICIES = ("protect", "allow-test-edits", "off")
+"""Values of ``testIntegrity`` (issue 23; see :mod:`tianshu_mcp.acceptance.integrity`), default ``protect``."""
 MAX_CHECKS = 100
 """At most this many checks per layer or per ``extraChecks`` (input issue: 200,000 extra checks were
 accepted and ran for 48 s; 20,000 override checks all ran)."""
@@ -209,7 +211,8 @@ class AcceptanceConfig(BaseModel):
     """One acceptance layer, partial: no defaults are materialised (20-acceptance §2.1).
 
     ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object,
-    baselineChecks?: bool, baselinePolicy?: "tolerate-untargeted"|"strict"|"regressions-only"}``.
+    baselineChecks?: bool, baselinePolicy?: "tolerate-untargeted"|"strict"|"regressions-only",
+    testIntegrity?: "protect"|"allow-test-edits"|"off"}``.
     ``verifyConcurrency`` is normalised: non-finite → 1, else ``clamp(round(n), 1, 4)``. ``visual`` is
     validated with :func:`.visual.config.parse_visual` (30-visual §1) and kept as the raw object.
     ``None`` means "not defined by this layer"; explicit JSON ``null`` is rejected. Unknown top-level
@@ -228,6 +231,10 @@ class AcceptanceConfig(BaseModel):
         {"type": "boolean", "description": "also run the checks on the pre-work baseline and grade against it"}))
     baseline_policy: str | None = Field(None, alias="baselinePolicy", json_schema_extra=_wire(
         {"enum": list(BASELINE_POLICIES)}))
+    test_integrity: str | None = Field(None, alias="testIntegrity", json_schema_extra=_wire(
+        {"enum": list(TEST_INTEGRITY_POLICIES),
+         "description": "protect (default): judge on the baseline's tests; allow-test-edits: the brief is to "
+                        "change tests; off"}))
 
     @model_validator(mode="before")
     @classmethod
@@ -235,7 +242,8 @@ class AcceptanceConfig(BaseModel):
         if data is not None and not isinstance(data, Mapping):
             raise ValueError("the acceptance config must be a JSON object")
         return _reject_null(
-            data, ("checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy")
+            data, ("checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy",
+                   "testIntegrity")
         )
 
     @field_validator("baseline_policy", mode="before")
@@ -245,6 +253,15 @@ class AcceptanceConfig(BaseModel):
             return None
         if not isinstance(value, str) or value not in BASELINE_POLICIES:
             raise ValueError(f"baselinePolicy must be one of {', '.join(BASELINE_POLICIES)}")
+        return value
+
+    @field_validator("test_integrity", mode="before")
+    @classmethod
+    def _integrity(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or value not in TEST_INTEGRITY_POLICIES:
+            raise ValueError(f"testIntegrity must be one of {', '.join(TEST_INTEGRITY_POLICIES)}")
         return value
 
     @field_validator("verify_concurrency", mode="before")

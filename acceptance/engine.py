@@ -44,6 +44,8 @@ from .git import (
     git_diff_check,
 )
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
+from .integrity.judge import IntegrityOutcome, IntegritySession
+from .integrity.models import HoldoutCheck, IntegrityPolicy
 from .repair import extract_repair_directives
 from .report import html_report_path, write_report
 from .runner import SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
@@ -106,6 +108,11 @@ class VerifyRequest:
         agent_run: the agent's outcome for the report (exit code, duration, output tail, fatal line).
         pinned_rules: the acceptance rules as of the task's baseline (the agent's own edits to them
             never judge its work; see :mod:`.pinning`).
+        target_tests: ``targetTests`` (issue 23): test ids or names that must exist, run and pass
+            (the task's, or a ``verify_task`` call's own); empty → none named.
+        holdout_checks: checks the agent never sees (issue 23 §5): the task's or verify record's
+            ``holdout.json`` plus the project's registered ones
+            (:func:`.integrity.holdout_store.load_holdout`); empty → none.
     """
 
     task_id: str
@@ -126,6 +133,8 @@ class VerifyRequest:
     agent_work: bool = True
     agent_run: Mapping[str, Any] | None = None
     pinned_rules: PinnedRules | None = None
+    target_tests: Sequence[str] = ()
+    holdout_checks: Sequence[HoldoutCheck] = ()
 
 
 @dataclass
@@ -262,11 +271,37 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     log_path = task_dir / f"verify-{rnd}.log"
     git_ok = baseline.is_repo and not git_failures
     before = git_guard(lambda: snapshot(project), None) if git_ok and check_defs else None
-    checks.extend(
-        run_checks(check_defs, project, log_path, default_timeout, concurrency=concurrency, should_stop=req.should_stop,
-                   tool_dirs=req.pinned_rules.tool_dirs if req.pinned_rules is not None else None)
-    )
-    if check_defs:
+    policy = _integrity_policy(req, resolved, baseline, blocking)
+    if policy is not IntegrityPolicy.OFF and (check_defs or req.holdout_checks):
+        if fresh_baseline and load_baseline_state(baseline_dir) is None:
+            capture_baseline_state(project, baseline_dir)  # a round without a task start: "now" is the baseline
+        session: IntegritySession | None = IntegritySession(
+            policy=policy, project=project, task_dir=task_dir, baseline_dir=baseline_dir, round_no=rnd,
+            baseline=baseline, check_defs=check_defs, task_text=req.task_text, target_tests=req.target_tests,
+            holdout=req.holdout_checks, agent_message=str((req.agent_run or {}).get("outputTail") or ""),
+            default_timeout_ms=default_timeout, concurrency=concurrency, should_stop=req.should_stop)
+    else:
+        session = None
+    integrity = IntegrityOutcome(report={"policy": policy.value, "notes": _integrity_off_notes(req, policy)})
+    try:
+        if session is not None:
+            session.start()
+        checks.extend(
+            run_checks(session.main_defs() if session is not None else check_defs, project, log_path, default_timeout,
+                       concurrency=concurrency, should_stop=req.should_stop,
+                       tool_dirs=req.pinned_rules.tool_dirs if req.pinned_rules is not None else None)
+        )
+        if session is not None:
+            integrity = session.finish(checks[1:], log_path)
+    finally:
+        if session is not None:
+            session.close()
+    for k in integrity.not_counted:
+        checks[1 + k]["notCounted"] = True
+    for k, note in integrity.check_notes.items():
+        checks[1 + k]["integrityNote"] = note
+    blocking.extend(integrity.blocking)
+    if check_defs or session is not None:
         reap_orphans()  # a check's leftover cannot write after the checks were judged
     outputs = CheckOutputs()
     if git_ok:
@@ -295,6 +330,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
                 default_timeout_ms=default_timeout,
                 concurrency=concurrency,
                 should_stop=req.should_stop,
+                run_defs=session.main_defs() if session is not None else None,
             )
             for k, c in enumerate(checks[1:]):
                 if k in grading.classes:
@@ -439,6 +475,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         report["blockingIssues"] = blocking
     if grading is not None:
         report["baselineGrading"] = grading.report
+    report["integrity"] = integrity.report
     if visual.report is not None:
         report["visual"] = visual.report
     if not passed:
@@ -459,3 +496,22 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         blocking_issues=blocking,
         baseline=baseline,
     )
+
+
+def _integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, baseline: Baseline,
+                      blocking: Sequence[Mapping[str, str]]) -> IntegrityPolicy:
+    """The round's ``testIntegrity`` (issue 23): the resolved layers' value for an agent's work on
+    a repository with a baseline commit; ``off`` for a health check of a project (nothing to
+    compare), a project that is not a repository, or a round already blocked by its config."""
+    if resolved is None or blocking or not req.agent_work or not baseline.is_repo or not baseline.head:
+        return IntegrityPolicy.OFF
+    return IntegrityPolicy(resolved.test_integrity)
+
+
+def _integrity_off_notes(req: VerifyRequest, policy: IntegrityPolicy) -> list[str]:
+    if policy is not IntegrityPolicy.OFF:
+        return []
+    if not req.agent_work:
+        return [_("verification integrity: not an agent's work (a health check of the project)")]
+    return [_("verification integrity is off for this round (testIntegrity off, no git baseline commit, or the "
+              "round is blocked)")]

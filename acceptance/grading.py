@@ -183,6 +183,7 @@ def grade_round(
     default_timeout_ms: int = 300_000,
     concurrency: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    run_defs: Sequence[CheckDef] | None = None,
 ) -> Grading:
     """Grade this round's command checks against their baseline runs.
 
@@ -196,6 +197,8 @@ def grade_round(
         policy: ``baselinePolicy``.
         task_text: the task brief (targeting).
         default_timeout_ms, concurrency, should_stop: as for the round's own checks.
+        run_defs: the commands as the round ran them (with verification's id-listing flags), to
+            find their output in the log; default ``check_defs``.
 
     Returns:
         :class:`Grading`. Never raises; when grading is impossible (not a repository, unborn
@@ -208,7 +211,7 @@ def grade_round(
         return _skipped(policy, _("baseline grading skipped: the repository has no commit at baseline (unborn HEAD)"))
     try:
         return _grade(Path(project), Path(task_dir), baseline, check_defs, results, Path(log_path), policy,
-                      task_text, default_timeout_ms, concurrency, should_stop)
+                      task_text, default_timeout_ms, concurrency, should_stop, run_defs or check_defs)
     except Exception as exc:  # noqa: BLE001 - grading never sinks the round; nothing is excused
         log.exception("baseline grading failed")
         return _skipped(policy, _("baseline grading failed, every failing check counts: {error}").format(error=exc))
@@ -226,10 +229,11 @@ def _grade(
     default_timeout_ms: int,
     concurrency: int,
     should_stop: Callable[[], bool] | None,
+    run_defs: Sequence[CheckDef],
 ) -> Grading:
     to_run = [d for d, r in zip(check_defs, results) if not r.get("skipped")]
     entries, notes = run_baseline_checks(project, tdir, baseline, to_run, default_timeout_ms, concurrency, should_stop)
-    outputs = _outputs_from_log(log_path, check_defs, results)
+    outputs = _outputs_from_log(log_path, run_defs, results)
     g = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [], "notes": list(notes)})
     tests: list[dict[str, Any]] = []
     regress: list[str] = []

@@ -245,14 +245,15 @@ def maybe_capture_baseline_state(
     override: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """:func:`capture_baseline_state` when the resolved acceptance layers set
-    ``baselineChecks: true`` (and no state is stored yet); None otherwise. Never raises (a broken
+    ``baselineChecks: true`` or leave ``testIntegrity`` on (its default; the pristine tree and the
+    baseline run rebuild the pre-work tree from it), and no state is stored yet; None otherwise. Never raises (a broken
     config layer is reported by the verify round itself)."""
     try:
         merged, _sources = resolve_layers(project, home, override)
     except Exception:  # noqa: BLE001
         return None
-    if not merged.baseline_checks:
-        return None
+    if not merged.baseline_checks and (merged.test_integrity or "protect") == "off":
+        return None  # neither baseline grading nor verification integrity (issue 23) needs the state
     existing = load_baseline_state(task_dir)
     return existing if existing is not None else capture_baseline_state(project, task_dir)
 

@@ -16,8 +16,10 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.i18n import _
@@ -26,7 +28,8 @@ from .config import CheckDef
 from .git import CACHE_PATH_RE, DELETED_HASH, Baseline, file_sha1, run_git
 from . import runner as _runner
 from .runner import SKIP_CANCELLED, SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
-from .grading_ids import _is_pytest_argv, parse_test_ids
+from .grading_ids import parse_test_ids
+from .integrity.infra import id_argv
 from .grading_state import (
     _STATE_VERSION,
     UNTRACKED_DIR,
@@ -166,18 +169,19 @@ def _copy_unchanged(wt_top: Path, top: Path, baseline: Baseline, paths: Sequence
                        "baseline run used their committed version): {files}").format(n=len(lost), files=shown))
 
 
-def _baseline_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef:
-    """The command as run on the baseline: a relative executable path missing from the worktree
-    (e.g. ``.venv/bin/pytest``, ignored by git) points to the project's; pytest gets ``-rA`` so
-    passing ids are listed too (reporting only)."""
+def worktree_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef:
+    """The command as run in a worktree (baseline, pristine): a relative executable path missing
+    from the worktree (e.g. ``.venv/bin/pytest``, ignored by git) points to the project's, and the
+    toolchain's id-listing flags are added (:func:`.integrity.infra.id_argv`: pytest ``-rA``, go and
+    unittest ``-v``) so every test's id is listed (reporting only)."""
     argv = list(check.cmd)
     if argv and ("/" in argv[0] or os.sep in argv[0]) and not os.path.isabs(argv[0]):
         if not (wt_project / argv[0]).exists() and (project / argv[0]).exists():
             argv[0] = str(project / argv[0])
-    i = _is_pytest_argv(argv)
-    if i is not None and "-rA" not in argv:
-        argv.insert(i + 1, "-rA")
-    return CheckDef(check.name, tuple(argv), check.display_cmd, check.timeout_ms, check.optional)
+    if "-rA" not in argv:
+        argv = id_argv(argv)
+    return CheckDef(check.name, tuple(argv), check.display_cmd, check.timeout_ms, check.optional, check.junit_xml)
+
 
 
 def _check_key(check: CheckDef) -> str:
@@ -230,7 +234,8 @@ def run_baseline_checks(
         if stop_requested(should_stop):
             return entries, notes
         try:
-            ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency, should_stop)
+            ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency,
+                                              should_stop)
         except Exception as exc:  # noqa: BLE001 - the caller falls back to counting every failure
             log.exception("baseline checks failed")
             ran, run_notes = {}, [_("the baseline checks could not run: {error}").format(error=exc)]
@@ -254,19 +259,34 @@ def run_baseline_checks(
     return entries, notes
 
 
-def _run_in_worktree(
-    project: Path,
-    tdir: Path,
-    baseline: Baseline,
-    checks: Sequence[CheckDef],
-    default_timeout_ms: int,
-    concurrency: int,
-    should_stop: Callable[[], bool] | None,
-) -> tuple[dict[str, dict[str, Any]], list[str]]:
-    notes: list[str] = []
+@dataclass
+class Worktree:
+    """A temporary worktree of the pre-work tree (see :func:`baseline_worktree`).
+
+    Attributes:
+        top: the worktree's top level; ``project``: the project's directory inside it.
+        rel: the project's path relative to the repository's top level.
+        source_top: the project's repository top level.
+    """
+
+    top: Path
+    project: Path
+    rel: Path
+    source_top: Path
+
+
+@contextmanager
+def baseline_worktree(project: Path, tdir: Path, baseline: Baseline, notes: list[str],
+                      link_deps: bool = True) -> Iterator[Worktree | None]:
+    """A temporary ``git worktree add --detach`` of the baseline head with the pre-work dirty state
+    reproduced (the stored state of :mod:`.grading_state`, else the hash fallback) and the
+    project's dependency directories (:data:`LINKED_DEP_DIRS`) linked in; removed on exit in every
+    case. Yields None (and appends a note) when it cannot be made. Never writes the project."""
     top = _toplevel(project)
     if top is None or baseline.head is None:
-        return {}, [_("the baseline worktree could not be created (no repository top level or HEAD)")]
+        notes.append(_("the baseline worktree could not be created (no repository top level or HEAD)"))
+        yield None
+        return
     state = load_baseline_state(tdir)
     if state is not None and state.get("head") != baseline.head:
         notes.append(_("baseline-state.json belongs to another baseline head; ignored"))
@@ -285,27 +305,56 @@ def _run_in_worktree(
                     timeout_ms=_WORKTREE_TIMEOUT_MS)
         added = os.path.realpath(wt) in _worktree_paths(top)
         if not r.ok or not added:
-            return {}, [_("git worktree add failed: {said}").format(said=(r.stderr or r.stdout).strip()[:300])]
+            notes.append(_("git worktree add failed: {said}").format(said=(r.stderr or r.stdout).strip()[:300]))
+            yield None
+            return
         _reproduce_dirty(wt, top, state, baseline, tdir, notes)
         wt_project = wt / rel
-        for name in LINKED_DEP_DIRS:
-            src, dst = project / name, wt_project / name
-            if src.is_dir() and not os.path.lexists(dst):
-                try:
-                    os.symlink(src, dst, target_is_directory=True)
-                except OSError:
-                    pass
+        if link_deps:
+            link_dependency_dirs(project, wt_project)
         if (top / ".gitmodules").is_file():
             notes.append(_("submodules are not checked out in the baseline worktree"))
-        defs = [_baseline_argv(c, wt_project, project) for c in checks]
+        yield Worktree(top=wt, project=wt_project, rel=rel, source_top=top)
+    finally:
+        if (added or wt.exists()) and not _remove_worktree(top, wt):
+            log.warning("the baseline worktree %s could not be removed", wt)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def link_dependency_dirs(project: Path, wt_project: Path) -> None:
+    """Symlink the project's :data:`LINKED_DEP_DIRS` into a worktree's project directory."""
+    for name in LINKED_DEP_DIRS:
+        src, dst = project / name, wt_project / name
+        if src.is_dir() and not os.path.lexists(dst):
+            try:
+                os.symlink(src, dst, target_is_directory=True)
+            except OSError:
+                pass
+
+
+def _run_in_worktree(
+    project: Path,
+    tdir: Path,
+    baseline: Baseline,
+    checks: Sequence[CheckDef],
+    default_timeout_ms: int,
+    concurrency: int,
+    should_stop: Callable[[], bool] | None,
+    reruns: int = 0,
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    notes: list[str] = []
+    with baseline_worktree(project, tdir, baseline, notes) as wt:
+        if wt is None:
+            return {}, notes
+        defs = [worktree_argv(c, wt.project, project) for c in checks]
         log_path = tdir / LOG_FILE
-        results = run_checks(defs, wt_project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop)
-        outputs = _outputs_from_log(log_path, defs, results, wt=str(wt_project), project=str(project))
+        results = run_checks(defs, wt.project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop)
+        outputs = _outputs_from_log(log_path, defs, results, wt=str(wt.project), project=str(project))
         out: dict[str, dict[str, Any]] = {}
         for c, d, res, text in zip(checks, defs, results, outputs):
             st = _status(res)
             ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
-            out[_check_key(c)] = {
+            entry: dict[str, Any] = {
                 "name": c.name,
                 "cmd": list(d.cmd),
                 "status": st,
@@ -317,15 +366,40 @@ def _run_in_worktree(
                 "durationMs": res.get("durationMs", 0),
                 "ranAt": _now_iso(),
                 "tests": ids.to_json() if ids is not None else None,
+                "counts": res.get("tests"),
             }
+            if reruns > 0 and st == "failed" and not stop_requested(should_stop):
+                entry["reruns"] = _rerun(d, wt.project, log_path, default_timeout_ms, should_stop, reruns,
+                                         str(wt.project), str(project))
+            out[_check_key(c)] = entry
             if st == "timeout":
                 notes.append(_("baseline run of {check} timed out: not comparable, its failures count").format(
                     check=c.name))
         return out, notes
-    finally:
-        if (added or wt.exists()) and not _remove_worktree(top, wt):
-            log.warning("the baseline worktree %s could not be removed", wt)
-        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def rerun_on_baseline(project: Path, tdir: Path, baseline: Baseline, check: CheckDef, times: int,
+                      default_timeout_ms: int, should_stop: Callable[[], bool] | None) -> dict[str, Any] | None:
+    """Run ``check`` on a fresh baseline worktree once and, when it fails, ``times`` more times
+    (flake detection, issue 23 §6; not cached). Returns its entry (``reruns``: ``[{status,
+    tests}]``) or None when no worktree could be made."""
+    ran, _notes = _run_in_worktree(project, tdir, baseline, [check], default_timeout_ms, 1, should_stop, times)
+    return ran.get(_check_key(check))
+
+
+def _rerun(d: CheckDef, cwd: Path, log_path: Path, default_timeout_ms: int, should_stop: Callable[[], bool] | None,
+           times: int, wt: str, project: str) -> list[dict[str, Any]]:
+    """Run a failed baseline check ``times`` more times (flake detection): ``[{status, tests}]``."""
+    out: list[dict[str, Any]] = []
+    for _k in range(times):
+        if stop_requested(should_stop):
+            break
+        res = run_checks([d], cwd, log_path, default_timeout_ms, should_stop=should_stop)[0]
+        text = _outputs_from_log(log_path, [d], [res], wt=wt, project=project)[0]
+        st = _status(res)
+        ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
+        out.append({"status": st, "tests": ids.to_json() if ids is not None else None})
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ Test checks (:func:`~tianshu_mcp.acceptance.testcount.is_test_check`): the outpu
 
 * nothing ran (zero-test text rules, or parsed total 0) → :data:`ZERO_TEST_REASON`;
 * the parsed counts report failed tests or errors → :data:`CONTRADICTION_REASON`;
-* every parsed test was skipped → :data:`ALL_SKIPPED_REASON`.
+* every parsed test was skipped → :data:`ALL_SKIPPED_REASON`;
+* a runner the command names (pytest, go test, …) printed no count at all → :data:`NO_COUNT_REASON`.
 
 A failed check also gets ``findings``: its repair directive items, read from the output's last
 1 MiB (a machine-readable form: up to :data:`MACHINE_TAIL_BYTES`, whole lines) by
@@ -56,7 +57,7 @@ from .directives import output_findings, strip_ansi
 from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 from .toolchains.formats.junit_files import JUnitResult, collect_junit
-from .toolchains.registry import machine_readable
+from .toolchains.registry import hinted_formats, machine_readable
 
 __all__ = [
     "run_check",
@@ -70,6 +71,7 @@ __all__ = [
     "ALL_SKIPPED_MARK",
     "CONTRADICTION_REASON",
     "CONTRADICTION_MARK",
+    "NO_COUNT_REASON",
     "FAIL_CLOSED_REASONS",
     "NO_REPORT_REASON",
     "SPAWN_REASON_PREFIX",
@@ -105,7 +107,9 @@ CONTRADICTION_REASON = N_("fail-closed: the command exited 0 but its output repo
 CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
 NO_REPORT_REASON = N_("fail-closed: the command exited 0 but wrote no JUnit XML report that could be read (junitXml)")
 NO_REPORT_MARK = "\n[fail-closed] the command exited 0 but wrote no JUnit XML report that could be read (junitXml)"
-FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON)
+NO_COUNT_REASON = N_("fail-closed: a known test runner exited 0 but reported no test count")
+NO_COUNT_MARK = "\n[fail-closed] a known test runner exited 0 but reported no test count"
+FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON, NO_COUNT_REASON)
 """Every reason a mandatory test check that exited 0 can be failed with."""
 SKIP_EMPTY = N_("empty command")
 SKIP_EXPLICIT = N_("explicit skip command")
@@ -372,7 +376,8 @@ def _run(
         if junit is not None and junit.counts is None:
             closed: tuple[str, str] | None = (NO_REPORT_REASON, NO_REPORT_MARK)  # declared, none usable
         else:
-            closed = _fail_closed(tail, counts, from_xml=junit is not None)
+            closed = _fail_closed(tail, counts, from_xml=junit is not None,
+                                  known=bool(hinted_formats(" ".join(argv).lower())))
         if closed is not None:
             reason, mark = closed
             result["passed"] = False
@@ -409,15 +414,20 @@ def _junit(check: CheckDef, project: str | os.PathLike[str], started_at: float) 
         return JUnitResult(note=str(exc))
 
 
-def _fail_closed(tail: str, counts: TestCounts | None, from_xml: bool = False) -> tuple[str, str] | None:
+def _fail_closed(tail: str, counts: TestCounts | None, from_xml: bool = False,
+                 known: bool = False) -> tuple[str, str] | None:
     """Why a mandatory test check that exited 0 must fail anyway: ``(reason, tail mark)`` or None.
 
     In this order: nothing ran (zero-test text rules on the tail — not when the counts come from
-    JUnit XML, which take precedence —, or parsed total 0); the parsed counts report failures or
-    errors; every parsed test was skipped.
+    JUnit XML, which take precedence —, or parsed total 0); a ``known`` runner (its command names
+    a toolchain with count formats: pytest, go test, cargo test, node --test, jest …) printed no
+    count at all (issue 23: an ``os._exit(0)`` in a conftest prints nothing and exits 0); the
+    parsed counts report failures or errors; every parsed test was skipped.
     """
     if (not from_xml and detect_zero_tests(tail)) or (counts is not None and counts.total == 0):
         return ZERO_TEST_REASON, ZERO_TEST_MARK
+    if counts is None and known and not from_xml:
+        return NO_COUNT_REASON, NO_COUNT_MARK
     if counts is not None and (counts.failed > 0 or counts.errors > 0):
         return CONTRADICTION_REASON, CONTRADICTION_MARK
     if counts is not None and counts.skipped == counts.total:

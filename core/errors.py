@@ -51,6 +51,20 @@ class ErrorCode(str, Enum):
     """An acceptance check's program cannot be started (missing, not executable): a setup problem."""
     NOTHING_VERIFIED = "NOTHING_VERIFIED"
     """Verification had nothing to judge with: not a git repository and no command check ran."""
+    TAMPERING = "TAMPERING"
+    """Verification integrity (issue 23): the round's checks pass on the agent's tree but fail on
+    the pristine tree (the baseline's test infrastructure with the agent's other changes), or the
+    agent's production code detects that it is under test; the files that make the difference are
+    named."""
+    TESTS_REMOVED = "TESTS_REMOVED"
+    """Verification integrity: tests that ran at the baseline no longer run with a real outcome
+    (gone, skipped, xfail, todo, deselected, filtered); the ids (or counts) are named."""
+    TARGET_FAILED = "TARGET_FAILED"
+    """Verification integrity: a test the brief or ``targetTests`` names is missing, did not run,
+    or did not pass."""
+    HOLDOUT_FAILED = "HOLDOUT_FAILED"
+    """Verification integrity: a holdout check (registered outside the repository, never shown to
+    the agent) failed; only its behaviour area is said."""
     GIT_FAILED = "GIT_FAILED"
     """git refused or failed where its answer matters (dubious ownership, a missing filter
     program, a broken index, a held index.lock): the message quotes git's own text and hint; the

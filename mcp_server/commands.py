@@ -37,7 +37,7 @@ def print_json(obj: Any) -> None:
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
 
 
-KNOWN_KEYS = frozenset({"checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy", "$schema"})
+KNOWN_KEYS = frozenset({"checks", "requireChanges", "verifyConcurrency", "visual", "baselineChecks", "baselinePolicy", "testIntegrity", "$schema"})
 
 
 def _raw_keys(path: str) -> list[str]:

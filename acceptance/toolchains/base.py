@@ -407,6 +407,40 @@ class Derived:
     junit_xml: str | None = None
 
 
+@dataclass(frozen=True)
+class TestInfra:
+    """A toolchain's *test infrastructure* (issue 23): what an agent must not be able to change to
+    make its own work pass. The pristine tree of :mod:`..integrity.pristine` keeps these as they
+    were at the baseline.
+
+    Attributes:
+        files: globs of whole files (``conftest.py``, ``**/tests/**``, ``*_test.go``): a glob
+            without ``/`` matches a file name in any directory; ``**`` spans directories.
+        json_keys: ``(file name, keys)``: top-level keys of a JSON file restored one by one (the
+            ``scripts`` of ``package.json``), the rest of the file is the agent's.
+        embedded_files: globs of source files that may hold test code inside them (Rust ``*.rs``).
+        embedded: ``source text -> [(start, end)]``: character spans of the test code inside such
+            a file (``#[cfg(test)] mod tests { … }``); the pristine tree takes the baseline's spans.
+        aware: patterns of production code that detects it runs under test (``testing.Testing()``,
+            ``"pytest" in sys.modules``); an agent that adds such a line to a non-test file of
+            ``aware_files`` is tampering.
+        aware_files: globs of the source files ``aware`` applies to.
+        id_argv: ``argv -> argv``: the same command with flags that list every test's id without
+            changing what runs (pytest ``-rA``, go ``-v``); used for the runs verification makes
+            itself (baseline, pristine), never for the check the report shows.
+    """
+
+    __test__ = False
+
+    files: tuple[str, ...] = ()
+    json_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    embedded_files: tuple[str, ...] = ()
+    embedded: Callable[[str], list[tuple[int, int]]] | None = None
+    aware: tuple[re.Pattern[str], ...] = ()
+    aware_files: tuple[str, ...] = ()
+    id_argv: Callable[[list[str]], list[str]] | None = None
+
+
 Detection = tuple[list[Derived], list[str]]
 """What ``detect`` answers: the derived checks and the notes for the report (translated text)."""
 
@@ -431,6 +465,7 @@ class Toolchain:
         shape: searched (multi-line) in the output: run ``directives`` on it too.
         directives: ``(ANSI-stripped text, context) -> findings``; may raise (the engine
             catches it, one broken parser never sinks the others).
+        infra: its test infrastructure (:class:`TestInfra`, issue 23).
     """
 
     id: str
@@ -444,6 +479,7 @@ class Toolchain:
     directive_argv: re.Pattern[str] | None = None
     shape: re.Pattern[str] | None = None
     directives: Callable[[str, ParseContext], list[Finding]] | None = None
+    infra: TestInfra | None = None
 
     def reads(self, name: str, cmd: str, text: str) -> bool:
         """Whether this toolchain's directive parser runs on a check's output (by name/command, or

@@ -15,6 +15,7 @@ from .base import (
     Finding,
     ParseContext,
     TestCounts,
+    TestInfra,
     Toolchain,
     when_file,
 )
@@ -192,6 +193,64 @@ def _zero(text: str) -> bool:
     return bool(running) and all(n == 0 for n in running)
 
 
+
+_CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:#\[[^\]]*\]\s*)*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{")
+
+
+def rust_test_modules(text: str) -> list[tuple[int, int]]:
+    """Character spans of the ``#[cfg(test)] mod name { … }`` blocks of a Rust source (attribute
+    to closing brace). Braces inside strings, chars and comments are skipped; an unclosed block
+    runs to the end of the text."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    while (m := _CFG_TEST.search(text, pos)) is not None:
+        end = _close_brace(text, m.end())
+        spans.append((m.start(), end))
+        pos = end
+    return spans
+
+
+def _close_brace(text: str, i: int) -> int:
+    depth, n = 1, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j + 1
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+            continue
+        if c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c == "'" and i + 2 < n and (text[i + 2] == "'" or text[i + 1] == "\\"):
+            j = text.find("'", i + 2)
+            i = n if j < 0 else j
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return n
+
+
+INFRA = TestInfra(
+    files=("**/tests/**", "**/benches/**", "Cargo.toml", ".cargo/config", ".cargo/config.toml", "build.rs"),
+    embedded_files=("*.rs",),
+    embedded=rust_test_modules,
+    aware=(re.compile(r"cfg!\s*\(\s*(?:not\s*\(\s*)?test\b|#\[cfg\((?:not\()?test\)\]|#\[cfg_attr\(\s*test\b"
+                      r"|RUST_TEST_THREADS|std::env::args\(\)[^\n]*--test"),),
+    aware_files=("*.rs",),
+)
+"""Cargo's test infrastructure: ``tests/`` and ``benches/``, the manifest (``[[test]]``,
+``harness``, ``test = false``), ``.cargo/config`` (a ``runner``), ``build.rs``, and the
+``#[cfg(test)]`` modules inside the sources (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="cargo",
     order=100,
@@ -207,4 +266,5 @@ TOOLCHAIN = Toolchain(
     directive_argv=re.compile(r"\bcargo\b|\brustc\b|\bclippy\b", re.I),
     shape=re.compile(r"^\s*--> \S+\.rs:\d+:\d+|^---- .+ stdout ----$|panicked at ", re.M),
     directives=parse_cargo,
+    infra=INFRA,
 )

@@ -5,6 +5,7 @@ zero-test rules, and repair directives for build/vet lines, ``--- FAIL: TestX`` 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from .base import (
     Finding,
     ParseContext,
     TestCounts,
+    TestInfra,
     Toolchain,
     hinted,
     read_small,
@@ -245,6 +247,24 @@ def parse_go(text: str, ctx: ParseContext) -> list[Finding]:
     return out
 
 
+
+def _id_argv(argv: list[str]) -> list[str]:
+    """``-v`` after ``go test`` (every test's ``--- PASS: TestX`` line)."""
+    for i in range(len(argv) - 1):
+        if os.path.basename(argv[i]) == "go" and argv[i + 1] == "test":
+            return [*argv[: i + 2], "-v", *argv[i + 2 :]]
+    return list(argv)
+
+
+INFRA = TestInfra(
+    files=("*_test.go", "**/testdata/**"),
+    aware=(re.compile(r"\btesting\.(?:Testing|Short|Verbose)\(\)|^\s*(?:import\s+)?\"testing\"|flag\.Lookup\(\s*\"test\."),),
+    aware_files=("*.go",),
+    id_argv=_id_argv,
+)
+"""Go's test infrastructure: ``_test.go`` files (in-package tests are files of their own, so the
+package's sources stay the agent's) and ``testdata`` (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="go",
     order=90,
@@ -258,4 +278,5 @@ TOOLCHAIN = Toolchain(
     shape=re.compile(r"^(?:vet: )?(?:\./)?\S+\.go:\d+(?::\d+)?: |^\s*--- FAIL: |^\{\"(?:Time\":\"[^\"]*\",\")?"
                      r"(?:Action|ImportPath)\":", re.M),
     directives=parse_go,
+    infra=INFRA,
 )

@@ -12,6 +12,7 @@ from .base import (
     Finding,
     ParseContext,
     TestCounts,
+    TestInfra,
     Toolchain,
     last_match,
     test_action,
@@ -150,6 +151,15 @@ def parse_jest(text: str, ctx: ParseContext) -> list[Finding]:
     return out or report_findings(text, ctx)  # jest --json without its human blocks (stderr dropped)
 
 
+
+INFRA = TestInfra(
+    files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", "jest.config.*", "jest.setup.*", "setupTests.*", "babel.config.*", ".babelrc", ".babelrc.*"),
+    aware=(re.compile(r"\bJEST_WORKER_ID\b|\bprocess\.env\.JEST\b|\bexpect\.getState\(|\bjest\.\w+\("),),
+    aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
+)
+"""Jest's test infrastructure: test files, ``__tests__``/``__mocks__``, its config and setup files
+and the Babel config it transforms them with (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="jest",
     order=70,
@@ -162,4 +172,5 @@ TOOLCHAIN = Toolchain(
     directive_argv=re.compile(r"\bjest\b", re.I),
     shape=re.compile(r"^\s*● \S|^\{\"numFailedTestSuites\":", re.M),
     directives=parse_jest,
+    infra=INFRA,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain
+from .base import CountFormat, TestCounts, TestInfra, Toolchain
 
 _MOCHA_PASSING = re.compile(r"^\s*(\d+) passing\b", re.M)
 _MOCHA_OTHER = re.compile(r"^\s*[1-9]\d* (?:failing|pending)\b", re.M)
@@ -62,6 +62,10 @@ def _zero(text: str) -> bool:
     return bool(passing) and all(n == 0 for n in passing) and not _MOCHA_OTHER.search(text)
 
 
+
+INFRA = TestInfra(files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", ".mocharc", ".mocharc.*"))
+"""Mocha's test infrastructure: test files and its rc files (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="mocha",
     order=85,
@@ -70,4 +74,5 @@ TOOLCHAIN = Toolchain(
     hint_formats=("mocha", "tap"),
     formats=(CountFormat("mocha", _parse_mocha, 90),),
     zero=_zero,
+    infra=INFRA,
 )

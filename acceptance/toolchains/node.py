@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain
+from .base import CountFormat, TestCounts, TestInfra, Toolchain
 
 _NODE_SPEC_ZERO = re.compile(r"^\s*ℹ\s+tests\s+0\s*$", re.M)
 _NODE_SPEC_SOME = re.compile(r"^\s*ℹ\s+tests\s+[1-9]\d*\s*$", re.M)
@@ -61,6 +61,17 @@ def _zero(text: str) -> bool:
     return bool(_NODE_SPEC_ZERO.search(text)) and not _NODE_SPEC_SOME.search(text)
 
 
+
+INFRA = TestInfra(
+    files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", ".npmrc", ".node-options"),
+    aware=(re.compile(r"\bNODE_TEST_CONTEXT\b|process\.argv[^\n]*--test\b|[\'\"](?:node:)?test[\'\"]\s*\)"
+                      r"|from\s+[\'\"](?:node:)?test[\'\"]|process\.execArgv|\bNODE_ENV\b[^\n]*[\'\"]test[\'\"]"
+                      r"|require\.cache|Module\.prototype|\bassert\.\w+\s*=(?!=)"),),
+    aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
+)
+"""``node --test``'s test infrastructure: the files its default patterns run and the ``.npmrc``
+that can preload code into every node process (``node-options``) (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="node",
     order=86,
@@ -69,4 +80,5 @@ TOOLCHAIN = Toolchain(
     hint_formats=("node-spec", "tap"),
     formats=(CountFormat("node-spec", _parse_node_spec, 70),),
     zero=_zero,
+    infra=INFRA,
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...core.i18n import _
-from .base import Derived, Detection, Toolchain, read_json_object
+from .base import Derived, Detection, TestInfra, Toolchain, read_json_object
 
 SCRIPTS = ("typecheck", "lint", "test", "build")
 """The scripts derived as checks, in this order."""
@@ -41,9 +41,18 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
     return checks, []
 
 
+
+INFRA = TestInfra(
+    json_keys=(("package.json", ("scripts", "jest", "mocha", "vitest", "ava", "c8", "nyc", "tap", "babel",
+                                 "node-options", "config")),),
+)
+"""npm's test infrastructure: the ``package.json`` keys a check's ``npm test`` reads (its scripts and
+the runners' config blocks); dependencies and the rest stay the agent's (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="npm",
     order=10,
     detect=_detect,
     test_command=re.compile(r"\bnpm\s+run\s+test(?:\b|:)"),
+    infra=INFRA,
 )

@@ -24,6 +24,7 @@ from .base import (
     Finding,
     ParseContext,
     TestCounts,
+    TestInfra,
     Toolchain,
     read_small,
 )
@@ -334,6 +335,29 @@ def _detect(root: Path, already: Sequence[Derived]) -> Detection:
     return [Derived("pytest", (exe or "pytest", "-q"))], notes
 
 
+
+def _id_argv(argv: list[str]) -> list[str]:
+    """``-rA`` after the pytest token: every test's outcome line with its node id (reporting only;
+    a later ``-r`` wins over the ini's ``addopts``)."""
+    for i, a in enumerate(argv):
+        if os.path.basename(a) in ("pytest", "py.test") or (a == "pytest" and i > 0 and argv[i - 1] == "-m"):
+            return [*argv[: i + 1], "-rA", *argv[i + 1 :]]
+    return list(argv)
+
+
+INFRA = TestInfra(
+    files=("test_*.py", "*_test.py", "conftest.py", "**/tests/**", "**/test/**", "pytest.ini", ".pytest.ini",
+           "pyproject.toml", "setup.cfg", "tox.ini", "noxfile.py", "sitecustomize.py", "usercustomize.py", "*.pth"),
+    aware=(re.compile(r"^\s*(?:import|from)\s+(?:_?pytest|unittest)\b(?!\.mock)"),
+           re.compile(r"PYTEST_(?:CURRENT_TEST|VERSION|XDIST)|[\'\"]_?pytest[\'\"]\s+in\s+sys\.modules"
+                      r"|sys\.modules\s*(?:\[|\.get\()\s*[\'\"](?:_?pytest|unittest)[\'\"]|\bsys\._getframe\b"
+                      r"|\binspect\.stack\(\)|__import__\(\s*[\'\"](?:_?pytest|unittest)")),
+    aware_files=("*.py",),
+    id_argv=_id_argv,
+)
+"""pytest's test infrastructure: test modules and conftest files, everything under a ``tests``
+directory, the ini files and the interpreter's start-up hooks (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="pytest",
     order=60,
@@ -346,4 +370,5 @@ TOOLCHAIN = Toolchain(
     directive_argv=re.compile(r"\bpytest\b|\bpy\.test\b", re.I),
     shape=re.compile(r"^(?:FAILED|ERROR) \S+\.py|^={3,} (?:FAILURES|ERRORS|short test summary info) ={3,}$", re.M),
     directives=parse_pytest,
+    infra=INFRA,
 )

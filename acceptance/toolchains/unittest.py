@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .base import CountFormat, TestCounts, Toolchain
+from .base import CountFormat, TestCounts, TestInfra, Toolchain
 
 _UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.M)
 
@@ -56,6 +56,19 @@ def _zero(text: str) -> bool:
     return bool(ran) and all(n == 0 for n in ran)
 
 
+
+def _id_argv(argv: list[str]) -> list[str]:
+    """``-v`` after ``unittest`` (every test's ``name (module.Class.name) ... ok`` line)."""
+    for i, a in enumerate(argv):
+        if a == "unittest" and i > 0 and argv[i - 1] == "-m":
+            return [*argv[: i + 1], *(["discover"] if i + 1 < len(argv) and argv[i + 1] == "discover" else []),
+                    "-v", *argv[i + 1 + (1 if i + 1 < len(argv) and argv[i + 1] == "discover" else 0):]]
+    return list(argv)
+
+
+INFRA = TestInfra(files=("test*.py", "**/tests/**", "**/test/**"), id_argv=_id_argv)
+"""unittest's test infrastructure: modules its default discovery pattern finds, test packages."""
+
 TOOLCHAIN = Toolchain(
     id="unittest",
     order=65,
@@ -64,4 +77,5 @@ TOOLCHAIN = Toolchain(
     hint_formats=("unittest",),
     formats=(CountFormat("unittest", _parse_unittest, 20),),
     zero=_zero,
+    infra=INFRA,
 )

@@ -12,6 +12,7 @@ from .base import (
     Finding,
     ParseContext,
     TestCounts,
+    TestInfra,
     Toolchain,
     last_match,
     test_action,
@@ -120,6 +121,14 @@ def _zero(text: str) -> bool:
     return bool(_VITEST_NONE.search(text))
 
 
+
+INFRA = TestInfra(
+    files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", "vitest.config.*", "vitest.workspace.*", "vite.config.*", "vitest.setup.*"),
+    aware=(re.compile(r"\bprocess\.env\.VITEST\w*|import\.meta\.vitest|\bimport\.meta\.env\.VITEST"),),
+    aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
+)
+"""Vitest's test infrastructure: test files, its (and Vite's) config and setup files (issue 23)."""
+
 TOOLCHAIN = Toolchain(
     id="vitest",
     order=75,
@@ -131,4 +140,5 @@ TOOLCHAIN = Toolchain(
     directive_argv=re.compile(r"\bvitest\b", re.I),
     shape=re.compile(r"^\s*FAIL\s+\S+\s+>\s|^\s*❯\s+(?:\S+\s+)?\S+:\d+:\d+\s*$|^\{\"numTotalTestSuites\":", re.M),
     directives=parse_vitest,
+    infra=INFRA,
 )

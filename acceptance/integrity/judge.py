@@ -1,0 +1,394 @@
+"""The integrity judge of one verify round (issue 23): :class:`IntegritySession`.
+
+Lifecycle, driven by :mod:`..engine`::
+
+    session = IntegritySession(...); session.start()      # before the round's checks run
+    results = run_checks(session.main_defs(), project, …)  # the agent's tree (the report's checks)
+    outcome = session.finish(results, log_path)            # then always session.close()
+
+``start`` lists what the agent changed, sorts out its test infrastructure, and starts, beside the
+round's own checks: the **baseline run** (the test checks on the pre-work tree, once per task,
+cached: :func:`..grading_worktree.run_baseline_checks`) and, when the agent changed test
+infrastructure, the **pristine run** (the test checks on :func:`.pristine.pristine_tree`). The
+round's own checks and every run verification makes itself list each test's id
+(:func:`.infra.id_argv`), so the inventory compares ids.
+
+``finish`` re-runs failing checks to name flaky tests (:mod:`.flakes`), then decides, under
+``protect``: ``TAMPERING`` (the agent's tree passes, the pristine tree fails; or production code
+detects the test run), ``TESTS_REMOVED`` (baseline tests no longer ran where the round is
+judged), ``TARGET_FAILED``, and runs the holdout checks on the pristine tree (``HOLDOUT_FAILED``,
+saying only the behaviour area). ``allow-test-edits`` judges the agent's tree: removed tests are
+reported, targets still gate. Claims in the agent's message are compared with the evidence.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ...core.i18n import _
+from ..config import CheckDef
+from ..git import Baseline
+from ..grading_ids import parse_test_ids
+from ..grading_worktree import _check_key, _outputs_from_log, _status, run_baseline_checks, worktree_argv
+from ..runner import run_checks
+from ..testcount import is_test_check
+from .awareness import scan_added_lines
+from .claims import check_claims
+from .flakes import FlakeVerdict, judge_flakes
+from .holdout_run import run_holdout
+from .infra import InfraKind, id_argv, infra_rules
+from .inventory import Evidence, compare
+from .models import HoldoutCheck, IntegrityPolicy
+from .pristine import AgentChanges, PristineTree, agent_changes, pristine_tree
+from .targets import Target, TargetStatus, brief_targets, describe, judge_target
+
+__all__ = ["IntegritySession", "IntegrityOutcome"]
+
+log = logging.getLogger("tianshu_mcp")
+
+FLAKE_RERUNS = 2
+"""A failing test check runs this many more times on the same tree (issue 23 §6)."""
+_ASSERT_RE = r"\bassert\b|\bassert\w*\s*\(|\bexpect\s*\(|\bt\.(?:Error|Fatal)\w*\(|\bassert(?:_eq|_ne)?!\(|\bself\.assert\w+\("
+
+
+@dataclass
+class IntegrityOutcome:
+    """What :meth:`IntegritySession.finish` decided.
+
+    Attributes:
+        blocking: ``[{code, message}]`` issues that fail the round.
+        report: ``report["integrity"]``.
+        not_counted: indices of the round's checks excused as known flakes.
+        check_notes: index → a note for that check's result.
+    """
+
+    blocking: list[dict[str, str]] = field(default_factory=list)
+    report: dict[str, Any] = field(default_factory=dict)
+    not_counted: set[int] = field(default_factory=set)
+    check_notes: dict[int, str] = field(default_factory=dict)
+
+
+class IntegritySession:
+    """One round's integrity judgement (see the module doc). Not thread-safe; one per round."""
+
+    def __init__(self, *, policy: IntegrityPolicy, project: str | os.PathLike[str], task_dir: Path,
+                 baseline_dir: Path, round_no: int, baseline: Baseline, check_defs: Sequence[CheckDef],
+                 task_text: str = "", target_tests: Sequence[str] = (), holdout: Sequence[HoldoutCheck] = (),
+                 agent_message: str = "", default_timeout_ms: int = 300_000, concurrency: int = 1,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        """Args: the round's policy, project, task directory (logs), the directory of the baseline's
+        files (:mod:`..grading_state`), round number, baseline, command checks, brief, targets,
+        holdout checks, the agent's final output, and the check runner's settings."""
+        self.policy = policy
+        self.project = Path(project)
+        self.task_dir = task_dir
+        self.baseline_dir = baseline_dir
+        self.round = round_no
+        self.baseline = baseline
+        self.defs = list(check_defs)
+        self.task_text = task_text
+        self.target_tests = list(target_tests)
+        self.holdout = list(holdout)
+        self.agent_message = agent_message
+        self.timeout_ms = default_timeout_ms
+        self.concurrency = concurrency
+        self.should_stop = should_stop
+        self.tests = [i for i, d in enumerate(self.defs) if not d.optional and (d.junit_xml or is_test_check(d.name, d.cmd))]
+        self.notes: list[str] = []
+        self._stack = ExitStack()
+        self._threads: list[threading.Thread] = []
+        self._base: dict[str, dict[str, Any]] = {}
+        self._pristine: list[dict[str, Any]] | None = None
+        self._pristine_defs: list[CheckDef] = []
+        self.tree: PristineTree | None = None
+        self.changes = AgentChanges()
+        self.rules = infra_rules([d.cmd for d in self.defs], self.project)
+
+    # --- before the round's checks -----------------------------------------------------------
+
+    def main_defs(self) -> list[CheckDef]:
+        """The round's checks with the id-listing flags (the report still shows the command)."""
+        return [CheckDef(d.name, tuple(id_argv(d.cmd)), d.display_cmd, d.timeout_ms, d.optional, d.junit_xml)
+                for d in self.defs]
+
+    def start(self) -> None:
+        """List the agent's changes, start the baseline run, build the pristine tree and start the
+        pristine run when the agent changed test infrastructure (or holdout checks need a tree)."""
+        try:
+            top = Path(self._top())
+            self.rules = infra_rules([d.cmd for d in self.defs], self.project, top)
+            self.changes = agent_changes(self.project, self.baseline, self.rules)
+        except Exception as exc:  # noqa: BLE001 - reported; the round is then judged without a pristine tree
+            log.exception("listing the agent's changes failed")
+            self.notes.append(_("the agent's changes could not be listed: {error}").format(error=exc))
+        tests = [self.defs[i] for i in self.tests]
+        if tests:
+            self._spawn(self._run_baseline, tests)
+        needs_tree = self.policy is IntegrityPolicy.PROTECT and (bool(self.changes.infra) and tests or self.holdout)
+        if needs_tree:
+            self.tree = self._stack.enter_context(
+                pristine_tree(self.project, self.baseline_dir, self.baseline, self.rules, self.changes))
+            if self.tree is None:
+                self.notes.append(_("the pristine tree could not be built"))
+            elif self.tree.differs and tests:
+                self._pristine_defs = [worktree_argv(d, self.tree.project, self.project) for d in tests]
+                self._spawn(self._run_pristine, self.tree)
+
+    def _top(self) -> str:
+        from ..git import run_git
+
+        r = run_git(["rev-parse", "--show-toplevel"], self.project)
+        return r.stdout.strip() if r.ok and r.stdout.strip() else str(self.project)
+
+    def _spawn(self, fn: Callable[..., None], *args: Any) -> None:
+        t = threading.Thread(target=fn, args=args, name=f"integrity-{fn.__name__}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _run_baseline(self, tests: list[CheckDef]) -> None:
+        try:
+            self._base, notes = run_baseline_checks(self.project, self.baseline_dir, self.baseline, tests,
+                                                    self.timeout_ms, 1, self.should_stop)
+            self.notes.extend(notes)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("the baseline run failed")
+            self.notes.append(_("the baseline run failed: {error}").format(error=exc))
+
+    def _run_pristine(self, tree: PristineTree) -> None:
+        try:
+            self._pristine = run_checks(self._pristine_defs, tree.project, self._log("pristine"), self.timeout_ms,
+                                        concurrency=self.concurrency, should_stop=self.should_stop)
+        except Exception as exc:  # noqa: BLE001
+            log.exception("the pristine run failed")
+            self.notes.append(_("the pristine run failed: {error}").format(error=exc))
+
+    def _log(self, what: str) -> Path:
+        return self.task_dir / f"{what}-{self.round}.log"
+
+    # --- after the round's checks --------------------------------------------------------------
+
+    def finish(self, results: Sequence[Mapping[str, Any]], log_path: Path) -> IntegrityOutcome:
+        """Judge the round (see the module doc). ``results``: the round's check results, in the
+        order of the checks; ``log_path``: the round's verify log. Never raises."""
+        for t in self._threads:
+            t.join()
+        out = IntegrityOutcome()
+        try:
+            self._judge(results, log_path, out)
+        except Exception as exc:  # noqa: BLE001 - an integrity bug must not pass a round silently
+            log.exception("the integrity judge failed")
+            out.blocking.append({"code": "TAMPERING", "message": _(
+                "verification integrity could not be judged ({error}); the round is not trusted").format(error=exc)})
+        out.report.setdefault("notes", []).extend(n for n in dict.fromkeys(self.notes) if n)
+        return out
+
+    def close(self) -> None:
+        """Remove the pristine tree (always call, also after an exception)."""
+        for t in self._threads:
+            t.join()
+        self._stack.close()
+
+    def _evidence(self, defs: Sequence[CheckDef], results: Sequence[Mapping[str, Any]], log_path: Path,
+                  wt: str | None = None) -> list[Evidence]:
+        texts = _outputs_from_log(log_path, defs, results, wt=wt, project=str(self.project) if wt else None)
+        out = []
+        for d, r, text in zip(defs, results, texts):
+            st = _status(r)
+            ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
+            out.append(Evidence(st, ids, r.get("tests") if isinstance(r.get("tests"), Mapping) else None))
+        return out
+
+    def _judge(self, results: Sequence[Mapping[str, Any]], log_path: Path, out: IntegrityOutcome) -> None:
+        rep = out.report
+        protect = self.policy is IntegrityPolicy.PROTECT
+        rep.update(policy=self.policy.value, testChecks=[self.defs[i].name for i in self.tests])
+        infra_changed = sorted(self.changes.infra)
+        rep["changedTestInfra"] = infra_changed[:100]
+        main = self.main_defs()
+        a_ev = self._evidence([main[i] for i in self.tests], [results[i] for i in self.tests], log_path)
+        a_by = dict(zip(self.tests, a_ev))
+        b_by = {i: Evidence.from_entry(self._base[_check_key(self.defs[i])])
+                for i in self.tests if _check_key(self.defs[i]) in self._base}
+        p_by: dict[int, Evidence] = {}
+        p_res: dict[int, Mapping[str, Any]] = {}
+        if self.tree is not None:
+            rep["pristine"] = {"built": True, "differs": self.tree.differs, "restored": self.tree.restored[:100],
+                               "excluded": self.tree.excluded[:100], "merged": self.tree.merged[:100],
+                               "buildMs": self.tree.build_ms, "checks": []}
+            self.notes.extend(self.tree.notes)
+        if self._pristine is not None and self.tree is not None:
+            p_ev = self._evidence(self._pristine_defs, self._pristine, self._log("pristine"), wt=str(self.tree.project))
+            p_by = dict(zip(self.tests, p_ev))
+            p_res = dict(zip(self.tests, self._pristine))
+            rep["pristine"]["checks"] = [
+                {"name": r.get("name"), "passed": bool(r.get("passed")), "exitCode": r.get("exitCode"),
+                 "reason": r.get("reason"), "tests": r.get("tests")} for r in self._pristine]
+        elif protect and infra_changed and self.tests and self.tree is None:
+            out.blocking.append({"code": "TAMPERING", "message": _(
+                "the agent changed test infrastructure ({files}) and the pristine tree to judge without those "
+                "changes could not be built").format(files=", ".join(infra_changed[:10]))})
+        # flakes: re-run failing checks on the tree where they failed
+        flakes: list[dict[str, Any]] = []
+        excused_a: set[int] = set()
+        excused_p: set[int] = set()
+        for i in self.tests:
+            for where, ev, cwd, d in (("agent", a_by.get(i), self.project, main[i]),
+                                      ("pristine", p_by.get(i), self.tree.project if self.tree else None,
+                                       self._pristine_defs[self.tests.index(i)] if p_by else None)):
+                if ev is None or cwd is None or d is None or ev.status != "failed":
+                    continue
+                v: FlakeVerdict = judge_flakes(
+                    d, cwd, ev, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS,
+                    base_entry=self._base.get(_check_key(self.defs[i])), project=self.project,
+                    baseline_dir=self.baseline_dir, baseline=self.baseline, base_def=self.defs[i],
+                    wt=str(cwd) if where == "pristine" else None)
+                if v.flaky:
+                    flakes.append({"check": self.defs[i].name, "tree": where, "ids": v.flaky[:50],
+                                   "flakyAtBaseline": v.at_baseline[:50], "excused": v.excused})
+                if v.excused:
+                    (excused_a if where == "agent" else excused_p).add(i)
+                    if where == "agent":
+                        out.not_counted.add(i)
+                        out.check_notes[i] = _("flaky: failed, then passed on retry; already flaky at the baseline")
+                elif v.flaky and where == "agent":
+                    out.check_notes[i] = _("flaky: passed on retry, but was not flaky at the baseline (counted)")
+        rep["flaky"] = flakes
+
+        def ok(ev: Evidence | None, excused: bool) -> bool:
+            return ev is not None and (ev.status == "passed" or excused)
+
+        judged: dict[int, Evidence] = {}
+        for i in self.tests:
+            a_ok = ok(a_by.get(i), i in excused_a)
+            if i in p_by:
+                judged[i] = p_by[i]
+                if a_ok and not ok(p_by[i], i in excused_p):
+                    failing = p_by[i].ids.failed_ids[:5] if p_by[i].ids else []
+                    why = str(p_res[i].get("reason") or "")
+                    out.blocking.append({"code": "TAMPERING", "message": _(
+                        "check '{check}' passes on the agent's tree but fails with the baseline's tests{ids}{why}; "
+                        "the test infrastructure the agent changed is not used to judge: {files}").format(
+                            check=self.defs[i].name, ids=f" ({', '.join(failing)})" if failing else "",
+                            why=f" ({why})" if why and not failing else "",
+                            files=", ".join([*self.tree.restored, *self.tree.excluded, *self.tree.merged][:10])
+                            if self.tree else "")})
+            elif i in a_by:
+                judged[i] = a_by[i]
+        # inventory: baseline tests that no longer ran where the round is judged
+        inv = []
+        for i, now in judged.items():
+            base = b_by.get(i)
+            if base is None:
+                continue
+            res = compare(base, now)
+            row = res.to_json(self.defs[i].name)
+            row["tree"] = "pristine" if i in p_by else "agent"
+            inv.append(row)
+            if not res.lost:
+                continue
+            what = (", ".join(res.removed[:10]) + (_(" … {n} more").format(n=len(res.removed) - 10)
+                                                   if len(res.removed) > 10 else "")) if res.level == "ids" else \
+                _("{b} ran at the baseline, {n} now").format(b=res.baseline_ran, n=res.now_ran or 0)
+            msg = _("tests of check '{check}' that ran at the baseline no longer run (removed, skipped, xfail, "
+                    "deselected or filtered): {what}").format(check=self.defs[i].name, what=what)
+            passed_now = ok(now, (i in excused_p) if i in p_by else (i in excused_a))
+            if protect and passed_now:
+                out.blocking.append({"code": "TESTS_REMOVED", "message": msg})
+            else:
+                self.notes.append(msg)
+            row["blocking"] = protect and passed_now
+        rep["inventory"] = inv
+        # targets
+        base_ids = {t for ev in b_by.values() for t in ev.ran}
+        targets = [Target(t, "targetTests") for t in self.target_tests] + [
+            t for t in brief_targets(self.task_text, base_ids) if not any(t.target == x for x in self.target_tests)]
+        rows = []
+        for t in targets:
+            status, where, ids = self._target(t, judged, a_by)
+            rows.append({"target": t.target, "source": t.source, "status": status, "where": where, "ids": ids[:10]})
+            if status != TargetStatus.PASSED and self.policy is not IntegrityPolicy.OFF:
+                out.blocking.append({"code": "TARGET_FAILED", "message": _("target test {target} {status}").format(
+                    target=t.target, status=describe(status))})
+        rep["targets"] = rows
+        # production code that detects the test run
+        top = Path(self._top())
+        prod = [p for p in self.changes.paths if self.changes.infra.get(p) in (None, InfraKind.EMBEDDED)]
+        untracked = set(self.baseline.pre_existing_untracked)
+        from ..git import run_git
+
+        r = run_git(["ls-files", "--others", "--exclude-standard", "-z"], top)
+        untracked |= {p for p in r.stdout.split("\0") if p} if r.ok else set()
+        hits = scan_added_lines(top, self.baseline.head, prod, untracked, self.rules)
+        rep["testAware"] = [h.to_json() for h in hits]
+        if hits:
+            out.blocking.append({"code": "TAMPERING", "message": _(
+                "production code the agent changed detects that it runs under test: {where}").format(
+                    where="; ".join(f"{h.file}:{h.line}: {h.text.strip()[:80]}" for h in hits[:5]))})
+        # test files the agent edited: assertions before and after (reported)
+        rep["assertions"] = self._assertions(top)
+        # holdout checks, on the pristine tree, after the visible ones
+        if self.holdout:
+            rows_h, failed_areas = run_holdout(self.holdout, self.tree, self._log("holdout"), self.timeout_ms,
+                                               self.should_stop)
+            rep["holdout"] = rows_h
+            for area in failed_areas:
+                out.blocking.append({"code": "HOLDOUT_FAILED", "message": _(
+                    "a hidden check failed (behaviour area: {area})").format(area=area)})
+        # claims (advisory)
+        failing = [str(results[i].get("name")) for i in range(len(results))
+                   if not results[i].get("passed") and not results[i].get("skipped") and i not in out.not_counted]
+        failing += [t for ev in judged.values() if ev.ids for t in ev.ids.failed_ids]
+        passed = sum(int((results[i].get("tests") or {}).get("passed") or 0) for i in self.tests)
+        ran_ids = {t for ev in [*a_by.values(), *p_by.values()] for t in ev.ran}
+        claims = check_claims(self.agent_message, failing=failing, passed_count=passed if self.tests else None,
+                              ran_ids=ran_ids, changed_files=self.changes.paths)
+        rep["claims"] = [c.to_json() for c in claims]
+        rep["unsupportedClaims"] = [c.to_json() for c in claims if c.why]
+        if not self.tests:
+            self.notes.append(_("no test check ran: the test inventory and the pristine tree had nothing to compare"))
+
+    def _target(self, t: Target, judged: Mapping[int, Evidence], a_by: Mapping[int, Evidence]) -> tuple[str, str, list[str]]:
+        def look(evs: Sequence[Evidence]) -> tuple[str, list[str]]:
+            passed = [x for ev in evs if ev.ids for x in ev.ids.passed_ids]
+            failed = [x for ev in evs if ev.ids for x in ev.ids.failed_ids]
+            return judge_target(t.target, passed, failed)
+
+        status, ids = look(list(judged.values()))
+        where = "pristine" if any(i not in a_by or judged[i] is not a_by[i] for i in judged) else "agent"
+        if status == TargetStatus.MISSING:
+            status2, ids2 = look(list(a_by.values()))
+            if status2 != TargetStatus.MISSING:
+                return status2, "agent", ids2
+        return status, where, ids
+
+    def _assertions(self, top: Path) -> list[dict[str, Any]]:
+        import re
+
+        from ..git import run_git
+
+        pat = re.compile(_ASSERT_RE)
+        rows = []
+        for rel, kind in sorted(self.changes.infra.items()):
+            if kind is not InfraKind.FILE or not self.baseline.head:
+                continue
+            r = run_git(["show", f"{self.baseline.head}:{rel}"], top)
+            before = len(pat.findall(r.stdout)) if r.ok else None
+            try:
+                now_text = (top / rel).read_text(encoding="utf-8", errors="replace") if (top / rel).is_file() else None
+            except OSError:
+                now_text = None
+            after = len(pat.findall(now_text)) if now_text is not None else None
+            if before != after and (before or after):
+                rows.append({"file": rel, "before": before, "after": after})
+        if rows and self.policy is IntegrityPolicy.ALLOW_TEST_EDITS:
+            lost = [r for r in rows if (r["after"] or 0) < (r["before"] or 0)]
+            if lost:
+                self.notes.append(_("test files lost assertions: {files}").format(files=", ".join(
+                    f"{r['file']} ({r['before']} → {r['after'] or 0})" for r in lost[:10])))
+        return rows[:50]

@@ -1,0 +1,86 @@
+"""Target tests (issue 23 §3): the tests a brief names, or ``targetTests`` lists, must exist, run
+and pass where the round is judged; a target that is missing is a failure, not a pass.
+
+A target matches a test id when it is the id, or the id's test name (its last ``::``, ``/``,
+``.`` or `` > `` component, parameters stripped) equals the target's, or the id starts with the
+target followed by a separator (a file or a class: ``tests/test_calc.py`` targets every test in
+it). Brief targets are the baseline tests the brief names (:func:`..grading.is_targeted`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ...core.i18n import _
+from ..grading import is_targeted
+
+__all__ = ["Target", "TargetStatus", "brief_targets", "match", "judge_target"]
+
+_SPLIT = re.compile(r"::|/| > | › |\.")
+_PARAMS = re.compile(r"\[.*\]$")
+
+
+def _name(test_id: str) -> str:
+    return _PARAMS.sub("", _SPLIT.split(test_id.strip())[-1]).strip()
+
+
+def _normal(text: str) -> str:
+    """A pytest node id, a unittest ``name (module.Class.name)`` line and a dotted JUnit id all
+    reduce to their dotted path."""
+    m = re.match(r"^(\w+) \(([\w.]+)\)", text)
+    if m:
+        text = m.group(2)
+    text = re.sub(r"\.py(?=::|$)", "", text).replace("::", ".").replace("/", ".")
+    return text
+
+
+def match(target: str, test_id: str) -> bool:
+    """Whether ``target`` names ``test_id`` (see the module doc)."""
+    t, i = target.strip(), test_id.strip()
+    if not t:
+        return False
+    if t == i or _normal(t) == _normal(i):
+        return True
+    if _name(t) and _name(t) == _name(i) and ("::" not in t and "/" not in t and " > " not in t
+                                               or _normal(i).endswith(_normal(t))):
+        return True
+    ni, nt = _normal(i), _normal(t)
+    return ni.startswith(nt + ".") or i.startswith(t.rstrip("/") + "/") or i.startswith(t + "::")
+
+
+@dataclass
+class Target:
+    """One target and where it came from (``brief`` or ``targetTests``)."""
+
+    target: str
+    source: str
+
+
+class TargetStatus:
+    """A target's verdict: ``passed``, ``failed``, ``missing`` (never ran where judged)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    MISSING = "missing"
+
+
+def brief_targets(task_text: str, baseline_ids: Iterable[str]) -> list[Target]:
+    """The baseline tests the brief names (by id, file or test name), as targets."""
+    return [Target(tid, "brief") for tid in sorted(set(baseline_ids)) if is_targeted(tid, task_text)]
+
+
+def judge_target(target: str, passed: Sequence[str], failed: Sequence[str]) -> tuple[str, list[str]]:
+    """``(status, matching ids)`` of one target against one run's passed and failed ids: failed
+    when any matching test failed, passed when some matched and all passed, else missing."""
+    bad = [i for i in failed if match(target, i)]
+    if bad:
+        return TargetStatus.FAILED, bad
+    good = [i for i in passed if match(target, i)]
+    return (TargetStatus.PASSED, good) if good else (TargetStatus.MISSING, [])
+
+
+def describe(status: str) -> str:
+    """The words for a target's status in a blocking issue."""
+    return {TargetStatus.FAILED: _("failed"), TargetStatus.MISSING: _("is missing or did not run")}.get(status, status)
