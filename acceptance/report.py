@@ -49,8 +49,12 @@ REPORT_KEY_ORDER = (
     "blockingIssues",
     "visual",
     "repairDirectives",
+    "agent",
+    "baselineGrading",
+    "integrity",
 )
-"""report.json top-level keys in write order (20-acceptance §1.5); the last three only when present."""
+"""report.json top-level keys in write order (20-acceptance §1.5); from ``blockingIssues`` on only
+when present (``integrity``: issue 23)."""
 
 CANCELLED_MARK = "task cancelled"
 """A report whose message contains this was interrupted by cancellation (20-acceptance §5.2)."""

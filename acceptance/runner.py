@@ -376,8 +376,7 @@ def _run(
         if junit is not None and junit.counts is None:
             closed: tuple[str, str] | None = (NO_REPORT_REASON, NO_REPORT_MARK)  # declared, none usable
         else:
-            closed = _fail_closed(tail, counts, from_xml=junit is not None,
-                                  known=bool(hinted_formats(" ".join(argv).lower())))
+            closed = _fail_closed(tail, counts, from_xml=junit is not None, known=names_runner(argv))
         if closed is not None:
             reason, mark = closed
             result["passed"] = False
@@ -412,6 +411,15 @@ def _junit(check: CheckDef, project: str | os.PathLike[str], started_at: float) 
         return collect_junit(Path(project), str(check.junit_xml), started_at)
     except ValueError as exc:
         return JUnitResult(note=str(exc))
+
+
+def names_runner(argv: Sequence[str]) -> bool:
+    """True when the command itself names a test runner with count formats (``python -m pytest``,
+    ``go test``, ``npx jest``): its program and option tokens, paths reduced to their last part and
+    inline code (a token with white space) left out, match a toolchain's ``hint`` — a temporary
+    path containing ``pytest-of-root`` names nothing."""
+    tokens = [os.path.basename(t.rstrip("/")) or t for t in argv if t and not any(ch.isspace() for ch in t)]
+    return bool(hinted_formats(" ".join(tokens).lower()))
 
 
 def _fail_closed(tail: str, counts: TestCounts | None, from_xml: bool = False,

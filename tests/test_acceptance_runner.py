@@ -22,6 +22,7 @@ from tianshu_mcp.acceptance.runner import (
     ALL_SKIPPED_REASON,
     CONTRADICTION_REASON,
     FAIL_CLOSED_REASONS,
+    NO_COUNT_REASON,
     OUTPUT_TAIL_CHARS,
     SKIP_CANCELLED,
     SKIP_EMPTY,
@@ -279,6 +280,7 @@ def test_recorded_outputs_through_the_runner(tmp_path: Path) -> None:
     sys.modules["tc_expect"] = expect
     spec.loader.exec_module(expect)
     reasons = {"zero": ZERO_TEST_REASON, "contradiction": CONTRADICTION_REASON, "all-skipped": ALL_SKIPPED_REASON}
+    # NO_COUNT_REASON needs a command naming the runner (`cat` names none): tests/test_integrity_units.py
     stems = sorted(expect.VERDICT_IF_EXIT_0)
     cat = shutil.which("cat") or "/bin/cat"
     checks = [CheckDef.make(f"tests {stem}", [cat, str(expect.record.recorded(stem))]) for stem in stems]
@@ -296,7 +298,7 @@ def test_recorded_outputs_through_the_runner(tmp_path: Path) -> None:
         e = expect.EXPECTED[stem]
         assert r["tests"]["runner"] == e[0], stem
         assert [r["tests"][k] for k in ("passed", "failed", "skipped", "errors")] == list(e[1:5]), stem
-    assert set(FAIL_CLOSED_REASONS) == set(reasons.values())
+    assert set(FAIL_CLOSED_REASONS) == {*reasons.values(), NO_COUNT_REASON}
 
 
 # --- robustness (issue §3) --------------------------------------------------------------------

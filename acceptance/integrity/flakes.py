@@ -98,7 +98,7 @@ def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, ti
         return verdict
     base_runs = _entry_runs(base_entry)
     b_failed, b_passed = _outcomes(base_runs)
-    if not set(flaky) <= b_failed:
+    if not set(flaky) <= b_failed & b_passed:
         fresh = rerun_on_baseline(project, baseline_dir, baseline, base_def, reruns, timeout_ms, should_stop)
         f2, p2 = _outcomes(_entry_runs(fresh))
         b_failed |= f2

@@ -46,7 +46,7 @@ from .infra import InfraKind, id_argv, infra_rules
 from .inventory import Evidence, compare
 from .models import HoldoutCheck, IntegrityPolicy
 from .pristine import AgentChanges, PristineTree, agent_changes, pristine_tree
-from .targets import Target, TargetStatus, brief_targets, describe, judge_target
+from .targets import Target, TargetStatus, brief_targets, describe, judge_target, match
 
 __all__ = ["IntegritySession", "IntegrityOutcome"]
 
@@ -130,7 +130,8 @@ class IntegritySession:
         tests = [self.defs[i] for i in self.tests]
         if tests:
             self._spawn(self._run_baseline, tests)
-        needs_tree = self.policy is IntegrityPolicy.PROTECT and (bool(self.changes.infra) and tests or self.holdout)
+        needs_tree = (self.policy is IntegrityPolicy.PROTECT and bool(self.changes.infra) and bool(tests)) or (
+            self.policy is not IntegrityPolicy.OFF and bool(self.holdout))
         if needs_tree:
             self.tree = self._stack.enter_context(
                 pristine_tree(self.project, self.baseline_dir, self.baseline, self.rules, self.changes))
@@ -282,6 +283,7 @@ class IntegritySession:
                 judged[i] = a_by[i]
         # inventory: baseline tests that no longer ran where the round is judged
         inv = []
+        lost: set[int] = set()
         for i, now in judged.items():
             base = b_by.get(i)
             if base is None:
@@ -292,6 +294,7 @@ class IntegritySession:
             inv.append(row)
             if not res.lost:
                 continue
+            lost.add(i)
             what = (", ".join(res.removed[:10]) + (_(" … {n} more").format(n=len(res.removed) - 10)
                                                    if len(res.removed) > 10 else "")) if res.level == "ids" else \
                 _("{b} ran at the baseline, {n} now").format(b=res.baseline_ran, n=res.now_ran or 0)
@@ -310,7 +313,7 @@ class IntegritySession:
             t for t in brief_targets(self.task_text, base_ids) if not any(t.target == x for x in self.target_tests)]
         rows = []
         for t in targets:
-            status, where, ids = self._target(t, judged, a_by)
+            status, where, ids = self._target(t, judged, a_by, b_by, lost)
             rows.append({"target": t.target, "source": t.source, "status": status, "where": where, "ids": ids[:10]})
             if status != TargetStatus.PASSED and self.policy is not IntegrityPolicy.OFF:
                 out.blocking.append({"code": "TARGET_FAILED", "message": _("target test {target} {status}").format(
@@ -353,7 +356,12 @@ class IntegritySession:
         if not self.tests:
             self.notes.append(_("no test check ran: the test inventory and the pristine tree had nothing to compare"))
 
-    def _target(self, t: Target, judged: Mapping[int, Evidence], a_by: Mapping[int, Evidence]) -> tuple[str, str, list[str]]:
+    def _target(self, t: Target, judged: Mapping[int, Evidence], a_by: Mapping[int, Evidence],
+                b_by: Mapping[int, Evidence], lost: set[int]) -> tuple[str, str, list[str]]:
+        """A target's ``(status, tree, ids)``: judged where the round is (the pristine tree under
+        ``protect``), then on the agent's tree (a test the agent added). A runner that does not list
+        passing tests (Jest's default reporter) cannot show a passing target by id: a baseline test
+        counts as passed when its check passed there, listed no failure of it and lost no test."""
         def look(evs: Sequence[Evidence]) -> tuple[str, list[str]]:
             passed = [x for ev in evs if ev.ids for x in ev.ids.passed_ids]
             failed = [x for ev in evs if ev.ids for x in ev.ids.failed_ids]
@@ -361,11 +369,15 @@ class IntegritySession:
 
         status, ids = look(list(judged.values()))
         where = "pristine" if any(i not in a_by or judged[i] is not a_by[i] for i in judged) else "agent"
-        if status == TargetStatus.MISSING:
-            status2, ids2 = look(list(a_by.values()))
-            if status2 != TargetStatus.MISSING:
-                return status2, "agent", ids2
-        return status, where, ids
+        if status != TargetStatus.MISSING:
+            return status, where, ids
+        for i, base in b_by.items():
+            now = judged.get(i)
+            known = [x for x in base.ran if match(t.target, x)]
+            if known and now is not None and now.status == "passed" and not now.complete and i not in lost:
+                return TargetStatus.PASSED, where + _(" (inferred from the counts)"), known
+        status2, ids2 = look(list(a_by.values()))
+        return (status2, "agent", ids2) if status2 != TargetStatus.MISSING else (status, where, ids)
 
     def _assertions(self, top: Path) -> list[dict[str, Any]]:
         import re

@@ -66,9 +66,23 @@ class TargetStatus:
     MISSING = "missing"
 
 
+def _named(test_id: str, task_text: str) -> bool:
+    """The brief names this test itself (its id or its test name), not just its file."""
+    name = _name(test_id)
+    for t in (test_id, name if len(name) >= 4 else ""):
+        if t and re.search(rf"(?<![\w./-]){re.escape(t)}(?![\w/-])", task_text):
+            return True
+    return False
+
+
 def brief_targets(task_text: str, baseline_ids: Iterable[str]) -> list[Target]:
-    """The baseline tests the brief names (by id, file or test name), as targets."""
-    return [Target(tid, "brief") for tid in sorted(set(baseline_ids)) if is_targeted(tid, task_text)]
+    """The baseline tests the brief names, as targets: those it names by id or test name; a test
+    file it names counts whole only when it names none of that file's tests."""
+    ids = sorted(set(baseline_ids))
+    hit = [t for t in ids if is_targeted(t, task_text)] if task_text else []
+    named = {t for t in hit if _named(t, task_text)}
+    named_files = {t.split("::", 1)[0] for t in named}
+    return [Target(t, "brief") for t in hit if t in named or t.split("::", 1)[0] not in named_files]
 
 
 def judge_target(target: str, passed: Sequence[str], failed: Sequence[str]) -> tuple[str, list[str]]:
