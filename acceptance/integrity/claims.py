@@ -58,9 +58,13 @@ def check_claims(message: str, *, failing: Sequence[str], passed_count: int | No
     ids = list(ran_ids)
     changed = [c.strip("/") for c in changed_files]
     out: list[Claim] = []
+
+    def said(m: re.Match[str]) -> str:
+        return m.group(0).rstrip(".,;:!`'\"")
+
     for m in _ALL_PASS.finditer(text):
         why = _("checks or tests failed: {what}").format(what=", ".join(failing[:5])) if failing else ""
-        out.append(Claim(m.group(0), why))
+        out.append(Claim(said(m), why))
     for m in _N_PASS.finditer(text):
         n = int(m.group(1))
         why = ""
@@ -68,17 +72,17 @@ def check_claims(message: str, *, failing: Sequence[str], passed_count: int | No
             why = _("checks or tests failed: {what}").format(what=", ".join(failing[:5]))
         elif passed_count is not None and n > passed_count:
             why = _("{n} tests passed, not {claimed}").format(n=passed_count, claimed=n)
-        out.append(Claim(m.group(0), why))
+        out.append(Claim(said(m), why))
     for m in _ADDED.finditer(text):
         name = m.group(1).strip(".,:;`'\"")
         if name.lower() in ("for", "that", "which", "to", "case", "cases", "file", "files", "suite"):
             continue
         why = "" if any(match(name, i) for i in ids) else _("no test named {name} ran").format(name=name)
-        out.append(Claim(m.group(0), why))
+        out.append(Claim(said(m), why))
     for m in _FILE.finditer(text):
         path = m.group(1).strip("./") if m.group(1).startswith("./") else m.group(1)
         ok = any(c == path or c.endswith("/" + path) for c in changed)
-        out.append(Claim(m.group(0), "" if ok else _("{path} was not changed").format(path=path)))
+        out.append(Claim(said(m), "" if ok else _("{path} was not changed").format(path=path)))
     seen: set[str] = set()
     unique = []
     for c in out:

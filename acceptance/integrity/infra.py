@@ -19,6 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ...core.i18n import _
 from ..toolchains.registry import toolchains
 
 __all__ = ["InfraKind", "InfraRules", "glob_regex", "infra_rules"]
@@ -82,6 +83,8 @@ class InfraRules:
         json_keys: file name → the top-level keys kept at the baseline.
         embedded: ``(glob, spans)`` for source files with test code inside.
         aware: ``(glob, patterns)`` of test-aware production code.
+        dirs: top-relative directories whose every file is test infrastructure (the targets of
+            symlinked test directories, :func:`follow_test_links`).
     """
 
     files: list[re.Pattern[str]] = field(default_factory=list)
@@ -89,10 +92,16 @@ class InfraRules:
     json_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     embedded: list[tuple[re.Pattern[str], Callable[[str], list[tuple[int, int]]]]] = field(default_factory=list)
     aware: list[tuple[re.Pattern[str], tuple[re.Pattern[str], ...]]] = field(default_factory=list)
+    dirs: set[str] = field(default_factory=set)
 
     def kind(self, rel: str) -> InfraKind | None:
-        """How ``rel`` (top-relative POSIX path) is kept in the pristine tree; None: the agent's."""
-        if rel in self.argv_files or any(p.fullmatch(rel) for p in self.files):
+        """How ``rel`` (top-relative POSIX path) is kept in the pristine tree; None: the agent's.
+
+        A path that would hold test files (``tests``, a symlink to a test directory) is kept too,
+        and so is everything below :attr:`dirs` (a test directory's symlink target)."""
+        if rel in self.argv_files or any(p.fullmatch(rel) or p.fullmatch(rel + "/_") for p in self.files):
+            return InfraKind.FILE
+        if any(rel == d or rel.startswith(d + "/") for d in self.dirs):
             return InfraKind.FILE
         if os.path.basename(rel) in self.json_keys:
             return InfraKind.JSON_KEYS
@@ -163,3 +172,31 @@ def id_argv(argv: Sequence[str]) -> list[str]:
         if tc.infra is not None and tc.infra.id_argv is not None and tc.hint is not None and tc.hint.search(joined):
             return tc.infra.id_argv(list(argv))
     return list(argv)
+
+
+def follow_test_links(rules: InfraRules, top: Path, tracked_links: Sequence[str]) -> list[str]:
+    """Make the in-repository targets of symlinked test directories test infrastructure too
+    (``tests -> suites/unit``: every file under ``suites/unit``); returns a note for each one that
+    points outside the repository (its files cannot be kept at the baseline).
+
+    Args:
+        rules: updated in place (:attr:`InfraRules.dirs`).
+        top: the repository's top level; ``tracked_links``: top-relative paths of tracked symlinks.
+    """
+    notes: list[str] = []
+    real_top = os.path.realpath(top)
+    for link in tracked_links:
+        if rules.kind(link) is not InfraKind.FILE:
+            continue
+        target = os.path.realpath(top / link)
+        if not os.path.isdir(target):
+            continue
+        if target == real_top or target.startswith(real_top + os.sep):
+            rel = Path(target).relative_to(real_top).as_posix()
+            if rel and rel != ".":
+                rules.dirs.add(rel)
+        else:
+            notes.append(_("the test directory {link} links outside the repository ({target}): its files are not "
+                           "under the baseline's control; the tests there run as they are now").format(
+                               link=link, target=target))
+    return notes

@@ -124,6 +124,7 @@ class IntegritySession:
             top = Path(self._top())
             self.rules = infra_rules([d.cmd for d in self.defs], self.project, top)
             self.changes = agent_changes(self.project, self.baseline, self.rules)
+            self.notes.extend(self.changes.notes)
         except Exception as exc:  # noqa: BLE001 - reported; the round is then judged without a pristine tree
             log.exception("listing the agent's changes failed")
             self.notes.append(_("the agent's changes could not be listed: {error}").format(error=exc))

@@ -27,7 +27,7 @@ from typing import Iterator, Mapping
 from ...core.i18n import _
 from ..git import Baseline, run_git
 from ..grading_worktree import Worktree, baseline_worktree
-from .infra import InfraKind, InfraRules
+from .infra import InfraKind, InfraRules, follow_test_links
 
 __all__ = ["AgentChanges", "PristineTree", "agent_changes", "pristine_tree", "write_holdout_files"]
 
@@ -40,10 +40,12 @@ class AgentChanges:
     Attributes:
         paths: changed, added or deleted paths (tracked and untracked, not ignored).
         infra: those that are test infrastructure, with how each is kept.
+        notes: what cannot be protected (a test directory linking outside the repository).
     """
 
     paths: list[str] = field(default_factory=list)
     infra: dict[str, InfraKind] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def agent_changes(project: Path, baseline: Baseline, rules: InfraRules) -> AgentChanges:
@@ -74,7 +76,9 @@ def agent_changes(project: Path, baseline: Baseline, rules: InfraRules) -> Agent
             found[p] = None
     for p in [*baseline.pre_existing_changed, *baseline.pre_existing_untracked]:
         found[f"{prefix}/{p}" if prefix else p] = None
-    out = AgentChanges(paths=sorted(found))
+    r = run_git(["ls-files", "-s", "-z"], top)
+    links = [e.split("\t", 1)[1] for e in (r.stdout.split("\0") if r.ok else []) if e.startswith("120000 ") and "\t" in e]
+    out = AgentChanges(paths=sorted(found), notes=follow_test_links(rules, top, links))
     for p in out.paths:
         kind = rules.kind(p)
         if kind is not None:

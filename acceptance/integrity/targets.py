@@ -1,10 +1,10 @@
 """Target tests (issue 23 §3): the tests a brief names, or ``targetTests`` lists, must exist, run
 and pass where the round is judged; a target that is missing is a failure, not a pass.
 
-A target matches a test id when it is the id, or the id's test name (its last ``::``, ``/``,
-``.`` or `` > `` component, parameters stripped) equals the target's, or the id starts with the
-target followed by a separator (a file or a class: ``tests/test_calc.py`` targets every test in
-it). Brief targets are the baseline tests the brief names (:func:`..grading.is_targeted`).
+A target matches a test id when it is the id (in any runner's form), or a single name equal to
+one of the id's components (a test, class, module or package name: ``TestCalc`` targets every test
+of that class), or the id starts with the target followed by a separator (a file:
+``tests/test_calc.py`` targets every test in it). Brief targets are the baseline tests the brief names (:func:`..grading.is_targeted`).
 """
 
 from __future__ import annotations
@@ -18,12 +18,18 @@ from ..grading import is_targeted
 
 __all__ = ["Target", "TargetStatus", "brief_targets", "match", "judge_target"]
 
-_SPLIT = re.compile(r"::|/| > | › |\.")
 _PARAMS = re.compile(r"\[.*\]$")
 
 
+def _parts(test_id: str) -> list[str]:
+    """The components of an id in any runner's form, parameters stripped: ``tests/test_calc.py::
+    TestX::test_y[1]`` → ``[tests, test_calc, TestX, test_y]``."""
+    return [p.strip() for p in re.split(r"\.| > | › ", _normal(_PARAMS.sub("", test_id.strip()))) if p.strip()]
+
+
 def _name(test_id: str) -> str:
-    return _PARAMS.sub("", _SPLIT.split(test_id.strip())[-1]).strip()
+    parts = _parts(test_id)
+    return parts[-1] if parts else ""
 
 
 def _normal(text: str) -> str:
@@ -43,8 +49,10 @@ def match(target: str, test_id: str) -> bool:
         return False
     if t == i or _normal(t) == _normal(i):
         return True
-    if _name(t) and _name(t) == _name(i) and ("::" not in t and "/" not in t and " > " not in t
-                                               or _normal(i).endswith(_normal(t))):
+    single = not re.search(r"::|/| > | › |\.|\s", t)
+    if single and t in _parts(i):
+        return True  # a test, class, module or package name
+    if _name(t) and _name(t) == _name(i) and not single and _normal(i).endswith(_normal(t)):
         return True
     ni, nt = _normal(i), _normal(t)
     return ni.startswith(nt + ".") or i.startswith(t.rstrip("/") + "/") or i.startswith(t + "::")
