@@ -289,7 +289,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         checks.extend(
             run_checks(session.main_defs() if session is not None else check_defs, project, log_path, default_timeout,
                        concurrency=concurrency, should_stop=req.should_stop,
-                       tool_dirs=req.pinned_rules.tool_dirs if req.pinned_rules is not None else None)
+                       tool_dirs=req.pinned_rules.tool_dirs if req.pinned_rules is not None else None,
+                       extra_env=session.extra_env if session is not None else None)
         )
         if session is not None:
             integrity = session.finish(checks[1:], log_path)

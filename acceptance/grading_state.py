@@ -25,6 +25,7 @@ from ..core.files import atomic_write_json, read_json_safe
 from ..core.i18n import _
 from .config import resolve_layers
 from .git import CACHE_PATH_RE, is_git_repo, run_git
+from .integrity.ignored import ignored_snapshot
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -230,7 +231,8 @@ def _capture_into(project: Path, tdir: Path, state: dict[str, Any]) -> None:
             continue
         total += size
         copied.append(rel)
-    state.update(untrackedFiles=copied, untrackedBytes=total, untrackedSkipped=skipped, capped=skipped > 0)
+    state.update(untrackedFiles=copied, untrackedBytes=total, untrackedSkipped=skipped, capped=skipped > 0,
+                 ignored=ignored_snapshot(top))
     if skipped:
         state["notes"].append(
             _("{n} pre-existing untracked file(s) were not copied (the copies are capped at {mb} MB): the baseline "

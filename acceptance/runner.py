@@ -174,12 +174,14 @@ def project_tool_dirs(project: str | os.PathLike[str]) -> list[str]:
 
 
 def check_env(project: str | os.PathLike[str], base: Mapping[str, str] | None = None,
-              tool_dirs: Sequence[str] | None = None) -> dict[str, str]:
+              tool_dirs: Sequence[str] | None = None, extra_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a check run in ``project``: ``base`` (default: this process's
     environment) with the project's tool directories (``tool_dirs``, default
     :func:`project_tool_dirs`: ``.venv/bin`` then ``node_modules/.bin``) put in front of
     ``PATH``. An agent's round passes the ones that existed at its baseline: a ``.venv`` the agent
-    created with a fake ``pytest`` in it does not judge it (breaker finding)."""
+    created with a fake ``pytest`` in it does not judge it (breaker finding). ``extra_env`` is set
+    last (verification integrity's ``PYTHONPYCACHEPREFIX``: no bytecode an agent left in the tree
+    is loaded)."""
     env = dict(os.environ if base is None else base)
     root = Path(project)
     dirs = project_tool_dirs(project) if tool_dirs is None else [d for d in tool_dirs if (root / d).is_dir()]
@@ -187,6 +189,7 @@ def check_env(project: str | os.PathLike[str], base: Mapping[str, str] | None = 
     if extra:
         current = env.get("PATH", os.defpath)
         env["PATH"] = os.pathsep.join(extra + ([current] if current else []))
+    env.update(extra_env or {})
     return env
 
 
@@ -236,6 +239,7 @@ def run_check(
     index: int = 0,
     merge: bool = True,
     tool_dirs: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run one command check and return its CheckResult dict (20-acceptance §1.3, §3.2, §3.3).
 
@@ -276,7 +280,7 @@ def run_check(
         return skip_result(name, display, SKIP_CANCELLED, check.optional)
     try:
         return _run(check, argv, display, project, Path(log_path), default_timeout_ms, should_stop, index, merge,
-                    tool_dirs)
+                    tool_dirs, extra_env)
     except Exception as exc:  # noqa: BLE001 - a check must never raise
         log.exception("check %s crashed in the runner", name)
         out: dict[str, Any] = {
@@ -306,6 +310,7 @@ def _run(
     index: int,
     merge: bool,
     tool_dirs: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     part = parts_dir_for(log_path) / part_file_name(index, check.name)
     log_note = ""
@@ -321,7 +326,7 @@ def _run(
         merge = True
     header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
     start = len(header.encode("utf-8"))
-    env = check_env(project, tool_dirs=tool_dirs)
+    env = check_env(project, tool_dirs=tool_dirs, extra_env=extra_env)
     started_at = time.time()
     res = run_process(
         argv,
@@ -451,12 +456,14 @@ def run_checks(
     concurrency: int = 1,
     should_stop: Callable[[], bool] | None = None,
     tool_dirs: Sequence[str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run checks serially (``concurrency`` ≤ 1 or one check) or with a bounded worker pool
     (20-acceptance §3.2 parallel mode). Results are in declaration order.
 
     In parallel mode workers claim indices in order; once ``should_stop`` returns True no new check
-    is started and the unclaimed ones become skips (``task cancelled, not run``). Part files are
+    is started and the unclaimed ones become skips (``task cancelled, not run``). ``extra_env`` is
+    added to every check's environment (:func:`check_env`). Part files are
     appended to ``log_path`` in declaration order at the end and the parts directory is removed
     (kept, with a warning, if merging fails). Never raises.
     """
@@ -466,7 +473,8 @@ def run_checks(
         return []
     workers = max(1, min(int(concurrency or 1), 4, n))
     if workers == 1:
-        return [run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=True, tool_dirs=tool_dirs) for i, c in enumerate(checks)]
+        return [run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=True, tool_dirs=tool_dirs,
+                          extra_env=extra_env) for i, c in enumerate(checks)]
     results: list[dict[str, Any] | None] = [None] * n
     lock = threading.Lock()
     next_index = [0]
@@ -482,7 +490,8 @@ def run_checks(
             if should_stop is not None and stop_requested(should_stop):
                 results[i] = skip_result(c.name, c.display_cmd or c.name, SKIP_CANCELLED, c.optional)
                 continue
-            results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False, tool_dirs=tool_dirs)
+            results[i] = run_check(c, project, lp, default_timeout_ms, should_stop, index=i, merge=False, tool_dirs=tool_dirs,
+                                   extra_env=extra_env)
 
     threads = [threading.Thread(target=worker, name=f"check-worker-{k}", daemon=True) for k in range(workers)]
     for t in threads:

@@ -65,7 +65,8 @@ def _entry_runs(entry: Mapping[str, Any] | None) -> list[tuple[str, TestIds | No
 
 
 def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, timeout_ms: int,
-                 should_stop: Callable[[], bool] | None, reruns: int, *, base_entry: Mapping[str, Any] | None,
+                 should_stop: Callable[[], bool] | None, reruns: int, extra_env: Mapping[str, str] | None = None,
+                 *, base_entry: Mapping[str, Any] | None,
                  project: Path, baseline_dir: Path, baseline: Baseline, base_def: CheckDef,
                  wt: str | None = None) -> FlakeVerdict:
     """Re-run a failed check and decide whether its failure is an excused, known flake.
@@ -76,6 +77,7 @@ def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, ti
         base_entry: the check's cached baseline entry; ``base_def``: its definition (for fresh
             baseline re-runs, in a new worktree of ``project`` from ``baseline_dir``'s state).
         wt: the worktree path to rewrite to ``project`` in outputs (a pristine tree).
+        extra_env: added to the re-runs' environment (as for the round's runs).
 
     Returns:
         :class:`FlakeVerdict`. Never raises (a re-run that cannot start is simply not a pass).
@@ -83,7 +85,7 @@ def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, ti
     failing = set(first.ids.failed_ids) if first.ids and first.ids.failed_ids else {CHECK_LEVEL}
     runs: list[tuple[str, TestIds | None]] = []
     for _k in range(reruns):
-        res = run_checks([check], cwd, log_path, timeout_ms, should_stop=should_stop)[0]
+        res = run_checks([check], cwd, log_path, timeout_ms, should_stop=should_stop, extra_env=extra_env)[0]
         text = _outputs_from_log(log_path, [check], [res], wt=wt, project=str(project) if wt else None)[0]
         st = _status(res)
         runs.append((st, parse_test_ids(text, list(check.cmd)) if st in ("passed", "failed") else None))

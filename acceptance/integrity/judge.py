@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from ...core.i18n import _
 from ..config import CheckDef
 from ..git import Baseline
 from ..grading_ids import parse_test_ids
+from ..grading_state import load_baseline_state
 from ..grading_worktree import _check_key, _outputs_from_log, _status, run_baseline_checks, worktree_argv
 from ..runner import run_checks
 from ..testcount import is_test_check
@@ -109,6 +112,10 @@ class IntegritySession:
         self.tree: PristineTree | None = None
         self.changes = AgentChanges()
         self.rules = infra_rules([d.cmd for d in self.defs], self.project)
+        self._pycache = tempfile.mkdtemp(prefix="tianshu-pycache-")
+        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": self._pycache}
+        """Set for every run of the round: bytecode is written to and read from a fresh directory,
+        never from the tree (an agent's planted ``__pycache__`` is not loaded)."""
 
     # --- before the round's checks -----------------------------------------------------------
 
@@ -123,7 +130,10 @@ class IntegritySession:
         try:
             top = Path(self._top())
             self.rules = infra_rules([d.cmd for d in self.defs], self.project, top)
-            self.changes = agent_changes(self.project, self.baseline, self.rules)
+            state = load_baseline_state(self.baseline_dir) or {}
+            ignored = state.get("ignored") if state.get("head") == self.baseline.head else None
+            self.changes = agent_changes(self.project, self.baseline, self.rules,
+                                         ignored if isinstance(ignored, dict) else None)
             self.notes.extend(self.changes.notes)
         except Exception as exc:  # noqa: BLE001 - reported; the round is then judged without a pristine tree
             log.exception("listing the agent's changes failed")
@@ -165,7 +175,8 @@ class IntegritySession:
     def _run_pristine(self, tree: PristineTree) -> None:
         try:
             self._pristine = run_checks(self._pristine_defs, tree.project, self._log("pristine"), self.timeout_ms,
-                                        concurrency=self.concurrency, should_stop=self.should_stop)
+                                        concurrency=self.concurrency, should_stop=self.should_stop,
+                                        extra_env=self.extra_env)
         except Exception as exc:  # noqa: BLE001
             log.exception("the pristine run failed")
             self.notes.append(_("the pristine run failed: {error}").format(error=exc))
@@ -195,6 +206,7 @@ class IntegritySession:
         for t in self._threads:
             t.join()
         self._stack.close()
+        shutil.rmtree(self._pycache, ignore_errors=True)
 
     def _evidence(self, defs: Sequence[CheckDef], results: Sequence[Mapping[str, Any]], log_path: Path,
                   wt: str | None = None) -> list[Evidence]:
@@ -221,6 +233,7 @@ class IntegritySession:
         p_res: dict[int, Mapping[str, Any]] = {}
         if self.tree is not None:
             rep["pristine"] = {"built": True, "differs": self.tree.differs, "restored": self.tree.restored[:100],
+                               "ignoredPlanted": self.changes.ignored[:100],
                                "excluded": self.tree.excluded[:100], "merged": self.tree.merged[:100],
                                "buildMs": self.tree.build_ms, "checks": []}
             self.notes.extend(self.tree.notes)
@@ -246,7 +259,7 @@ class IntegritySession:
                 if ev is None or cwd is None or d is None or ev.status != "failed":
                     continue
                 v: FlakeVerdict = judge_flakes(
-                    d, cwd, ev, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS,
+                    d, cwd, ev, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS, self.extra_env,
                     base_entry=self._base.get(_check_key(self.defs[i])), project=self.project,
                     baseline_dir=self.baseline_dir, baseline=self.baseline, base_def=self.defs[i],
                     wt=str(cwd) if where == "pristine" else None)

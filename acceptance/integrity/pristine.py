@@ -27,6 +27,7 @@ from typing import Iterator, Mapping
 from ...core.i18n import _
 from ..git import Baseline, run_git
 from ..grading_worktree import Worktree, baseline_worktree
+from .ignored import planted
 from .infra import InfraKind, InfraRules, follow_test_links
 
 __all__ = ["AgentChanges", "PristineTree", "agent_changes", "pristine_tree", "write_holdout_files"]
@@ -41,21 +42,26 @@ class AgentChanges:
         paths: changed, added or deleted paths (tracked and untracked, not ignored).
         infra: those that are test infrastructure, with how each is kept.
         notes: what cannot be protected (a test directory linking outside the repository).
+        ignored: ignored code or test-infrastructure files the agent wrote (left out too).
     """
 
     paths: list[str] = field(default_factory=list)
     infra: dict[str, InfraKind] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
 
 
-def agent_changes(project: Path, baseline: Baseline, rules: InfraRules) -> AgentChanges:
+def agent_changes(project: Path, baseline: Baseline, rules: InfraRules,
+                  ignored_before: Mapping[str, str] | None = None) -> AgentChanges:
     """What the agent changed (see :class:`AgentChanges`).
 
     Tracked: ``git diff --name-only --no-renames <baseline head>`` (working tree against the
     baseline commit, so commits the agent made count too); untracked: ``ls-files --others
     --exclude-standard``; plus the pre-work dirty and untracked paths (they may have changed
-    again). Paths are relative to the repository's top level. Never raises: git errors give fewer
-    candidates, never a wrong "clean" (the caller builds the tree from what it gets).
+    again). Paths are relative to the repository's top level. Ignored code and test-infrastructure
+    files new or changed since ``ignored_before`` (:mod:`.ignored`) are test infrastructure the
+    pristine tree leaves out. Never raises: git errors give fewer candidates, never a wrong
+    "clean" (the caller builds the tree from what it gets).
     """
     top_r = run_git(["rev-parse", "--show-toplevel"], project)
     top = Path(top_r.stdout.strip()) if top_r.ok and top_r.stdout.strip() else project
@@ -83,6 +89,11 @@ def agent_changes(project: Path, baseline: Baseline, rules: InfraRules) -> Agent
         kind = rules.kind(p)
         if kind is not None:
             out.infra[p] = kind
+    for p in planted(top, ignored_before, lambda rel: rules.kind(rel) is not None):
+        out.ignored.append(p)
+        out.infra[p] = InfraKind.FILE
+        if p not in found:
+            out.paths.append(p)
     return out
 
 

@@ -1,0 +1,88 @@
+"""Ignored files the agent wrote (issue 23): git's view of a tree leaves them out, but a test run
+loads them (an ignored ``calc/__init__.py`` shadows ``calc.py``, an ignored ``conftest.py`` hooks
+pytest). :func:`ignored_snapshot` records the ignored entries when the task starts;
+:func:`planted` lists the code and test-infrastructure files among those that are new or changed
+since. The pristine tree never contains them, so they force a pristine run.
+
+Bytecode caches are not read here: verification's runs load no bytecode from the tree
+(``PYTHONPYCACHEPREFIX`` points to a fresh directory per round, see :mod:`.judge`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Callable, Mapping
+
+from ..git import run_git
+
+__all__ = ["ignored_snapshot", "planted", "CODE_SUFFIXES", "SKIP_DIRS"]
+
+CODE_SUFFIXES = (".py", ".pth", ".so", ".pyd", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx",
+                 ".go", ".rs", ".json", ".toml", ".ini", ".cfg", ".yml", ".yaml")
+"""Ignored files with these endings can change what a test run loads or how it is configured."""
+SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", ".tox", ".nox", "__pycache__", ".pytest_cache",
+                       ".mypy_cache", ".ruff_cache", "target", ".git", ".cache", ".nyc_output", "coverage",
+                       ".gradle", ".next", ".turbo", ".parcel-cache"})
+"""Dependency and cache directories: not listed (the worktrees link the dependency ones)."""
+MAX_HASH_BYTES = 4 << 20
+MAX_WALK_FILES = 5000
+
+
+def _sig(path: Path) -> str:
+    try:
+        st = path.stat()
+        if st.st_size > MAX_HASH_BYTES:
+            return f"size:{st.st_size}:{st.st_mtime_ns}"
+        return hashlib.sha1(path.read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def _skipped(rel: str) -> bool:
+    return any(part in SKIP_DIRS for part in rel.rstrip("/").split("/"))
+
+
+def ignored_snapshot(top: str | os.PathLike[str]) -> dict[str, str]:
+    """The ignored entries of a repository's work tree: ``{path: sha1}`` for files and
+    ``{path/: "dir"}`` for wholly ignored directories (not descended), dependency and cache
+    directories left out. Never raises (git failing gives ``{}``)."""
+    root = Path(top)
+    r = run_git(["ls-files", "--others", "--ignored", "--exclude-standard", "--directory", "-z"], root)
+    out: dict[str, str] = {}
+    for rel in r.stdout.split("\0") if r.ok else []:
+        if not rel or _skipped(rel):
+            continue
+        out[rel] = "dir" if rel.endswith("/") else _sig(root / rel)
+    return out
+
+
+def planted(top: str | os.PathLike[str], before: Mapping[str, str] | None,
+            is_infra: Callable[[str], bool]) -> list[str]:
+    """Ignored code or test-infrastructure files that are new or changed since ``before``
+    (:func:`ignored_snapshot` at the task's start; None: nothing is known, nothing is listed)."""
+    if before is None:
+        return []
+    root = Path(top)
+    found: list[str] = []
+
+    def consider(rel: str) -> None:
+        if (rel.endswith(CODE_SUFFIXES) or is_infra(rel)) and before.get(rel) != _sig(root / rel):
+            found.append(rel)
+
+    for rel, sig in ignored_snapshot(root).items():
+        if sig != "dir":
+            consider(rel)
+            continue
+        if rel in before:
+            continue
+        walked = 0
+        for dirpath, dirnames, filenames in os.walk(root / rel):
+            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+            for name in filenames:
+                walked += 1
+                if walked > MAX_WALK_FILES:
+                    break
+                consider(Path(dirpath, name).relative_to(root).as_posix())
+    return sorted(found)
