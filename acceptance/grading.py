@@ -64,9 +64,9 @@ from .grading_worktree import (
     CACHE_FILE,
     LOG_FILE,
     WORKTREE_PREFIX,
-    _check_key,
-    _outputs_from_log,
-    _status,
+    check_key,
+    outputs_from_log,
+    check_status,
     log_sections,
     run_baseline_checks,
 )
@@ -233,7 +233,7 @@ def _grade(
 ) -> Grading:
     to_run = [d for d, r in zip(check_defs, results) if not r.get("skipped")]
     entries, notes = run_baseline_checks(project, tdir, baseline, to_run, default_timeout_ms, concurrency, should_stop)
-    outputs = _outputs_from_log(log_path, run_defs, results)
+    outputs = outputs_from_log(log_path, run_defs, results)
     g = Grading({"enabled": True, "policy": policy, "checks": [], "tests": [], "notes": list(notes)})
     tests: list[dict[str, Any]] = []
     regress: list[str] = []
@@ -241,10 +241,10 @@ def _grade(
     excused: list[str] = []
     still_counted: list[str] = []
     for i, (d, r) in enumerate(zip(check_defs, results)):
-        after = _status(r)
+        after = check_status(r)
         if after == "skipped":
             continue
-        entry = entries.get(_check_key(d))
+        entry = entries.get(check_key(d))
         before = entry.get("status") if entry else None
         cls = classify(before, after)
         mandatory = not d.optional

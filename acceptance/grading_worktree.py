@@ -184,11 +184,12 @@ def worktree_argv(check: CheckDef, wt_project: Path, project: Path) -> CheckDef:
 
 
 
-def _check_key(check: CheckDef) -> str:
+def check_key(check: CheckDef) -> str:
+    """The baseline cache's key of a check: JSON ``[name, argv]``."""
     return json.dumps([check.name, list(check.cmd)], ensure_ascii=False)
 
 
-def _status(result: Mapping[str, Any]) -> str:
+def check_status(result: Mapping[str, Any]) -> str:
     """``passed|failed|timeout|error|no-tests|skipped`` of a CheckResult."""
     if result.get("skipped"):
         return "skipped"
@@ -229,7 +230,7 @@ def run_baseline_checks(
     if not isinstance(cache, dict) or cache.get("head") != baseline.head or not isinstance(cache.get("checks"), dict):
         cache = {"version": _STATE_VERSION, "head": baseline.head, "createdAt": _now_iso(), "checks": {}, "notes": []}
     entries: dict[str, dict[str, Any]] = cache["checks"]
-    missing = [c for c in checks if _check_key(c) not in entries]
+    missing = [c for c in checks if check_key(c) not in entries]
     if missing:
         if stop_requested(should_stop):
             return entries, notes
@@ -349,10 +350,10 @@ def _run_in_worktree(
         defs = [worktree_argv(c, wt.project, project) for c in checks]
         log_path = tdir / LOG_FILE
         results = run_checks(defs, wt.project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop)
-        outputs = _outputs_from_log(log_path, defs, results, wt=str(wt.project), project=str(project))
+        outputs = outputs_from_log(log_path, defs, results, wt=str(wt.project), project=str(project))
         out: dict[str, dict[str, Any]] = {}
         for c, d, res, text in zip(checks, defs, results, outputs):
-            st = _status(res)
+            st = check_status(res)
             ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
             entry: dict[str, Any] = {
                 "name": c.name,
@@ -371,7 +372,7 @@ def _run_in_worktree(
             if reruns > 0 and st == "failed" and not stop_requested(should_stop):
                 entry["reruns"] = _rerun(d, wt.project, log_path, default_timeout_ms, should_stop, reruns,
                                          str(wt.project), str(project))
-            out[_check_key(c)] = entry
+            out[check_key(c)] = entry
             if st == "timeout":
                 notes.append(_("baseline run of {check} timed out: not comparable, its failures count").format(
                     check=c.name))
@@ -384,7 +385,7 @@ def rerun_on_baseline(project: Path, tdir: Path, baseline: Baseline, check: Chec
     (flake detection, issue 23 §6; not cached). Returns its entry (``reruns``: ``[{status,
     tests}]``) or None when no worktree could be made."""
     ran, _notes = _run_in_worktree(project, tdir, baseline, [check], default_timeout_ms, 1, should_stop, times)
-    return ran.get(_check_key(check))
+    return ran.get(check_key(check))
 
 
 def _rerun(d: CheckDef, cwd: Path, log_path: Path, default_timeout_ms: int, should_stop: Callable[[], bool] | None,
@@ -395,8 +396,8 @@ def _rerun(d: CheckDef, cwd: Path, log_path: Path, default_timeout_ms: int, shou
         if stop_requested(should_stop):
             break
         res = run_checks([d], cwd, log_path, default_timeout_ms, should_stop=should_stop)[0]
-        text = _outputs_from_log(log_path, [d], [res], wt=wt, project=project)[0]
-        st = _status(res)
+        text = outputs_from_log(log_path, [d], [res], wt=wt, project=project)[0]
+        st = check_status(res)
         ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
         out.append({"status": st, "tests": ids.to_json() if ids is not None else None})
     return out
@@ -422,7 +423,7 @@ def log_sections(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def _outputs_from_log(
+def outputs_from_log(
     log_path: Path,
     defs: Sequence[CheckDef],
     results: Sequence[Mapping[str, Any]],

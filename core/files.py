@@ -19,12 +19,19 @@ from typing import Any
 _RETRY_ERRNOS = {errno.EPERM, errno.EBUSY, errno.EACCES}
 
 
-def _synced_temp(target: Path, data: bytes, hidden: bool) -> Path:
-    """A new temp file beside ``target`` holding ``data``, flushed to disk (parents created)."""
+def _synced_temp(target: Path, data: bytes, hidden: bool, mode: int | None = None) -> Path:
+    """A new temp file beside ``target`` holding ``data``, flushed to disk (parents created);
+    ``mode`` (e.g. ``0o600``) is set on the temp file before any byte is written, so the file
+    never exists with wider permissions."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{'.' if hidden else ''}{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
     try:
-        with open(tmp, "xb") as fh:
+        if mode is None:
+            fh = open(tmp, "xb")  # noqa: SIM115 - closed by the with block below
+        else:
+            fh = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
+            os.fchmod(fh.fileno(), mode)  # exactly ``mode``, whatever the umask
+        with fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -34,14 +41,16 @@ def _synced_temp(target: Path, data: bytes, hidden: bool) -> Path:
     return tmp
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file + fsync + rename).
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename); ``mode`` (e.g.
+    ``0o600`` for a file holding secrets) is the new file's permission bits, default as the umask
+    gives.
 
     Raises:
         OSError: when the directory cannot be created or the rename keeps failing (10 tries).
     """
     target = Path(path)
-    tmp = _synced_temp(target, data, hidden=False)
+    tmp = _synced_temp(target, data, hidden=False, mode=mode)
     try:
         for attempt in range(10):
             try:
@@ -78,14 +87,15 @@ def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write UTF-8 ``text`` atomically; see :func:`atomic_write_bytes`."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None) -> None:
+    """Write UTF-8 ``text`` atomically; see :func:`atomic_write_bytes` (``mode`` too)."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
 
 
-def atomic_write_json(path: str | os.PathLike[str], value: Any) -> None:
-    """Write ``value`` as 2-space indented UTF-8 JSON atomically (non-ASCII kept verbatim)."""
-    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+def atomic_write_json(path: str | os.PathLike[str], value: Any, mode: int | None = None) -> None:
+    """Write ``value`` as 2-space indented UTF-8 JSON atomically (non-ASCII kept verbatim);
+    ``mode``: the file's permission bits (e.g. ``0o600``), default as the umask gives."""
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode)
 
 
 MAX_JSON_BYTES = 64 * 1024 * 1024

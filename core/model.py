@@ -70,6 +70,7 @@ _META_KEYS = (
     "prefectApiUrl", "idempotencyKey", "dryRun", "dryRunReportFiles", "dryRunPlanDoc",
     "isolation", "worktreePath", "resultBranch", "resultCommit", "resultPatch", "dirtyNotCarried", "mergeCommit",
     "workPool", "repoUrl", "ref", "remoteCommit", "resultPushed", "pushError",
+    "targetTests", "holdoutCount", "testIntegrity", "unsupportedClaims",
 )
 
 

@@ -221,7 +221,7 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     if meta.get("dryRun"):
         return _dry_run(task_id)
     if auto_verify:
-        problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir)
+        problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir, holdout_project=meta.get("projectPath"))
         if problem:
             msg = _("acceptance configuration is broken, the agent was not started: {problem}").format(problem=problem)
             _finish(task_id, "needs_attention", msg, "verify_failed")
@@ -325,6 +325,7 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
             latestVerificationVerdict="passed" if verdict["passed"] else "failed",
             changedFiles=verdict["changedFiles"],
             diffstat=verdict["diffstat"],
+            **(verdict.get("integrity") or {}),  # testIntegrity / unsupportedClaims of this round (or cleared)
         )
         st.event(task_id, "verify_round", "verify_start",
                  (_("round {round}: passed") if verdict["passed"] else _("round {round}: failed")).format(round=rnd))

@@ -75,9 +75,12 @@ def verify_flow(
     checks_mode: str = "append",
     acceptance_override: dict[str, Any] | None = None,
     source: str = "manual",
+    target_tests: list[str] | None = None,
 ) -> State:
     """Verify ``project_path`` for record ``record_id`` (see the module doc); ``source`` is
-    ``manual`` (verify_task) or ``scheduled`` (a reverify run).
+    ``manual`` (verify_task) or ``scheduled`` (a reverify run); ``target_tests`` is the call's
+    ``targetTests`` (None: the target task's own, or none). The call's holdout checks are never a
+    parameter (Prefect shows parameters): they wait in the record's ``holdout.json``.
 
     Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
     blocked (broken config, a check that cannot start), ``Failed`` otherwise.
@@ -94,7 +97,7 @@ def verify_flow(
             return Failed(name=NEEDS_ATTENTION, message=msg)
     try:
         return _verify(record_id, work, target_task_id, baseline_ref, extra_checks, checks_mode, acceptance_override,
-                       source)
+                       source, target_tests)
     finally:
         if work != project_path and target_task_id:
             close_workspace(target_task_id, "verified", commit=False)
@@ -102,7 +105,7 @@ def verify_flow(
 
 def _verify(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None,
             extra_checks: list[dict[str, Any]] | None, checks_mode: str, acceptance_override: dict[str, Any] | None,
-            source: str) -> State:
+            source: str, target_tests: list[str] | None = None) -> State:
     """The body of :func:`verify_flow` (``project_path``: where the work is judged)."""
     guard_run(record_id, project_path)
     st = store()
@@ -122,6 +125,8 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
         acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
         str(st.dir(baseline_ref)) if baseline_ref and baseline_ref.startswith("tsk_") else None,
         target_task_id is not None,
+        target_tests=target_tests,
+        holdout_dir=str(st.dir(record_id)),  # the call's own holdoutChecks (task mode: beside the task's)
     )
     outcome = "passed" if verdict["passed"] else "failed"
     details = dict(
@@ -129,6 +134,7 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
         reportRound=verdict["round"],
         verificationSource=source, latestVerificationVerdict=outcome,
         changedFiles=verdict["changedFiles"], diffstat=verdict["diffstat"],
+        **(verdict.get("integrity") or {}),
     )
     if target_task_id:
         record(target_task_id, **details)

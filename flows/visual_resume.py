@@ -45,7 +45,7 @@ def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: 
     verdict = run_verify_round(f"reverify-round-{rnd}", task_id, rnd, baseline)
     record(task_id, reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
            reportRound=verdict["round"], verificationSource="auto",
-           latestVerificationVerdict="passed" if verdict["passed"] else "failed")
+           latestVerificationVerdict="passed" if verdict["passed"] else "failed", **(verdict.get("integrity") or {}))
     st.event(task_id, "verify_round", "verify_start",
              (_("round {round} re-verification: passed") if verdict["passed"]
               else _("round {round} re-verification: failed")).format(round=rnd))

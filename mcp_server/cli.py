@@ -7,6 +7,7 @@
 * ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 * ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual_cli`.
+* ``tianshu-mcp holdout add|list|remove …`` — a project's holdout checks: see :mod:`.holdout_cli`.
 
 Subcommands print to stdout and never start the protocol; the server prints nothing to stdout.
 """
@@ -33,6 +34,8 @@ USAGE = """usage: tianshu-mcp [--no-skill-install] [--approve-skill-update]   se
        tianshu-mcp config check                  validate config.json (JSON; exit 1 when invalid)
        tianshu-mcp schedule add PROJECT --cron EXPR [--timezone TZ] | list | remove PROJECT
        tianshu-mcp visual init|doctor|baseline|rules|artifacts|content …   visual acceptance (JSON; see visual --help)
+       tianshu-mcp holdout add --project PATH --name NAME --area AREA [--timeout-ms N] [--file REL=LOCALPATH ...] -- CMD ARGS...
+       tianshu-mcp holdout list --project PATH | remove --project PATH --name NAME   checks the agent never sees
        tianshu-mcp --version
 
 every subcommand takes --help.
@@ -131,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         from .visual_cli import main as visual_main
 
         return visual_main(args[1:])
+    if args and args[0] == "holdout":
+        from .holdout_cli import main as holdout_main
+
+        return holdout_main(args[1:])
     if args and args[0] == "worker":
         from .worker_cli import main as worker_main
 

@@ -28,6 +28,7 @@ from ..core.projects import ProjectRegistry
 from ..core.settings import check_config, load_config
 from .format import clip, ok_result
 from .info import branch_whitelist, query_info
+from .integrity_args import check_holdout_checks, holdout_digest, integrity_args
 from .phrases import status_phrase, submitted_lines
 from .resume import continue_task
 from .isolation import merge_task, refuse_gone_result, resolve_isolation
@@ -35,6 +36,17 @@ from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
 from .waiting import wait_task
+
+def _check_holdout_files(home: Any, project: str, task_dir: Any = None) -> None:
+    """The project's registered holdout checks (and a verified task's own) must be readable before
+    anything is written: a damaged file is CONFIG_INVALID naming it, never a round that skips them."""
+    from ..acceptance.integrity.holdout_store import load_holdout, load_project_holdout
+
+    if task_dir is not None:
+        load_holdout(task_dir, home, project)
+    else:
+        load_project_holdout(home, project)
+
 
 def _validate_override(override: Any) -> None:
     from ..acceptance.config import AcceptanceConfigError, parse_layer
@@ -70,12 +82,20 @@ class Handlers:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("task: the brief must not be blank"))
         if "acceptanceOverride" in args:
             _validate_override(args["acceptanceOverride"])
+        targets, holdout = integrity_args(args)  # INVALID_ARGUMENT naming targetTests[i] / holdoutChecks[i].…
+        if targets is not None:
+            args = {**args, "targetTests": targets}
         home = self.runtime.home
         check_config(home)  # a broken config.json refuses (CONFIG_INVALID) before anything is written
         raw_path = args.get("projectPath")
         project = check_project_path(raw_path, home) if raw_path is not None else None
         target = await anyio.to_thread.run_sync(remote_target, args, home, project)
         if target is not None:  # a work pool's worker clones repoUrl (scale-out issue §2)
+            if holdout:
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, "holdoutChecks: not available for a remote task yet (they "
+                                                               "would have to travel to the worker with the task); "
+                                                               "register them on the worker's data home with "
+                                                               "`tianshu-mcp holdout add`")
             return await run_remote(self, args, target)
         agent_id = args.get("agentId") or "codex"
         if project is None:
@@ -88,6 +108,7 @@ class Handlers:
                 _("agent '{agentId}': dispatch into ZCode's default workspace (no projectPath) is not available in "
                   "this build; give projectPath").format(agentId=agent_id),
             )
+        await anyio.to_thread.run_sync(_check_holdout_files, home, project.norm)
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
         except TianshuError as exc:
@@ -113,7 +134,8 @@ class Handlers:
             payload = {**args, "agentId": agent.id, "isolation": isolation}
             if key is not None:
                 payload["idempotencyKey"] = key
-            view = await self.service.submit(project, payload, agent, task_id=task_id, worktree_parallel=parallel)
+            view = await self.service.submit(project, payload, agent, task_id=task_id, worktree_parallel=parallel,
+                                             holdout=holdout)
             created = True
         finally:
             if key is not None and not created:
@@ -152,8 +174,11 @@ class Handlers:
         a replay result on a hit; raises IDEMPOTENCY_CONFLICT when the arguments differ."""
         fields = ("agentId", "task", "context", "model", "reasoningLevel", "modelSource", "planDoc", "designSystem",
                   "designDirection", "mode", "allowCreateProject", "autoVerify", "autoFixRounds", "taskTimeoutMs",
-                  "acceptanceOverride", "dryRun", "isolation")
-        dig = digest({"workspaceMode": "project", "projectPath": norm, "args": {k: args.get(k) for k in fields}})
+                  "acceptanceOverride", "dryRun", "isolation", "targetTests")
+        hashed = {k: args.get(k) for k in fields}
+        if args.get("holdoutChecks") is not None:  # only a digest of them: idempotency.json never holds them in clear
+            hashed["holdoutDigest"] = holdout_digest(check_holdout_checks(args["holdoutChecks"]))
+        dig = digest({"workspaceMode": "project", "projectPath": norm, "args": hashed})
         store = IdempotencyStore(self.runtime.home)
         found = await anyio.to_thread.run_sync(
             lambda: store.claim("run_task", key, dig, task_id, exists=self.service.store.exists))
@@ -196,6 +221,7 @@ class Handlers:
                 message = re.sub(r"\bchecks\.(\d+)\.?", r"extraChecks[\1].", exc.message, count=1)
                 raise TianshuError(ErrorCode.INVALID_ARGUMENT, message.replace(
                     "extraChecks acceptance config extraChecks is invalid: ", "")) from exc
+        targets, holdout = integrity_args(args)  # INVALID_ARGUMENT naming targetTests[i] / holdoutChecks[i].…
         key = normalize_key(args["idempotencyKey"]) if args.get("idempotencyKey") is not None else None
         target: dict[str, Any] | None = None
         ref = args.get("baselineRef")
@@ -233,12 +259,15 @@ class Handlers:
                                    _("baselineRef '{ref}' is not a valid git ref (project {project})").format(ref=ref, project=norm))
         elif ref == "task" and target is None:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("baselineRef 'task' needs taskId"))
+        await anyio.to_thread.run_sync(_check_holdout_files, self.runtime.home, norm,
+                                       self.service.store.dir(target["taskId"]) if target else None)
 
         record_id = new_verify_id()
         if key is not None:
             dig = digest({"taskId": args.get("taskId"), "projectPath": norm if target is None else None,
                           "checksMode": args.get("checksMode"), "extraChecks": args.get("extraChecks"),
-                          "baselineRef": ref, "acceptanceOverride": args.get("acceptanceOverride")})
+                          "baselineRef": ref, "acceptanceOverride": args.get("acceptanceOverride"),
+                          "targetTests": targets, "holdoutDigest": holdout_digest(holdout)})
             store = IdempotencyStore(self.runtime.home)
             found = await anyio.to_thread.run_sync(lambda: store.claim(
                 "verify_task", key, dig, record_id, kind="verify", exists=self.service.store.exists))
@@ -263,6 +292,8 @@ class Handlers:
             "checks_mode": args.get("checksMode", "append"),
             "acceptance_override": override,
         }
+        if targets is not None:  # by taskId without them: the task's own (tasks.verify)
+            params["target_tests"] = targets
         fields: dict[str, Any] = {"task": _("manual verification of {target}").format(target=target["taskId"] if target else norm)}
         if target:
             fields["targetTaskId"] = target["taskId"]
@@ -270,8 +301,12 @@ class Handlers:
             fields["idempotencyKey"] = key
         if args.get("acceptanceOverride") is not None:
             fields["acceptanceOverride"] = args["acceptanceOverride"]
+        if targets is not None:
+            fields["targetTests"] = targets
+        if holdout:
+            fields["holdoutCount"] = len(holdout)
         try:
-            await self.service.submit_verify(record_id, norm, project_key(norm), params, fields)
+            await self.service.submit_verify(record_id, norm, project_key(norm), params, fields, holdout=holdout)
         except Exception:
             if key is not None:
                 IdempotencyStore(self.runtime.home).release("verify_task", key, record_id)

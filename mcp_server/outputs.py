@@ -69,6 +69,13 @@ class TaskEvent(_Open):
     detail: str | None = None
 
 
+class UnsupportedClaim(_Open):
+    """A claim of the agent's final message that the measurements do not support (issue 23)."""
+
+    claim: str
+    why: str
+
+
 class Merge(_Open):
     """What ``manage_task(action="merge")`` did."""
 
@@ -138,6 +145,12 @@ class TaskMeta(_Base):
     remoteCommit: str | None = None
     resultPushed: bool | None = None
     pushError: str | None = None
+    targetTests: list[str] | None = Field(None, description="tests the work must make pass (targetTests)")
+    holdoutCount: int | None = Field(None, description="how many holdout checks the task has (never the checks)")
+    testIntegrity: str | None = Field(None, description="the latest report's integrity policy: protect | "
+                                                        "allow-test-edits | off")
+    unsupportedClaims: list[UnsupportedClaim] | None = Field(
+        None, description="the latest report's claims of the agent that the measurements do not support")
     idempotencyReplay: Literal["hit", "in_progress"] | None = None
 
 

@@ -19,8 +19,10 @@ import os
 import subprocess
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
+from ..acceptance.integrity.holdout_store import save_task_holdout
+from ..acceptance.integrity.models import HoldoutCheck
 from ..adapters.profiles import ResolvedAgent
 from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
@@ -139,13 +141,16 @@ class TaskService:
 
     # --- submit ------------------------------------------------------------------------------
     async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent,
-                     task_id: str | None = None, worktree_parallel: int | None = None) -> TaskView:
+                     task_id: str | None = None, worktree_parallel: int | None = None,
+                     holdout: Sequence[HoldoutCheck] = ()) -> TaskView:
         """Accept a task: ``task.json`` + a submission entry of deployment ``run-task`` on the
         project's queue; answer at once (no Prefect call on this path). The flow run is created
         right away when the API is up (bounded to ≈0.7 s here, else in the background).
 
         ``args["isolation"] == "worktree"`` puts it on the repository's worktree queue
-        (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1)."""
+        (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1).
+        ``holdout`` (validated ``holdoutChecks``) go to ``<taskDir>/holdout.json`` (0600) before the
+        flow run can exist; ``task.json`` only counts them (``holdoutCount``)."""
         cfg = load_config(self.runtime.home)
         task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
@@ -155,6 +160,8 @@ class TaskService:
         fields["isolation"] = "worktree" if worktree else "inplace"
         record = self.store.create(task_id, fields)
         save_client_env(self.store.dir(task_id))
+        if holdout:
+            save_task_holdout(self.store.dir(task_id), holdout)
         parameters = {
             "task_id": task_id,
             "project_path": project.norm,
@@ -183,9 +190,11 @@ class TaskService:
             "homeTag": self.runtime.home_tag,
             "lastMessage": _(WAITING_FOR_SERVICE),
         }
-        for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey"):
+        for key in ("context", "model", "mode", "reasoningLevel", "acceptanceOverride", "idempotencyKey", "targetTests"):
             if args.get(key) is not None:
                 fields[key] = args[key]
+        if args.get("holdoutChecks"):  # the checks themselves never enter task.json (holdout.json)
+            fields["holdoutCount"] = len(args["holdoutChecks"])
         if args.get("dryRun") is True:
             fields["dryRun"] = True
         return fields
@@ -354,15 +363,18 @@ class TaskService:
 
     # --- verify ------------------------------------------------------------------------------
     async def submit_verify(self, record_id: str, project_norm: str, project_key_: str, params: dict[str, Any],
-                            fields: dict[str, Any]) -> TaskView:
+                            fields: dict[str, Any], holdout: Sequence[HoldoutCheck] = ()) -> TaskView:
         """Accept a ``vfy_`` record: ``task.json`` + a submission entry of deployment
         ``verify/verify`` on the project's queue (so it never overlaps a task on the same
-        project); answers at once, like :meth:`submit`."""
+        project); answers at once, like :meth:`submit`. The call's ``holdout`` checks go to the
+        record's ``holdout.json`` (0600) before the entry is queued."""
         record = self.store.create(record_id, {
             "kind": "verify", "workspaceMode": "project", "projectPath": project_norm, "projectKey": project_key_,
             "agentId": "manual-verify", "autoVerify": True, "autoFixRounds": 0, "homeTag": self.runtime.home_tag,
             "lastMessage": _(WAITING_FOR_SERVICE), **fields})
         save_client_env(self.store.dir(record_id))
+        if holdout:
+            save_task_holdout(self.store.dir(record_id), holdout)
         tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
                             {"record_id": record_id, "project_path": project_norm, **params}, tags, serial_key(project_norm),

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .integrity_args import HOLDOUT_CHECKS_SCHEMA, TARGET_TESTS_SCHEMA
+
 STR1: dict[str, Any] = {"type": "string", "minLength": 1}
 ID: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 128}
 """An identifier (task id, agent id): ids are short; a 10 MB one was echoed into a 60 MB reply."""
@@ -89,7 +91,8 @@ RUN_TASK = ToolDef(
     description=(
         "Dispatch a coding task to an external agent on a git project. Returns a taskId at once; the task "
         "runs as a Prefect flow run (baseline -> agent -> acceptance -> automatic rework). Poll with "
-        "query_task or wait_task (suggested every 5-10 s)."
+        "query_task or wait_task (suggested every 5-10 s). Optional targetTests (tests the work must make pass) "
+        "and holdoutChecks (checks the agent never sees; only their count is shown)."
     ),
     input_schema={
         "type": "object",
@@ -134,6 +137,8 @@ RUN_TASK = ToolDef(
             "dryRun": {"type": "boolean", "description": "Static dry run: report which agent invocation and checks "
                        "would run and what would block the task (dry-run-report-<n>); no agent starts, the project "
                        "is not changed, no round is used."},
+            "targetTests": TARGET_TESTS_SCHEMA,
+            "holdoutChecks": HOLDOUT_CHECKS_SCHEMA,
         },
         "required": ["task"],
     },
@@ -217,7 +222,8 @@ VERIFY_TASK = ToolDef(
     description=(
         "Run one acceptance round now, without an agent: by taskId (against the task's pre-work baseline; "
         "writes the next report round, never overwrites one) or by projectPath (a vfy_ record). Optional "
-        "baselineRef (a git ref or a task id), extraChecks with checksMode append|replace, acceptanceOverride. "
+        "baselineRef (a git ref or a task id), extraChecks with checksMode append|replace, acceptanceOverride, "
+        "targetTests (by taskId: default the task's), holdoutChecks (added to the task's and the project's). "
         "Runs as a Prefect flow run on the project's queue; waits up to ~45 s, else returns in_progress with "
         "an id to poll with wait_task/query_task. Never modifies sources."
     ),
@@ -231,6 +237,8 @@ VERIFY_TASK = ToolDef(
             "baselineRef": {**STR1, "maxLength": 1024, "description": "A git ref (commit, branch, tag) or a task id whose baseline to use."},
             "idempotencyKey": IDEMPOTENCY_KEY,
             "acceptanceOverride": ACCEPTANCE_OVERRIDE,
+            "targetTests": TARGET_TESTS_SCHEMA,
+            "holdoutChecks": HOLDOUT_CHECKS_SCHEMA,
         },
     },
     capability="execute", require_approval=False, destructive=False, open_world=False, idempotent=True,

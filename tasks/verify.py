@@ -10,6 +10,8 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Cancelled, Failed, State
 
 from ..acceptance.engine import VerifyRequest, verify_round
+from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
+from ..acceptance.integrity.models import HoldoutCheck
 from ..acceptance.pinning import load_pinned
 from ..acceptance.runner import check_tag
 from ..acceptance.visual.errors import VisualError, is_visual_code
@@ -23,17 +25,55 @@ from .common import stop_probe, store, work_path
 _UNSET: Any = object()
 
 
-def preflight_acceptance(project_path: str, override: dict[str, Any] | None, task_dir: Path | None = None) -> str | None:
+def preflight_acceptance(project_path: str, override: dict[str, Any] | None, task_dir: Path | None = None,
+                         holdout_project: str | None = None) -> str | None:
     """Resolve the acceptance layers before the agent runs; return the coded error text of a
     broken layer (``[CONFIG_INVALID] …`` naming the file), or None when the config is usable.
-    A task whose rules were pinned at its baseline (``task_dir``, a rework) is checked with those."""
+    A task whose rules were pinned at its baseline (``task_dir``, a rework) is checked with those.
+    With ``task_dir`` and ``holdout_project`` (the task's ``projectPath``), its holdout checks
+    (:func:`load_holdout`) must be readable too: a damaged holdout file is never skipped."""
     from ..acceptance.config import AcceptanceConfigError, resolve_checks
 
     try:
         resolve_checks(project_path, data_home(), override, pinned=load_pinned(task_dir) if task_dir else None)
+        if task_dir is not None and holdout_project is not None:
+            load_holdout(task_dir, data_home(), holdout_project)
     except AcceptanceConfigError as exc:
         return f"[{exc.code.value}] {exc.message}"
+    except TianshuError as exc:
+        return f"[{exc.code.value}] {exc.message}"
     return None
+
+
+def round_holdout(task_dir: Path, project_path: str, extra_dir: str | None = None) -> list[HoldoutCheck]:
+    """The holdout checks of a round of the task in ``task_dir`` (``project_path``: its
+    ``projectPath``, not its worktree): its own and the project's (:func:`load_holdout`), plus a
+    verify record's own (``extra_dir``: the ``vfy_…`` directory of a ``verify_task(taskId)`` call
+    that gave ``holdoutChecks``).
+
+    Raises:
+        TianshuError: CONFIG_INVALID naming a damaged holdout file.
+    """
+    checks = load_holdout(task_dir, data_home(), project_path)
+    if extra_dir and Path(extra_dir) != task_dir:
+        checks += [c for c in load_task_holdout(Path(extra_dir)) if c not in checks]
+    return checks
+
+
+def integrity_fields(report: dict[str, Any]) -> dict[str, Any]:
+    """``task.json`` fields from a round's ``report["integrity"]`` (issue 23): ``testIntegrity``
+    (the policy: ``protect`` | ``allow-test-edits`` | ``off``) and ``unsupportedClaims``
+    (``[{claim, why}]``). A field the report lacks is None, so recording the round clears the
+    previous round's value."""
+    section = report.get("integrity")
+    if not isinstance(section, dict):
+        return {"testIntegrity": None, "unsupportedClaims": None}
+    policy = section.get("policy")
+    claims = section.get("unsupportedClaims")
+    kept = None
+    if isinstance(claims, list):
+        kept = [{"claim": str(c.get("claim", "")), "why": str(c.get("why", ""))} for c in claims if isinstance(c, dict)]
+    return {"testIntegrity": policy if isinstance(policy, str) and policy else None, "unsupportedClaims": kept}
 
 
 def freeze_visual(task_dir: Path, project_path: str) -> str | None:
@@ -91,6 +131,8 @@ def verify_round_task(
     baseline_dir: str | None = None,
     agent_work: bool = True,
     agent_run: dict[str, Any] | None = None,
+    target_tests: list[str] | None = None,
+    holdout_dir: str | None = None,
 ) -> dict[str, Any] | State:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
@@ -100,11 +142,14 @@ def verify_round_task(
     ``agent_work`` is False for a verification of a project with no task (never excuse failures;
     the project's acceptance rules are read as they are now, not as pinned at the baseline);
     ``agent_run`` (``{"exitCode", "durationMs", "outputTail", "fatalLine"}``) puts the agent's
-    outcome in the report.
+    outcome in the report; ``target_tests`` (a verify_task call's ``targetTests``) replaces the
+    task's stored ``targetTests``; ``holdout_dir`` is a verify record's directory whose
+    ``holdout.json`` adds to the task's and the project's holdout checks (:func:`round_holdout`).
 
     Returns:
         The verdict ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks",
-        "blockingIssues", "changedFiles", "diffstat", "message", "summary"}``; a round that did not
+        "blockingIssues", "changedFiles", "diffstat", "message", "summary", "integrity"}`` (``integrity``:
+        :func:`integrity_fields` of the report, for ``task.json``); a round that did not
         pass returns it as the data of a ``Failed`` state, so the task run is Failed in the UI
         while the flow goes on (lifecycle issue, must-show 7). Call it through
         :func:`run_verify_round`.
@@ -119,6 +164,8 @@ def verify_round_task(
         entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
     except TianshuError:
         entry = {}  # a corrupt projects.json must not sink verification; the layers still apply
+    targets = target_tests if target_tests is not None else meta.get("targetTests")
+    holdout = round_holdout(tdir, str(meta["projectPath"]), holdout_dir)  # a damaged file raises: never skipped
     outcome = verify_round(
         VerifyRequest(
             task_id=task_id,
@@ -139,6 +186,8 @@ def verify_round_task(
             agent_work=agent_work,
             agent_run=agent_run,
             pinned_rules=load_pinned(tdir) if agent_work else None,
+            target_tests=tuple(t for t in targets if isinstance(t, str)) if isinstance(targets, list) else (),
+            holdout_checks=tuple(holdout),
         )
     )
     report = outcome.report
@@ -161,6 +210,7 @@ def verify_round_task(
         # a visual block (no baseline approved, rules or baselines edited …): a person acts, then a
         # rework re-verifies before any agent round (30-visual §6.5, pendingVisualVerification)
         "visualBlocked": any(is_visual_code(str(i.get("code"))) for i in outcome.blocking_issues),
+        "integrity": integrity_fields(report),
     }
     if outcome.passed:
         return verdict

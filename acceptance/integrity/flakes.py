@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping
 from ..config import CheckDef
 from ..git import Baseline
 from ..grading_ids import TestIds, parse_test_ids
-from ..grading_worktree import _outputs_from_log, _status, rerun_on_baseline
+from ..grading_worktree import outputs_from_log, check_status, rerun_on_baseline
 from ..runner import run_checks
 from .inventory import Evidence
 
@@ -86,8 +86,8 @@ def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, ti
     runs: list[tuple[str, TestIds | None]] = []
     for _k in range(reruns):
         res = run_checks([check], cwd, log_path, timeout_ms, should_stop=should_stop, extra_env=extra_env)[0]
-        text = _outputs_from_log(log_path, [check], [res], wt=wt, project=str(project) if wt else None)[0]
-        st = _status(res)
+        text = outputs_from_log(log_path, [check], [res], wt=wt, project=str(project) if wt else None)[0]
+        st = check_status(res)
         runs.append((st, parse_test_ids(text, list(check.cmd)) if st in ("passed", "failed") else None))
         if st == "passed":
             break

@@ -29,7 +29,7 @@ class Evidence:
     """One run of one check.
 
     Attributes:
-        status: ``passed|failed|timeout|error|no-tests|skipped`` (see :func:`..grading_worktree._status`).
+        status: ``passed|failed|timeout|error|no-tests|skipped`` (see :func:`..grading_worktree.check_status`).
         ids: the test ids its output listed (None: none recognised).
         counts: its :class:`~..toolchains.base.TestCounts` JSON (``passed``, ``failed``, ``skipped``,
             ``errors``), None when no count was recognised.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -35,10 +36,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ...core.i18n import _
 from ..config import CheckDef
-from ..git import Baseline
+from ..git import Baseline, run_git
 from ..grading_ids import parse_test_ids
 from ..grading_state import load_baseline_state
-from ..grading_worktree import _check_key, _outputs_from_log, _status, run_baseline_checks, worktree_argv
+from ..grading_worktree import check_key, outputs_from_log, check_status, run_baseline_checks, worktree_argv
 from ..runner import run_checks
 from ..testcount import is_test_check
 from .awareness import scan_added_lines
@@ -153,8 +154,6 @@ class IntegritySession:
                 self._spawn(self._run_pristine, self.tree)
 
     def _top(self) -> str:
-        from ..git import run_git
-
         r = run_git(["rev-parse", "--show-toplevel"], self.project)
         return r.stdout.strip() if r.ok and r.stdout.strip() else str(self.project)
 
@@ -210,10 +209,10 @@ class IntegritySession:
 
     def _evidence(self, defs: Sequence[CheckDef], results: Sequence[Mapping[str, Any]], log_path: Path,
                   wt: str | None = None) -> list[Evidence]:
-        texts = _outputs_from_log(log_path, defs, results, wt=wt, project=str(self.project) if wt else None)
+        texts = outputs_from_log(log_path, defs, results, wt=wt, project=str(self.project) if wt else None)
         out = []
         for d, r, text in zip(defs, results, texts):
-            st = _status(r)
+            st = check_status(r)
             ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None
             out.append(Evidence(st, ids, r.get("tests") if isinstance(r.get("tests"), Mapping) else None))
         return out
@@ -227,8 +226,8 @@ class IntegritySession:
         main = self.main_defs()
         a_ev = self._evidence([main[i] for i in self.tests], [results[i] for i in self.tests], log_path)
         a_by = dict(zip(self.tests, a_ev))
-        b_by = {i: Evidence.from_entry(self._base[_check_key(self.defs[i])])
-                for i in self.tests if _check_key(self.defs[i]) in self._base}
+        b_by = {i: Evidence.from_entry(self._base[check_key(self.defs[i])])
+                for i in self.tests if check_key(self.defs[i]) in self._base}
         p_by: dict[int, Evidence] = {}
         p_res: dict[int, Mapping[str, Any]] = {}
         if self.tree is not None:
@@ -260,7 +259,7 @@ class IntegritySession:
                     continue
                 v: FlakeVerdict = judge_flakes(
                     d, cwd, ev, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS, self.extra_env,
-                    base_entry=self._base.get(_check_key(self.defs[i])), project=self.project,
+                    base_entry=self._base.get(check_key(self.defs[i])), project=self.project,
                     baseline_dir=self.baseline_dir, baseline=self.baseline, base_def=self.defs[i],
                     wt=str(cwd) if where == "pristine" else None)
                 if v.flaky:
@@ -337,8 +336,6 @@ class IntegritySession:
         top = Path(self._top())
         prod = [p for p in self.changes.paths if self.changes.infra.get(p) in (None, InfraKind.EMBEDDED)]
         untracked = set(self.baseline.pre_existing_untracked)
-        from ..git import run_git
-
         r = run_git(["ls-files", "--others", "--exclude-standard", "-z"], top)
         untracked |= {p for p in r.stdout.split("\0") if p} if r.ok else set()
         hits = scan_added_lines(top, self.baseline.head, prod, untracked, self.rules)
@@ -394,10 +391,6 @@ class IntegritySession:
         return (status2, "agent", ids2) if status2 != TargetStatus.MISSING else (status, where, ids)
 
     def _assertions(self, top: Path) -> list[dict[str, Any]]:
-        import re
-
-        from ..git import run_git
-
         pat = re.compile(_ASSERT_RE)
         rows = []
         for rel, kind in sorted(self.changes.infra.items()):
