@@ -128,6 +128,8 @@ def _stash_create(top: Path) -> tuple[str | None, str | None]:
         }
         status, out, err = _git_env_run(["stash", "create", "tianshu-mcp baseline"], top, env)
     if status != 0:
+        if status == 1 and not (err or out).strip() and run_git(["diff", "--quiet", "HEAD", "--"], top).ok:
+            return None, None  # nothing to stash: a fresh index copy of an unchanged tree answers 1
         return None, _("git stash create failed: {said}").format(said=(err or out).strip()[:300])
     sha = out.strip()
     return (sha or None), None

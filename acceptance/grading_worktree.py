@@ -16,6 +16,8 @@ import os
 import re
 import shutil
 import tempfile
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,11 +85,25 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _repo_lock(top: Path) -> threading.Lock:
+    """One lock per repository for ``git worktree add/remove`` in this process: the baseline and
+    the pristine worktree of a round are made at the same time, and git refuses a second add
+    while the first holds its admin files."""
+    key = os.path.realpath(top)
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault(key, threading.Lock())
+
+
 def _remove_worktree(top: Path, wt: Path) -> bool:
     """Remove our worktree: ``worktree remove --force --force``; if its entry survives, delete the
     directory and ``worktree prune``. Returns True when the entry is gone."""
     real = os.path.realpath(wt)
-    run_git([*_NO_HOOKS, "worktree", "remove", "--force", "--force", str(wt)], top, timeout_ms=_WORKTREE_TIMEOUT_MS)
+    with _repo_lock(top):
+        run_git([*_NO_HOOKS, "worktree", "remove", "--force", "--force", str(wt)], top, timeout_ms=_WORKTREE_TIMEOUT_MS)
     if real in _worktree_paths(top) or wt.exists():
         shutil.rmtree(wt, ignore_errors=True)
         run_git(["worktree", "prune"], top)
@@ -302,9 +318,17 @@ def baseline_worktree(project: Path, tdir: Path, baseline: Baseline, notes: list
     added = False
     try:
         atomic_write_json(tmp / "owner.json", {"pid": os.getpid(), "project": str(project), "createdAt": _now_iso()})
-        r = run_git([*_NO_HOOKS, "worktree", "add", "--detach", "--quiet", str(wt), baseline.head], top,
-                    timeout_ms=_WORKTREE_TIMEOUT_MS)
-        added = os.path.realpath(wt) in _worktree_paths(top)
+        for attempt in range(3):  # git locks its worktree admin files: another add may hold them
+            with _repo_lock(top):
+                r = run_git([*_NO_HOOKS, "worktree", "add", "--detach", "--quiet", str(wt), baseline.head], top,
+                            timeout_ms=_WORKTREE_TIMEOUT_MS)
+            added = os.path.realpath(wt) in _worktree_paths(top)
+            if added or r.timed_out:
+                break
+            if wt.exists():
+                shutil.rmtree(wt, ignore_errors=True)
+            run_git(["worktree", "prune"], top)
+            time.sleep(0.2 * (attempt + 1))
         if not r.ok or not added:
             notes.append(_("git worktree add failed: {said}").format(said=(r.stderr or r.stdout).strip()[:300]))
             yield None

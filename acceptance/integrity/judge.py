@@ -85,10 +85,13 @@ class IntegritySession:
                  baseline_dir: Path, round_no: int, baseline: Baseline, check_defs: Sequence[CheckDef],
                  task_text: str = "", target_tests: Sequence[str] = (), holdout: Sequence[HoldoutCheck] = (),
                  agent_message: str = "", default_timeout_ms: int = 300_000, concurrency: int = 1,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, pycache_dir: str | os.PathLike[str] | None = None) -> None:
         """Args: the round's policy, project, task directory (logs), the directory of the baseline's
         files (:mod:`..grading_state`), round number, baseline, command checks, brief, targets,
-        holdout checks, the agent's final output, and the check runner's settings."""
+        holdout checks, the agent's final output, the check runner's settings, and the bytecode
+        cache directory of verification's runs (default: ``<system temp>/tianshu-pycache``)."""
+        if pycache_dir is None:
+            pycache_dir = Path(tempfile.gettempdir()) / "tianshu-pycache"
         self.policy = policy
         self.project = Path(project)
         self.task_dir = task_dir
@@ -103,7 +106,11 @@ class IntegritySession:
         self.timeout_ms = default_timeout_ms
         self.concurrency = concurrency
         self.should_stop = should_stop
-        self.tests = [i for i, d in enumerate(self.defs) if not d.optional and (d.junit_xml or is_test_check(d.name, d.cmd))]
+        self.rules = infra_rules([d.cmd for d in self.defs], self.project)
+        # a check runs tests when it says so (name, runner, JUnit XML) or runs a file of the project
+        # (``python tools/run_tests.py``: what it prints may be faked by the agent, so it is judged too)
+        self.tests = [i for i, d in enumerate(self.defs) if not d.optional and (
+            d.junit_xml or is_test_check(d.name, d.cmd) or infra_rules([d.cmd], self.project).argv_files)]
         self.notes: list[str] = []
         self._stack = ExitStack()
         self._threads: list[threading.Thread] = []
@@ -112,11 +119,11 @@ class IntegritySession:
         self._pristine_defs: list[CheckDef] = []
         self.tree: PristineTree | None = None
         self.changes = AgentChanges()
-        self.rules = infra_rules([d.cmd for d in self.defs], self.project)
-        self._pycache = tempfile.mkdtemp(prefix="tianshu-pycache-")
-        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": self._pycache}
-        """Set for every run of the round: bytecode is written to and read from a fresh directory,
-        never from the tree (an agent's planted ``__pycache__`` is not loaded)."""
+        self._pycache = Path(pycache_dir)
+        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": str(self._pycache)}
+        """Set for every run of the round: bytecode is written to and read from verification's own
+        cache directory (in the data home), never from the tree: an agent's planted
+        ``__pycache__`` is not loaded."""
 
     # --- before the round's checks -----------------------------------------------------------
 
@@ -205,7 +212,7 @@ class IntegritySession:
         for t in self._threads:
             t.join()
         self._stack.close()
-        shutil.rmtree(self._pycache, ignore_errors=True)
+        _prune_pycache(self._pycache)
 
     def _evidence(self, defs: Sequence[CheckDef], results: Sequence[Mapping[str, Any]], log_path: Path,
                   wt: str | None = None) -> list[Evidence]:
@@ -411,3 +418,14 @@ class IntegritySession:
                 self.notes.append(_("test files lost assertions: {files}").format(files=", ".join(
                     f"{r['file']} ({r['before']} → {r['after'] or 0})" for r in lost[:10])))
         return rows[:50]
+
+
+def _prune_pycache(prefix: Path) -> None:
+    """Drop the bytecode of worktrees that are gone (their temporary paths never come back)."""
+    mirror = prefix / Path(tempfile.gettempdir()).resolve().relative_to("/")
+    try:
+        for entry in mirror.glob("tianshu-baseline-*"):
+            if not (Path("/") / entry.relative_to(prefix)).exists():
+                shutil.rmtree(entry, ignore_errors=True)
+    except OSError:
+        pass

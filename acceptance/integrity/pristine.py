@@ -202,11 +202,13 @@ def _apply(wt: Worktree, project_top: Path, changes: AgentChanges, rules: InfraR
             if merged is None:
                 (tree.excluded if theirs is None else tree.restored).append(rel)
                 continue
-            before = _merge_json(theirs, theirs, keys) if theirs is not None else None
+            agents = _merge_json(mine, mine, keys)  # the agent's file in the same layout
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(merged)
-            if before is None or merged != before:
+            if merged != agents:  # some kept key differs from the agent's: the trees differ
                 tree.merged.append(f"{rel} ({', '.join(k for k in keys)})")
+            else:
+                tree.copied += 1
         else:  # embedded test code
             spans = rules.spans(rel)
             if mine is None or mine.startswith(b"\0link:") or spans is None:

@@ -349,7 +349,7 @@ INFRA = TestInfra(
     files=("test_*.py", "*_test.py", "conftest.py", "**/tests/**", "**/test/**", "pytest.ini", ".pytest.ini",
            "pyproject.toml", "setup.cfg", "tox.ini", "noxfile.py", "sitecustomize.py", "usercustomize.py", "*.pth"),
     aware=(re.compile(r"^\s*(?:import|from)\s+(?:_?pytest|unittest)\b(?!\.mock)"),
-           re.compile(r"PYTEST_(?:CURRENT_TEST|VERSION|XDIST)|[\'\"]_?pytest[\'\"]\s+in\s+sys\.modules"
+           re.compile(r"PYTEST_(?:CURRENT_TEST|VERSION|XDIST)|[\'\"](?:_?pytest|unittest|nose2?)[\'\"]\s+(?:not\s+)?in\s+sys\.modules"
                       r"|sys\.modules\s*(?:\[|\.get\()\s*[\'\"](?:_?pytest|unittest)[\'\"]|\bsys\._getframe\b"
                       r"|\binspect\.stack\(\)|__import__\(\s*[\'\"](?:_?pytest|unittest)")),
     aware_files=("*.py",),
