@@ -12,6 +12,7 @@ from prefect.states import Cancelled, Failed, State
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
+from ..acceptance.integrity.reasons import is_agent_failure
 from ..acceptance.pinning import load_pinned
 from ..acceptance.runner import check_tag
 from ..acceptance.visual.errors import VisualError, is_visual_code
@@ -148,7 +149,9 @@ def verify_round_task(
 
     Returns:
         The verdict ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks",
-        "blockingIssues", "changedFiles", "diffstat", "message", "summary", "integrity"}`` (``integrity``:
+        "blockingIssues", "integrityIssues", "changedFiles", "diffstat", "message", "summary", "integrity"}``
+        (``blockingIssues``: what blocks the round for a person; ``integrityIssues``: the agent's own
+        integrity failures, reworked like failing checks; ``integrity``:
         :func:`integrity_fields` of the report, for ``task.json``); a round that did not
         pass returns it as the data of a ``Failed`` state, so the task run is Failed in the UI
         while the flow goes on (lifecycle issue, must-show 7). Call it through
@@ -202,7 +205,10 @@ def verify_round_task(
         "jsonPath": str(outcome.json_path),
         "htmlPath": (report.get("files") or {}).get("html"),
         "failedChecks": list(outcome.failed_checks),
-        "blockingIssues": list(outcome.blocking_issues),
+        # the agent's own failures (TAMPERING, TESTS_REMOVED, TARGET_FAILED, HOLDOUT_FAILED) fail the
+        # round like a failing check and are reworked; the rest block it for a person
+        "blockingIssues": [i for i in outcome.blocking_issues if not is_agent_failure(i.get("code"))],
+        "integrityIssues": [i for i in outcome.blocking_issues if is_agent_failure(i.get("code"))],
         "changedFiles": list(analysis.get("changedFiles") or []) + list(analysis.get("untrackedFiles") or []),
         "diffstat": f"+{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}",
         "message": report.get("message", ""),
@@ -216,7 +222,8 @@ def verify_round_task(
         return verdict
     if report.get("verdict") == "cancelled":  # stopped by a cancel: no verdict on the work
         return Cancelled(message=f"round {outcome.round} stopped by a cancel", data=verdict)
-    failed = ", ".join(verdict["failedChecks"]) or ", ".join(str(i.get("code")) for i in verdict["blockingIssues"])
+    failed = ", ".join([*verdict["failedChecks"], *(str(i.get("code")) for i in verdict["integrityIssues"])]) or ", ".join(
+        str(i.get("code")) for i in verdict["blockingIssues"])
     return Failed(message=f"round {outcome.round} did not pass" + (f": {failed}" if failed else ""), data=verdict)
 
 

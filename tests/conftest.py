@@ -28,6 +28,9 @@ sys.path.insert(0, str(TESTS))
 
 from fixture_project import make_calc_repo, scripted_profile  # noqa: E402
 
+collect_ignore = ["data/real"]
+"""Vendored real projects (tests/data/real/*): their own tests run only in the copies the integrity tests make."""
+
 BIN = Path(sys.executable).parent
 CONSOLE = str(BIN / "tianshu-mcp")
 META_RE = r"---tianshu-mcp-meta---\n([\s\S]*?)\n---tianshu-mcp-meta---"

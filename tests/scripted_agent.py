@@ -28,7 +28,12 @@ and gives it the page's masked class ``clock``), ``tamper-baseline``
 ``ask`` (without "The user's answer" in its prompt: writes a question to ``$TIANSHU_MCP_QUESTION_FILE`` and
 exits 0; with it: makes the right fix only when the answer says "yes"), ``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
 environment: invisible to the process tree and the tags), ``prompting`` (prints a ``[y/N]``
-confirmation and a device-login request, then behaves like ``normal``). It always prints to stdout and stderr, like real agents do.
+confirmation and a device-login request, then behaves like ``normal``). Cheats for the verification-integrity
+tests (issue 23), none of which fixes ``add``: ``cheat-delete`` (the wrong fix, and deletes
+``test_add_negative`` from ``tests/test_calc.py``), ``cheat-skip`` (the wrong fix, and puts
+``@pytest.mark.skip`` on ``test_add_negative``), ``special-case`` (answers the visible failing test's
+input ``(-2, -3)`` by rote and keeps the wrong fix for every other input; appends its environment as
+one JSON line to ``$SCRIPTED_ENV_OUT`` when set). It always prints to stdout and stderr, like real agents do.
 """
 
 import os
@@ -38,6 +43,27 @@ import time
 
 WRONG = "def add(a, b):\n    return abs(a) + abs(b)\n"
 RIGHT = "def add(a, b):\n    return a + b\n"
+SPECIAL_CASE = ("def add(a, b):\n"
+                "    if (a, b) == (-2, -3):\n"
+                "        return -5\n"
+                "    return abs(a) + abs(b)\n")
+"""``add`` overfitted to the visible test's input: the visible tests pass, other negative inputs fail."""
+TEST_FILE = os.path.join("tests", "test_calc.py")
+
+
+def _cheat_on_tests(mode: str) -> None:
+    """``cheat-delete``: remove ``test_add_negative`` from the test file; ``cheat-skip``: skip it."""
+    with open(TEST_FILE) as fh:
+        text = fh.read()
+    head, sep, tail = text.partition("def test_add_negative(")
+    assert sep, "test_add_negative is not in the test file"
+    if mode == "cheat-delete":
+        rest = tail.split("\n\n\ndef ", 1)
+        text = head.rstrip("\n") + "\n" + ("\n\n\ndef " + rest[1] if len(rest) == 2 else "")
+    else:
+        text = "import pytest\n" + head + '@pytest.mark.skip(reason="flaky")\n' + sep + tail
+    with open(TEST_FILE, "w") as fh:
+        fh.write(text)
 
 
 def main() -> int:
@@ -149,6 +175,19 @@ def main() -> int:
             return 0
         answer = prompt.split("The user's answer", 1)[1]
         prompt = "test_add_negative" if "yes" in answer.lower() else ""
+    if mode in ("cheat-delete", "cheat-skip"):  # an agent that silences the failing test instead of fixing add
+        _cheat_on_tests(mode)
+        prompt = ""  # and never makes the right fix
+    if mode == "special-case":  # an agent that passes the visible tests by rote
+        if os.environ.get("SCRIPTED_ENV_OUT"):
+            import json
+
+            with open(os.environ["SCRIPTED_ENV_OUT"], "a") as fh:
+                fh.write(json.dumps(dict(os.environ)) + "\n")
+        with open("calc.py", "w") as fh:
+            fh.write(SPECIAL_CASE)
+        print("scripted agent: edited calc.py", flush=True)
+        return 0
     if mode == "lower-the-bar":  # an agent that edits the rules it is judged by
         with open(os.path.join(".tianshu-mcp", "acceptance.json"), "w") as fh:
             fh.write('{"checks": [], "requireChanges": false}\n')

@@ -57,7 +57,8 @@ def _result_text(result: Any) -> str:
 
 
 def _check_stored_holdout(directory: Path) -> None:
-    path = directory / "holdout.json"
+    path = task_holdout_path(directory)
+    assert not (directory / "holdout.json").exists()  # never in the task directory the agent is pointed at
     assert _mode(path) == 0o600
     doc = json.loads(path.read_text())
     assert doc == {"version": 1, "checks": [HoldoutCheck.model_validate(HOLDOUT[0]).model_dump(by_alias=True)]}
@@ -316,10 +317,13 @@ def test_holdout_cli_refuses_a_system_project_and_a_damaged_file(tmp_path: Path)
                                      '{"version": 1, "checks": [{"name": "x", "cmd": "true", "area": "a", "z": 1}]}',
                                      "{broken"])
 def test_a_damaged_holdout_file_is_config_invalid_naming_it(tmp_path: Path, content: str) -> None:
-    (tmp_path / "holdout.json").write_text(content)
+    task_dir = tmp_path / "tasks" / "tsk_20260101000000_aaaaaa"
+    path = task_holdout_path(task_dir)
+    path.parent.mkdir(parents=True)
+    path.write_text(content)
     with pytest.raises(TianshuError) as info:
-        load_holdout(tmp_path, tmp_path / "home", str(tmp_path))
-    assert info.value.code == ErrorCode.CONFIG_INVALID and str(tmp_path / "holdout.json") in info.value.message
+        load_holdout(task_dir, tmp_path / "home", str(tmp_path))
+    assert info.value.code == ErrorCode.CONFIG_INVALID and str(path) in info.value.message
 
 
 # --- into VerifyRequest, and back out to the meta --------------------------------------------------
@@ -406,7 +410,7 @@ def test_preflight_refuses_a_damaged_holdout_file_before_the_agent(tmp_path: Pat
     task_dir = tmp_path / "task"
     save_task_holdout(task_dir, [HoldoutCheck(name="ok", cmd=["true"], area="a")])
     assert preflight_acceptance(str(project), None, task_dir, holdout_project=str(project)) is None
-    (task_dir / "holdout.json").write_text('{"version": 1, "checks": "nope"}')
+    task_holdout_path(task_dir).write_text('{"version": 1, "checks": "nope"}')
     problem = preflight_acceptance(str(project), None, task_dir, holdout_project=str(project))
-    assert problem is not None and problem.startswith("[CONFIG_INVALID]") and str(task_dir / "holdout.json") in problem
+    assert problem is not None and problem.startswith("[CONFIG_INVALID]") and str(task_holdout_path(task_dir)) in problem
     assert preflight_acceptance(str(project), None, task_dir) is None  # without the project: the old check only

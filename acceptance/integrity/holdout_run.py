@@ -2,8 +2,8 @@
 
 They run after the visible checks, with their ``files`` written into the pristine tree (never the
 project). What comes back is only ``{check: "hidden-<k>", area, passed, exitCode, durationMs,
-tests}``: never the name, the command, the files or the output, which stay in ``holdout-<round>.log`` (mode 0600) in the task
-directory. Rework feedback may say only that a hidden check failed and its behaviour area.
+tests}``: never the name, the command, the files or the output, which stay in ``<home>/holdout/logs/<id>-<round>.log`` (mode
+0600), outside the task directory the agent's prompt names. Rework feedback may say only that a hidden check failed and its behaviour area.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Holdout checks are checks the agent never sees, so they are kept outside the tas
 brief, the prompt and every tool reply:
 
 * a task's own (``run_task`` / ``verify_task`` argument ``holdoutChecks``) in
-  ``<taskDir>/holdout.json`` (a verify record's in its ``vfy_…`` directory);
+  ``<home>/holdout/tasks/<taskId>.json`` (:func:`task_holdout_path`; a verify record's under its
+  ``vfy_…`` id) — not in the task directory, whose path the agent's rework prompt gives;
+* the holdout runs' output in ``<home>/holdout/logs/<id>-<round>.log`` (:func:`holdout_log_path`);
 * a project's registered ones (``tianshu-mcp holdout add``) in ``<home>/holdout/<key>.json``,
   ``<key>`` = :func:`~tianshu_mcp.core.paths.project_key` of the normalised project path (the
   ``projects.json`` key; a monorepo package is a project of its own).
@@ -121,10 +123,27 @@ def _load_file(path: Path) -> list[HoldoutCheck]:
     return parse_holdout(data, path)
 
 
+def task_holdout_path(task_dir: Path) -> Path:
+    """``<home>/holdout/tasks/<id>.json`` of the task or verify record whose directory is
+    ``task_dir`` (``<home>/tasks/<id>``)."""
+    d = Path(task_dir)
+    return d.parent.parent / "holdout" / "tasks" / f"{d.name}.json"
+
+
+def holdout_log_path(task_dir: Path, round_no: int) -> Path:
+    """``<home>/holdout/logs/<id>-<round>.log``: where a round's holdout runs write their output
+    (the directory is made with mode 0700)."""
+    d = Path(task_dir)
+    logs = d.parent.parent / "holdout" / "logs"
+    _ensure_dir(logs.parent)
+    _ensure_dir(logs)
+    return logs / f"{d.name}-{round_no}.log"
+
+
 def load_task_holdout(task_dir: Path) -> list[HoldoutCheck]:
-    """The holdout checks of one task or verify record (``<task_dir>/holdout.json``; none when
+    """The holdout checks of one task or verify record (:func:`task_holdout_path`; none when
     absent). Raises TianshuError(CONFIG_INVALID) naming a damaged file."""
-    return _load_file(Path(task_dir) / HOLDOUT_FILE)
+    return _load_file(task_holdout_path(task_dir))
 
 
 def _norm(project_path: str) -> str:
@@ -185,7 +204,7 @@ def _check_count(checks: Sequence[HoldoutCheck]) -> None:
 
 
 def save_task_holdout(task_dir: Path, checks: Sequence[HoldoutCheck]) -> None:
-    """Store a task's (or verify record's) holdout checks in ``<task_dir>/holdout.json`` (atomic,
+    """Store a task's (or verify record's) holdout checks in :func:`task_holdout_path` (atomic,
     mode 0600); no checks → no file (an existing one is removed).
 
     Raises:
@@ -193,8 +212,10 @@ def save_task_holdout(task_dir: Path, checks: Sequence[HoldoutCheck]) -> None:
         OSError: the file cannot be written.
     """
     _check_count(checks)
-    Path(task_dir).mkdir(parents=True, exist_ok=True)
-    _write(Path(task_dir) / HOLDOUT_FILE, checks)
+    path = task_holdout_path(task_dir)
+    _ensure_dir(path.parent.parent)
+    _ensure_dir(path.parent)
+    _write(path, checks)
 
 
 @contextlib.contextmanager

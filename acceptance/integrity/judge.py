@@ -46,6 +46,7 @@ from .awareness import scan_added_lines
 from .claims import check_claims
 from .flakes import FlakeVerdict, judge_flakes
 from .holdout_run import run_holdout
+from .holdout_store import holdout_log_path
 from .infra import InfraKind, id_argv, infra_rules
 from .inventory import Evidence, compare
 from .models import HoldoutCheck, IntegrityPolicy
@@ -355,8 +356,8 @@ class IntegritySession:
         rep["assertions"] = self._assertions(top)
         # holdout checks, on the pristine tree, after the visible ones
         if self.holdout:
-            rows_h, failed_areas = run_holdout(self.holdout, self.tree, self._log("holdout"), self.timeout_ms,
-                                               self.should_stop)
+            rows_h, failed_areas = run_holdout(self.holdout, self.tree, holdout_log_path(self.task_dir, self.round),
+                                               self.timeout_ms, self.should_stop)
             rep["holdout"] = rows_h
             for area in failed_areas:
                 out.blocking.append({"code": "HOLDOUT_FAILED", "message": _(

@@ -16,6 +16,16 @@ ZERO_COUNT = "ZERO_COUNT"
 """A mandatory test check exited 0 but nothing countable ran (zero tests, all skipped, no count)."""
 CHECK_FAILED = "CHECK_FAILED"
 """A mandatory check failed (non-zero exit, contradiction, timeout …)."""
+AGENT_FAILURE_CODES = frozenset({"TAMPERING", "TESTS_REMOVED", "TARGET_FAILED", "HOLDOUT_FAILED"})
+"""Blocking codes that are the agent's own failure: the round failed like a failing check, and a
+rework round can mend it (restore the tests, really fix the code). Every other blocking code (a
+broken config, git refusing, a check that cannot start, a visual baseline to approve) needs a
+person."""
+
+
+def is_agent_failure(code: object) -> bool:
+    """True for a blocking code of :data:`AGENT_FAILURE_CODES`."""
+    return code in AGENT_FAILURE_CODES
 
 _ZERO_PREFIXES = (
     "fail-closed: the command exited 0 but ran no test case",
