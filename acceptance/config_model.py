@@ -207,6 +207,13 @@ class AcceptanceCheck(BaseModel):
         return value
 
 
+def _one_of(value: Any, allowed: Sequence[str], name: str) -> Any:
+    """``value`` when it is None or one of ``allowed``; else ValueError naming the field."""
+    if value is not None and (not isinstance(value, str) or value not in allowed):
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}")
+    return value
+
+
 class AcceptanceConfig(BaseModel):
     """One acceptance layer, partial: no defaults are materialised (20-acceptance §2.1).
 
@@ -249,20 +256,12 @@ class AcceptanceConfig(BaseModel):
     @field_validator("baseline_policy", mode="before")
     @classmethod
     def _policy(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, str) or value not in BASELINE_POLICIES:
-            raise ValueError(f"baselinePolicy must be one of {', '.join(BASELINE_POLICIES)}")
-        return value
+        return _one_of(value, BASELINE_POLICIES, "baselinePolicy")
 
     @field_validator("test_integrity", mode="before")
     @classmethod
     def _integrity(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, str) or value not in TEST_INTEGRITY_POLICIES:
-            raise ValueError(f"testIntegrity must be one of {', '.join(TEST_INTEGRITY_POLICIES)}")
-        return value
+        return _one_of(value, TEST_INTEGRITY_POLICIES, "testIntegrity")
 
     @field_validator("verify_concurrency", mode="before")
     @classmethod

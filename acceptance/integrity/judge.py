@@ -173,7 +173,7 @@ class IntegritySession:
     def _run_baseline(self, tests: list[CheckDef]) -> None:
         try:
             self._base, notes = run_baseline_checks(self.project, self.baseline_dir, self.baseline, tests,
-                                                    self.timeout_ms, 1, self.should_stop)
+                                                    self.timeout_ms, self.concurrency, self.should_stop)
             self.notes.extend(notes)
         except Exception as exc:  # noqa: BLE001
             log.exception("the baseline run failed")
