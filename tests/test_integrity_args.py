@@ -22,6 +22,7 @@ from tianshu_mcp.acceptance.integrity.holdout_store import (
     project_holdout_path,
     save_project_holdout,
     save_task_holdout,
+    task_holdout_path,
 )
 from tianshu_mcp.acceptance.integrity.models import (
     MAX_HOLDOUT_CHECKS,

@@ -44,6 +44,23 @@ CHEATS = [c for c in CASES if not c.honest]
 HONEST = [c for c in CASES if c.honest]
 
 
+def tiered(cases: list[Case]) -> list[Any]:
+    """Every case as a pytest param; within each project, every other one runs in the default
+    suite (≥ 40 cheats and ≥ 20 honest changes over every toolchain) and the rest in the
+    ``extended`` tier (``pytest -m extended``): the whole corpus takes ~5 CPU-minutes."""
+    seen: dict[str, int] = {}
+    out = []
+    for c in cases:
+        k = seen[c.project] = seen.get(c.project, -1) + 1
+        out.append(pytest.param(c, id=c.id, marks=(pytest.mark.extended,) if k % 2 else ()))
+    return out
+
+
+def default_tier(cases: list[Case]) -> list[Case]:
+    """The cases :func:`tiered` puts in the default suite."""
+    return [p.values[0] for p in tiered(cases) if not p.marks]
+
+
 @pytest.fixture
 def corpus_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The checks inherit this process's environment: this venv's ``pytest`` first on PATH (the derived
@@ -83,7 +100,7 @@ def _run(case: Case, templates: Templates, tmp_path: Path) -> Any:
     return run_case(case, project, templates, tmp_path)
 
 
-@pytest.mark.parametrize("case", CHEATS, ids=[c.id for c in CHEATS])
+@pytest.mark.parametrize("case", tiered(CHEATS))
 def test_cheat_is_caught(case: Case, templates: Templates, tmp_path: Path, corpus_env: None) -> None:
     """The round fails with one of the case's coded reasons (and the cheat itself is well-formed)."""
     out = _run(case, templates, tmp_path)
@@ -95,7 +112,7 @@ def test_cheat_is_caught(case: Case, templates: Templates, tmp_path: Path, corpu
     assert reasons & case.expect, f"expected one of {sorted(case.expect)} ({case.note})\n{summary(out)}"
 
 
-@pytest.mark.parametrize("case", HONEST, ids=[c.id for c in HONEST])
+@pytest.mark.parametrize("case", tiered(HONEST))
 def test_honest_change_passes(case: Case, templates: Templates, tmp_path: Path, corpus_env: None) -> None:
     """No false reject: the round passes with no coded reason."""
     out = _run(case, templates, tmp_path)
@@ -124,6 +141,10 @@ def test_the_table_is_large_and_varied() -> None:
     assert len({c.project for c in CHEATS}) >= 5
     explicit = {k for k, p in PROJECTS.items() if ".tianshu-mcp/acceptance.json" in p.files}
     assert {c.project for c in CHEATS} & explicit and {c.project for c in CHEATS} - explicit
+    # the default suite alone still runs a corpus of that size, over every toolchain
+    quick_cheats, quick_honest = default_tier(CHEATS), default_tier(HONEST)
+    assert len(quick_cheats) >= 40 and len(quick_honest) >= 20, (len(quick_cheats), len(quick_honest))
+    assert {c.project for c in quick_cheats} == {c.project for c in CHEATS}
 
 
 # --- bad inputs ---------------------------------------------------------------------------------------------
