@@ -86,7 +86,7 @@ def test_the_demo_brief_is_the_one_the_demo_gives() -> None:
     assert DEMO_BRIEF in (TESTS.parent / "mcp_server" / "demo.py").read_text()
 
 
-@pytest.mark.parametrize("mode", ["cheat-delete", "cheat-skip"])
+@pytest.mark.parametrize("mode", ["cheat-delete", pytest.param("cheat-skip", marks=pytest.mark.extended)])
 async def test_demo_repo_an_agent_silencing_the_failing_test_does_not_succeed(
         ts_home: Path, tmp_path: Path, mode: str) -> None:
     """The agent leaves add() wrong (``abs(a) + abs(b)``) and deletes / skips test_add_negative:
@@ -120,6 +120,7 @@ async def test_demo_repo_an_agent_silencing_the_failing_test_does_not_succeed(
     assert (meta["status"], meta.get("errorType")) == ("failed", "verify_failed"), meta["message"]
 
 
+@pytest.mark.extended  # the README demo test below ends succeeded too (after a rework)
 async def test_demo_repo_the_honest_fix_succeeds(ts_home: Path, tmp_path: Path) -> None:
     """A brief naming the failing test: the scripted agent makes the right fix at once."""
     repo = make_calc_repo(tmp_path / "calc")
@@ -228,7 +229,7 @@ def test_the_bug_fails_a_few_of_the_projects_own_tests(tmp_path: Path) -> None:
     assert re.search(r"\b8 failed, 447 passed\b", out.stdout), out.stdout[-300:]
 
 
-@pytest.mark.parametrize("cheat", ["conftest-hook", "drop-cases"])
+@pytest.mark.parametrize("cheat", ["conftest-hook", pytest.param("drop-cases", marks=pytest.mark.extended)])
 async def test_real_project_an_agent_cheating_on_its_tests_does_not_succeed(
         ts_home: Path, tmp_path: Path, cheat: str) -> None:
     agent = f"real-{cheat}"
@@ -411,6 +412,7 @@ async def test_holdout_catches_an_agent_that_special_cases_the_visible_test(
     assert "negative numbers" in plan, plan
 
 
+@pytest.mark.extended  # the default suite reworks a holdout failure by hand (the test above)
 async def test_a_failed_holdout_is_reworked_automatically(ts_home: Path, tmp_path: Path) -> None:
     """HOLDOUT_FAILED is a failed round like any other: with rounds left, the feedback (the area
     only) goes to an automatic rework round (README: "feedback says only that a hidden check failed
@@ -431,6 +433,7 @@ async def test_a_failed_holdout_is_reworked_automatically(ts_home: Path, tmp_pat
     assert "negative numbers" in prompt1 and "hidden" in prompt1.lower(), prompt1
 
 
+@pytest.mark.extended
 async def test_holdout_passes_the_honest_fix(ts_home: Path, tmp_path: Path) -> None:
     repo = make_calc_repo(tmp_path / "calc")
     sub, meta, replies = await run_task(ts_home, {
