@@ -32,7 +32,7 @@ from ..acceptance.integrity.holdout_store import (
     project_holdout_path,
     save_project_holdout,
 )
-from ..acceptance.integrity.models import MAX_HOLDOUT_CHECKS, HoldoutCheck
+from ..acceptance.integrity.models import MAX_HOLDOUT_CHECKS, MAX_HOLDOUT_FILE_BYTES, HoldoutCheck
 from ..core.errors import ErrorCode, TianshuError
 from ..core.paths import check_project_path, norm_path
 from ..core.settings import data_home
@@ -86,7 +86,12 @@ def _files(specs: list[str]) -> dict[str, str]:
         if rel in files:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"--file {rel!r} is given twice")
         try:
-            files[rel] = Path(local).expanduser().read_text(encoding="utf-8")
+            with open(Path(local).expanduser(), "rb") as fh:  # bounded: /dev/zero must not fill the memory
+                data = fh.read(MAX_HOLDOUT_FILE_BYTES + 1)
+            if len(data) > MAX_HOLDOUT_FILE_BYTES:
+                raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"--file {rel}={local}: files hold at most "
+                                                               f"{MAX_HOLDOUT_FILE_BYTES} bytes")
+            files[rel] = data.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, f"--file {rel}={local}: cannot be read as UTF-8 text "
                                                            f"({exc})") from exc

@@ -280,6 +280,7 @@ def test_holdout_cli_add_list_remove(tmp_path: Path) -> None:
     ["--name", "x", "--area", "a\nb", "--", "true"],
     ["--name", "kept", "--area", "a", "--", "true"],  # a duplicate name
     ["--name", "x", "--area", "a", "--file", "missing.py=/nonexistent/file", "--", "true"],
+    ["--name", "x", "--area", "a", "--file", "endless.py=/dev/zero", "--", "true"],  # read bounded, refused
 ])
 def test_holdout_cli_bad_input_exits_2_and_writes_nothing(tmp_path: Path, argv: list[str]) -> None:
     home = tmp_path / "home"

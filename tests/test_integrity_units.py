@@ -32,6 +32,7 @@ from integrity_helpers import git, init_repo
 @pytest.mark.parametrize("path,kind", [
     ("tests/test_calc.py", "file"), ("pkg/conftest.py", "file"), ("calc_test.py", "file"), ("pytest.ini", "file"),
     ("pyproject.toml", "file"), ("setup.cfg", "file"), ("tox.ini", "file"), ("sitecustomize.py", "file"),
+    ("pytest.toml", "file"), ("cheatplug-0.1.dist-info/entry_points.txt", "file"),
     ("test/a.test.js", "file"), ("src/calc.spec.ts", "file"), ("src/__tests__/x.js", "file"), ("jest.config.js", "file"),
     ("vitest.config.ts", "file"), (".mocharc.yml", "file"), (".npmrc", "file"), ("babel.config.js", "file"),
     ("calc_test.go", "file"), ("pkg/testdata/in.txt", "file"), ("tests/it.rs", "file"), ("Cargo.toml", "file"),
@@ -218,3 +219,22 @@ def test_claims_are_compared_with_the_evidence() -> None:
 def test_a_bad_holdout_check_is_refused(bad: dict) -> None:
     with pytest.raises(ValueError):
         HoldoutCheck.model_validate(bad)
+
+
+def test_files_git_is_told_to_ignore_are_still_the_agents_changes(tmp_path: Path) -> None:
+    """assume-unchanged and skip-worktree hide an edit from ``git diff``; an ignored conftest in a
+    nested ``coverage`` directory is planted code all the same (breaker findings)."""
+    from tianshu_mcp.acceptance.integrity.ignored import ignored_snapshot
+
+    project = init_repo(tmp_path / "p", {".gitignore": "coverage/\n", "calc.py": "x = 1\n",
+                                         "tests/test_calc.py": "def test_x():\n    assert 0\n"})
+    before = ignored_snapshot(project)
+    baseline = capture_baseline(str(project))
+    (project / "tests" / "test_calc.py").write_text("def test_x():\n    assert 1\n")
+    git(project, "update-index", "--assume-unchanged", "tests/test_calc.py")
+    (project / "tests" / "coverage").mkdir()
+    (project / "tests" / "coverage" / "conftest.py").write_text("import calc\n")
+    assert git(project, "diff", "--name-only", "HEAD") == ""
+    changes = agent_changes(project, baseline, infra_rules([], project), before)
+    assert "tests/test_calc.py" in changes.infra and "tests/coverage/conftest.py" in changes.infra
+    assert changes.ignored == ["tests/coverage/conftest.py"]

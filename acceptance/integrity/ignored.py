@@ -25,7 +25,8 @@ CODE_SUFFIXES = (".py", ".pth", ".so", ".pyd", ".js", ".mjs", ".cjs", ".ts", ".m
 SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", ".tox", ".nox", "__pycache__", ".pytest_cache",
                        ".mypy_cache", ".ruff_cache", "target", ".git", ".cache", ".nyc_output", "coverage",
                        ".gradle", ".next", ".turbo", ".parcel-cache"})
-"""Dependency and cache directories: not listed (the worktrees link the dependency ones)."""
+"""Dependency and cache directories at the repository's top: not listed (the worktrees link the
+dependency ones)."""
 MAX_HASH_BYTES = 4 << 20
 MAX_WALK_FILES = 5000
 
@@ -40,8 +41,14 @@ def _sig(path: Path) -> str:
         return "unreadable"
 
 
+_CACHES_ANYWHERE = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".git"})
+
+
 def _skipped(rel: str) -> bool:
-    return any(part in SKIP_DIRS for part in rel.rstrip("/").split("/"))
+    """Left out: a dependency or cache directory at the top (``node_modules/…``, ``.venv/…``) and
+    bytecode or tool caches anywhere; a ``tests/coverage/conftest.py`` is not left out."""
+    parts = rel.rstrip("/").split("/")
+    return parts[0] in SKIP_DIRS or any(p in _CACHES_ANYWHERE for p in parts)
 
 
 def ignored_snapshot(top: str | os.PathLike[str]) -> dict[str, str]:
@@ -79,7 +86,7 @@ def planted(top: str | os.PathLike[str], before: Mapping[str, str] | None,
             continue
         walked = 0
         for dirpath, dirnames, filenames in os.walk(root / rel):
-            dirnames[:] = [d for d in dirnames if d not in SKIP_DIRS]
+            dirnames[:] = [d for d in dirnames if d not in _CACHES_ANYWHERE]
             for name in filenames:
                 walked += 1
                 if walked > MAX_WALK_FILES:

@@ -48,7 +48,7 @@ MAX_HOLDOUT_CHECKS = 20
 MAX_HOLDOUT_FILE_BYTES = 1 << 20
 """A holdout check's ``files`` hold at most this many bytes in total."""
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
 def validate_target(value: Any) -> str:

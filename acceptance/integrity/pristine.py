@@ -80,6 +80,12 @@ def agent_changes(project: Path, baseline: Baseline, rules: InfraRules,
     for p in r.stdout.split("\0") if r.ok else []:
         if p:
             found[p] = None
+    # files git was told not to look at (assume-unchanged: a lower-case tag; skip-worktree: S):
+    # `git diff` trusts those bits, so their content is compared here instead
+    r = run_git(["ls-files", "-v", "-z"], top)
+    for e in r.stdout.split("\0") if r.ok else []:
+        if len(e) > 2 and (e[0].islower() or e[0] == "S"):
+            found[e[2:]] = None
     for p in [*baseline.pre_existing_changed, *baseline.pre_existing_untracked]:
         found[f"{prefix}/{p}" if prefix else p] = None
     r = run_git(["ls-files", "-s", "-z"], top)

@@ -347,7 +347,8 @@ def _id_argv(argv: list[str]) -> list[str]:
 
 INFRA = TestInfra(
     files=("test_*.py", "*_test.py", "conftest.py", "**/tests/**", "**/test/**", "pytest.ini", ".pytest.ini",
-           "pyproject.toml", "setup.cfg", "tox.ini", "noxfile.py", "sitecustomize.py", "usercustomize.py", "*.pth"),
+           "pytest.toml", ".pytest.toml", "pyproject.toml", "setup.cfg", "tox.ini", "noxfile.py", "sitecustomize.py",
+           "usercustomize.py", "*.pth", "**/*.dist-info/**", "**/*.egg-info/**", "**/*.egg-link"),
     aware=(re.compile(r"^\s*(?:import|from)\s+(?:_?pytest|unittest)\b(?!\.mock)"),
            re.compile(r"PYTEST_(?:CURRENT_TEST|VERSION|XDIST)|[\'\"](?:_?pytest|unittest|nose2?)[\'\"]\s+(?:not\s+)?in\s+sys\.modules"
                       r"|sys\.modules\s*(?:\[|\.get\()\s*[\'\"](?:_?pytest|unittest)[\'\"]|\bsys\._getframe\b"
@@ -356,7 +357,9 @@ INFRA = TestInfra(
     id_argv=_id_argv,
 )
 """pytest's test infrastructure: test modules and conftest files, everything under a ``tests``
-directory, the ini files and the interpreter's start-up hooks (issue 23)."""
+directory, the ini files (``pytest.toml`` first, as pytest 9 reads it), the interpreter's start-up
+hooks and package metadata that can register a plugin (``entry_points.txt`` of a ``.dist-info``)
+(issue 23)."""
 
 TOOLCHAIN = Toolchain(
     id="pytest",
