@@ -279,8 +279,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
             policy=policy, project=project, task_dir=task_dir, baseline_dir=baseline_dir, round_no=rnd,
             baseline=baseline, check_defs=check_defs, task_text=req.task_text, target_tests=req.target_tests,
             holdout=req.holdout_checks, agent_message=str((req.agent_run or {}).get("outputTail") or ""),
-            default_timeout_ms=default_timeout, concurrency=concurrency, should_stop=req.should_stop,
-            pycache_dir=Path(req.home) / "cache" / "pycache")
+            default_timeout_ms=default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     else:
         session = None
     integrity = IntegrityOutcome(report={"policy": policy.value, "notes": _integrity_off_notes(req, policy)})

@@ -1,7 +1,8 @@
 """Flakes are named, never laundered (issue 23 §6).
 
-A test check that failed is run :data:`~.judge.FLAKE_RERUNS` more times on the same tree. A
-failing test that passes in a re-run is *flaky now*. A red that turns green only on retry never
+A test check that failed is run up to :data:`~.judge.FLAKE_RERUNS` more times on the same tree
+(a re-run that fails exactly the same tests ends the re-runs: the failure reproduced). A failing
+test that passes in a re-run is *flaky now*. A red that turns green only on retry never
 makes a round pass, unless every failing test of the check was already flaky at the baseline: seen
 both failing and passing across the baseline's runs (the cached one, and fresh re-runs on a new
 baseline worktree when the cached one did not see it fail). The report lists every flaky test
@@ -88,9 +89,12 @@ def judge_flakes(check: CheckDef, cwd: Path, first: Evidence, log_path: Path, ti
         res = run_checks([check], cwd, log_path, timeout_ms, should_stop=should_stop, extra_env=extra_env)[0]
         text = outputs_from_log(log_path, [check], [res], wt=wt, project=str(project) if wt else None)[0]
         st = check_status(res)
-        runs.append((st, parse_test_ids(text, list(check.cmd)) if st in ("passed", "failed") else None))
+        ids = parse_test_ids(text, list(check.cmd)) if st in ("passed", "failed") else None
+        runs.append((st, ids))
         if st == "passed":
             break
+        if st == "failed" and ids is not None and ids.failed_ids and set(ids.failed_ids) == failing:
+            break  # the same tests failed again: a reproduced failure, not a flake (no third run)
     _f, passed_again = _outcomes(runs)
     if CHECK_LEVEL in passed_again:
         passed_again |= failing

@@ -123,8 +123,8 @@ class IntegritySession:
         self._pycache = Path(pycache_dir)
         self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": str(self._pycache)}
         """Set for every run of the round: bytecode is written to and read from verification's own
-        cache directory (in the data home), never from the tree: an agent's planted
-        ``__pycache__`` is not loaded."""
+        cache directory (one per machine user, shared by every home: the standard library is
+        compiled once), never from the tree: an agent's planted ``__pycache__`` is not loaded."""
 
     # --- before the round's checks -----------------------------------------------------------
 
