@@ -35,6 +35,7 @@ from .config import (
     summarize_resolved,
 )
 from .git import (
+    run_git,
     GIT_CHECK_NAME,
     Analysis,
     Baseline,
@@ -503,9 +504,12 @@ def _integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, basel
                       blocking: Sequence[Mapping[str, str]]) -> IntegrityPolicy:
     """The round's ``testIntegrity`` (issue 23): the resolved layers' value for an agent's work on
     a repository with a baseline commit; ``off`` for a health check of a project (nothing to
-    compare), a project that is not a repository, or a round already blocked by its config."""
+    compare), a project that is not a repository, a baseline commit that is gone (the round is a
+    ``GIT_FAILED`` then), or a round already blocked by its config."""
     if resolved is None or blocking or not req.agent_work or not baseline.is_repo or not baseline.head:
         return IntegrityPolicy.OFF
+    if not run_git(["cat-file", "-e", f"{baseline.head}^{{commit}}"], req.project_path).ok:
+        return IntegrityPolicy.OFF  # the baseline commit is gone: GIT_FAILED says so, nothing to compare
     return IntegrityPolicy(resolved.test_integrity)
 
 
