@@ -62,6 +62,7 @@ __all__ = [
     "next_round",
     "build_message",
     "NO_CHANGES_CHECK",
+    "integrity_policy",
 ]
 
 log = logging.getLogger("tianshu_mcp")
@@ -272,7 +273,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     log_path = task_dir / f"verify-{rnd}.log"
     git_ok = baseline.is_repo and not git_failures
     before = git_guard(lambda: snapshot(project), None) if git_ok and check_defs else None
-    policy = _integrity_policy(req, resolved, baseline, blocking)
+    policy = integrity_policy(req, resolved, baseline, blocking)
     if policy is not IntegrityPolicy.OFF and (check_defs or req.holdout_checks):
         if fresh_baseline and load_baseline_state(baseline_dir) is None:
             capture_baseline_state(project, baseline_dir)  # a round without a task start: "now" is the baseline
@@ -500,7 +501,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     )
 
 
-def _integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, baseline: Baseline,
+def integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, baseline: Baseline,
                       blocking: Sequence[Mapping[str, str]]) -> IntegrityPolicy:
     """The round's ``testIntegrity`` (issue 23): the resolved layers' value for an agent's work on
     a repository with a baseline commit; ``off`` for a health check of a project (nothing to
@@ -520,3 +521,4 @@ def _integrity_off_notes(req: VerifyRequest, policy: IntegrityPolicy) -> list[st
         return [_("verification integrity: not an agent's work (a health check of the project)")]
     return [_("verification integrity is off for this round (testIntegrity off, no git baseline commit, or the "
               "round is blocked)")]
+

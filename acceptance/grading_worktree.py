@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from filelock import FileLock, Timeout
+
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.i18n import _
 from ..core.procs import stop_requested
@@ -48,6 +50,7 @@ _NO_TEST_REASONS = {ZERO_TEST_REASON, getattr(_runner, "ALL_SKIPPED_REASON", ZER
 log = logging.getLogger("tianshu_mcp")
 
 CACHE_FILE = "baseline-checks.json"
+LOCK_FILE = ".baseline-checks.lock"
 LOG_FILE = "baseline-checks.log"
 WORKTREE_PREFIX = "tianshu-baseline-"
 MAX_LOG_READ = 64 * 1024 * 1024
@@ -233,13 +236,40 @@ def run_baseline_checks(
     Cached in ``<task_dir>/baseline-checks.json`` (keyed by name + argv, tied to the baseline
     head); the missing ones run in a temporary worktree of the baseline head with the pre-work
     dirty state reproduced, output to ``<task_dir>/baseline-checks.log``. The worktree is removed
-    in every case (timeout, cancellation, exception). Cancelled runs are not cached.
+    in every case (timeout, cancellation, exception). Cancelled runs are not cached. One run per
+    task directory at a time (a file lock): a second caller waits for the first, then reads the
+    cache; a cancel (``should_stop``) ends the wait.
 
     Returns:
         ``({key: {name, cmd, status, passed, exitCode, timeout, reason, durationMs, tests}}, notes)``
         where ``key`` = JSON ``[name, argv]``. Never raises.
     """
     tdir = Path(task_dir)
+    # one run per task at a time: the run started at the task's start (:func:`.integrity.warm
+    # .warm_baseline_run`) and a round's own are the same run, the second waits and reads the cache
+    lock = FileLock(str(tdir / LOCK_FILE), thread_local=False, is_singleton=False)
+    locked = False
+    while True:
+        try:
+            lock.acquire(timeout=0.5)
+            locked = True
+            break
+        except Timeout:
+            if stop_requested(should_stop):
+                return {}, [_("the baseline run was stopped by a cancel")]
+        except OSError as exc:  # a task directory that cannot hold the lock: run unserialised
+            log.warning("baseline run lock %s: %s", lock.lock_file, exc)
+            break
+    try:
+        return _run_baseline_locked(project, tdir, baseline, checks, default_timeout_ms, concurrency, should_stop)
+    finally:
+        if locked:
+            lock.release()
+
+
+def _run_baseline_locked(project: str | os.PathLike[str], tdir: Path, baseline: Baseline, checks: Sequence[CheckDef],
+                         default_timeout_ms: int, concurrency: int, should_stop: Callable[[], bool] | None,
+                         ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     notes: list[str] = []
     cache_path = tdir / CACHE_FILE
     cache = read_json_safe(cache_path)

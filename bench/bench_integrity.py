@@ -11,14 +11,19 @@ test suite).
    b. **test-edit**: the agent also added a test to a test file, so the pristine tree is built and
       the test check runs there too.
 
-   Round 0 (the task's first round: the baseline run happens) and a later round (the baseline run
-   is cached per task: the same task judged a second time) are timed separately. Repetitions are
-   interleaved in one run (protect, off, protect, off …), each on a fresh task (baseline capture,
-   pinned rules, baseline state: as ``tests/integrity_helpers.py``'s ``Task``), after one discarded
-   warm-up pair. Prints the median and p95 wall time of ``verify_round`` in ms, the ratio of the
-   medians protect/off and PASS/FAIL against the issue's goal (≤ 1.5×; reported, the exit status
-   does not depend on it), and, for protect, where the time went (the session's steps, timed by
-   wrapping them in this process; the engine is unchanged).
+   Three settings: **protect** as ``run_task`` judges (the flow starts the baseline run with the
+   task, :func:`tianshu_mcp.acceptance.baseline_warm.warm_baseline_run`; here it runs to its end
+   before the agent's work, as it does while a real agent works for minutes), **cold** (protect
+   with no early run: an agent that ended before one test run could, or ``verify_task`` on a task
+   that never started one: the baseline run happens beside the round's checks), and **off**.
+   Round 0 (the task's first round) and a later round (the same task judged a second time: the
+   baseline run is cached per task) are timed separately. Repetitions are interleaved in one run
+   (protect, cold, off, protect …), each on a fresh task (baseline capture, pinned rules, baseline
+   state: as ``tests/integrity_helpers.py``'s ``Task``), after one discarded warm-up round. Prints
+   the median and p95 wall time of ``verify_round`` in ms, the ratio of the medians to off and
+   PASS/FAIL against the issue's goal (≤ 1.5×, for protect; reported, the exit status does not
+   depend on it), and where the time went (the session's steps, timed by wrapping them in this
+   process; the engine is unchanged).
 
 2. **Pristine tree build** on a repository of ``--files`` tracked files (a few KB each, nested
    directories; 10 % are test files under ``tests/``) where the agent changed 20 source files and 5
@@ -51,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from tianshu_mcp.acceptance import engine as engine_mod
+from tianshu_mcp.acceptance.baseline_warm import warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyOutcome, VerifyRequest, verify_round
 from tianshu_mcp.acceptance.git import Baseline, capture_baseline
 from tianshu_mcp.acceptance.grading import capture_baseline_state
@@ -133,11 +139,21 @@ class Task:
         capture_baseline_state(project, self.dir)
         self.round = 0
 
-    def judge(self, override: dict[str, Any] | None) -> tuple[float, float, VerifyOutcome]:
-        req = VerifyRequest(
+    def request(self, override: dict[str, Any] | None) -> VerifyRequest:
+        return VerifyRequest(
             task_id=f"tsk_bench_{self.dir.parent.name}", project_path=str(self.project), task_dir=self.dir,
             round=self.round, baseline=self.baseline, home=self.home, pinned_rules=load_pinned(self.dir),
             acceptance_override=override, agent_run={"exitCode": 0, "durationMs": 5, "outputTail": "Fixed h()."})
+
+    def warm(self, override: dict[str, Any] | None) -> float:
+        """The baseline run the flow starts with the task (:func:`warm_baseline_run`), to its end;
+        returns its wall time in ms (not part of the round's)."""
+        t = time.perf_counter()
+        warm_baseline_run(self.request(override))
+        return (time.perf_counter() - t) * 1000
+
+    def judge(self, override: dict[str, Any] | None) -> tuple[float, float, VerifyOutcome]:
+        req = self.request(override)
         c = cpu_s()
         t = time.perf_counter()
         out = verify_round(req)
@@ -260,12 +276,15 @@ def agent_work(repo: Path, scenario: str) -> None:
             fh.write("\n\ndef test_h_more():\n    assert m.h(100) == 5050\n")
 
 
-def one_task(repo: Path, root: Path, scenario: str, override: dict[str, Any] | None,
+def one_task(repo: Path, root: Path, scenario: str, override: dict[str, Any] | None, early: bool,
              ) -> list[tuple[float, float, dict[str, float], VerifyOutcome]]:
-    """A fresh task on the pre-work tree, the agent's work, then two rounds: ``[(ms, cpu ms, steps,
-    outcome)]``."""
+    """A fresh task on the pre-work tree, (``early``) the baseline run the flow starts with the task,
+    to its end, as while an agent works, then the agent's work, then two rounds: ``[(ms, cpu ms,
+    steps, outcome)]``."""
     reset(repo)
     task = Task(repo, root)
+    if early:
+        task.warm(override)
     agent_work(repo, scenario)
     rounds = []
     try:
@@ -284,38 +303,46 @@ def check_outcome(out: VerifyOutcome, what: str) -> None:
                          f"blocking: {out.blocking_issues}")
 
 
+SETTINGS = (("protect", None, True), ("cold", None, False), ("off", OFF, False))
+"""``(label, acceptanceOverride, early run)``: ``protect`` as ``run_task`` judges (the baseline run
+started with the task, done while the agent worked); ``cold``: protect with no early run (an agent
+that ended before one test run could, or ``verify_task`` with no task start); ``off``."""
+
+
 def bench_rounds(tmp: Path, reps: int, tests: int) -> dict[str, dict[str, Any]]:
-    """Section 1. Returns ``{scenario: {(policy, round): [ms]}, …}``."""
+    """Section 1. Returns ``{scenario: {"times": {(setting, round): [ms]}, …}}``."""
     results: dict[str, dict[str, Any]] = {}
+    keys = [(p, r) for p, _o, _e in SETTINGS for r in (0, 1)]
     for scenario in SCENARIOS:
         repo = init_repo(tmp / f"suite-{scenario}", suite_files(tests))
-        times: dict[tuple[str, int], list[float]] = {(p, r): [] for p in ("protect", "off") for r in (0, 1)}
-        cpus: dict[tuple[str, int], list[float]] = {(p, r): [] for p in ("protect", "off") for r in (0, 1)}
-        steps: dict[tuple[str, int], list[dict[str, float]]] = {(p, r): [] for p in ("protect", "off") for r in (0, 1)}
-        extra: dict[str, list[float]] = {"buildMs": [], "pristineChecks": []}
+        times: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
+        cpus: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
+        steps: dict[tuple[str, int], list[dict[str, float]]] = {k: [] for k in keys}
+        extra: dict[str, list[float]] = {"buildMs": [], "earlyMs": []}
         n = 0
-        for rep in range(reps + 1):  # rep 0: the warm-up pair, discarded
-            for policy, override in (("protect", None), ("off", OFF)):
+        for rep in range(reps + 1):  # rep 0: the warm-up round of settings, discarded
+            for setting, override, early in SETTINGS:
                 n += 1
-                rounds = one_task(repo, tmp / f"t-{scenario}-{n}", scenario, override)
+                rounds = one_task(repo, tmp / f"t-{scenario}-{n}", scenario, override, early)
                 for r, (ms, cpu, st, out) in enumerate(rounds):
-                    check_outcome(out, f"{scenario} {policy}")
+                    check_outcome(out, f"{scenario} {setting}")
                     integ = out.report.get("integrity") or {}
-                    if policy == "protect":
+                    if setting != "off":
                         assert integ.get("policy") == "protect", integ
                         pristine = integ.get("pristine")
                         if scenario == "test-edit":
                             assert pristine and pristine.get("checks"), f"no pristine run: {integ}"
                         else:
                             assert not pristine, f"unexpected pristine tree: {pristine}"
+                        assert integ.get("inventory"), f"no baseline inventory: {integ}"
                     else:
                         assert integ.get("policy") == "off", integ
                     if rep == 0:
                         continue
-                    times[(policy, r)].append(ms)
-                    cpus[(policy, r)].append(cpu)
-                    steps[(policy, r)].append(st)
-                    if policy == "protect" and integ.get("pristine"):
+                    times[(setting, r)].append(ms)
+                    cpus[(setting, r)].append(cpu)
+                    steps[(setting, r)].append(st)
+                    if setting == "protect" and integ.get("pristine"):
                         extra["buildMs"].append(float(integ["pristine"]["buildMs"]))
             print(f"  {scenario}: {'warm-up' if rep == 0 else f'rep {rep}/{reps}'} done "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
@@ -326,41 +353,41 @@ def bench_rounds(tmp: Path, reps: int, tests: int) -> dict[str, dict[str, Any]]:
 
 def print_rounds(results: dict[str, dict[str, Any]], reps: int, tests: int) -> list[str]:
     summary = []
-    print(f"\n== 1. verify_round wall time, testIntegrity protect vs off "
+    print(f"\n== 1. verify_round wall time, testIntegrity protect (early baseline run), cold (none) and off "
           f"({tests} tests in {max(1, tests // 10)} files, {reps} interleaved reps each) ==")
-    print(f"{'scenario':<12} {'round':<8} {'protect med':>11} {'p95':>7} {'off med':>8} {'p95':>7} "
-          f"{'ratio':>6}  {'goal ≤ ' + str(GOAL_RATIO) + '×':<11} {'CPU protect':>11} {'CPU off':>8} {'CPU ratio':>9}")
+    print(f"{'scenario':<12} {'round':<8} {'setting':<8} {'median':>8} {'p95':>7} {'off med':>8} "
+          f"{'ratio':>6}  {'goal ≤ ' + str(GOAL_RATIO) + '×':<11} {'CPU':>8} {'CPU off':>8} {'CPU ratio':>9}")
     for scenario, res in results.items():
         times, cpus = res["times"], res["cpus"]
         for r, label in ((0, "round 0"), (1, "later")):
-            on, off = times[("protect", r)], times[("off", r)]
-            c_on, c_off = cpus[("protect", r)], cpus[("off", r)]
-            ratio = med(on) / med(off)
-            verdict = "PASS" if ratio <= GOAL_RATIO else "FAIL"
-            print(f"{scenario:<12} {label:<8} {med(on):>9.0f}ms {pct(on, .95):>5.0f}ms {med(off):>6.0f}ms "
-                  f"{pct(off, .95):>5.0f}ms {ratio:>5.2f}×  {verdict:<11} {med(c_on):>9.0f}ms {med(c_off):>6.0f}ms "
-                  f"{med(c_on) / med(c_off):>8.2f}×")
-            summary.append(f"{scenario} {label}: protect {med(on):.0f} ms / off {med(off):.0f} ms = "
-                           f"{ratio:.2f}× → {verdict} (goal ≤ {GOAL_RATIO}×); CPU {med(c_on):.0f} / "
-                           f"{med(c_off):.0f} ms = {med(c_on) / med(c_off):.2f}×")
-        print(f"{'':<12} raw ms protect r0 {[round(x) for x in times[('protect', 0)]]} "
-              f"off r0 {[round(x) for x in times[('off', 0)]]}")
-        print(f"{'':<12} raw ms protect r1 {[round(x) for x in times[('protect', 1)]]} "
-              f"off r1 {[round(x) for x in times[('off', 1)]]}")
+            off, c_off = times[("off", r)], cpus[("off", r)]
+            for setting in ("protect", "cold"):
+                on, c_on = times[(setting, r)], cpus[(setting, r)]
+                ratio = med(on) / med(off)
+                verdict = ("PASS" if ratio <= GOAL_RATIO else "FAIL") if setting == "protect" else "(info)"
+                print(f"{scenario:<12} {label:<8} {setting:<8} {med(on):>6.0f}ms {pct(on, .95):>5.0f}ms "
+                      f"{med(off):>6.0f}ms {ratio:>5.2f}×  {verdict:<11} {med(c_on):>6.0f}ms {med(c_off):>6.0f}ms "
+                      f"{med(c_on) / med(c_off):>8.2f}×")
+                summary.append(f"{scenario} {label} {setting}: {med(on):.0f} ms / off {med(off):.0f} ms = "
+                               f"{ratio:.2f}× → {verdict} (goal ≤ {GOAL_RATIO}× for protect); CPU "
+                               f"{med(c_on):.0f} / {med(c_off):.0f} ms = {med(c_on) / med(c_off):.2f}×")
+        for setting, _o, _e in SETTINGS:
+            print(f"{'':<12} raw ms {setting:<7} r0 {[round(x) for x in times[(setting, 0)]]} "
+                  f"r1 {[round(x) for x in times[(setting, 1)]]}")
         c = res["counts"]
         print(f"{'':<12} the round's test check counted {c}")
-    print("\nwhere protect's time goes (median ms per step; 'start' and 'close' are serial around the "
+    print("\nwhere the time goes (median ms per step; 'start' and 'close' are serial around the "
           "round's checks, the baseline/pristine threads run beside them, 'finish' = waiting for them + judge):")
     print(f"{'scenario':<12} {'round':<16} " + " ".join(f"{s:>15}" for s in STEP_ORDER))
     for scenario, res in results.items():
-        for policy in ("protect", "off"):
+        for setting, _o, _e in SETTINGS:
             for r, label in ((0, "round 0"), (1, "later")):
-                rows = res["steps"][(policy, r)]
+                rows = res["steps"][(setting, r)]
                 cells = []
                 for s in STEP_ORDER:
                     vals = [row[s] for row in rows if s in row]
                     cells.append(f"{med(vals):>15.0f}" if vals else f"{'-':>15}")
-                print(f"{scenario:<12} {label + ' ' + policy:<16} " + " ".join(cells))
+                print(f"{scenario:<12} {label + ' ' + setting:<16} " + " ".join(cells))
         b = res["extra"]["buildMs"]
         if b:
             print(f"{scenario:<12} pristine tree buildMs (report): median {med(b):.0f} ms, max {max(b):.0f} ms "

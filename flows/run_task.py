@@ -31,7 +31,14 @@ from ..tasks.dispatch import dispatch_round, end_agent_session
 from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
-from ..tasks.verify import artifact_key, freeze_visual, preflight_acceptance, run_verify_round
+from ..tasks.verify import (
+    artifact_key,
+    freeze_visual,
+    preflight_acceptance,
+    run_verify_round,
+    start_baseline_run,
+    stop_baseline_run,
+)
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
 from .remote import enter_remote, leave_remote, publish_record, remote_error_type, repo_slot
@@ -188,6 +195,7 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
             state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
+        stop_baseline_run(task_id)  # done by now unless the task ended (or suspended) before its first verify
         if state is not None:  # a final state (a needs_user suspension leaves by an exception)
             try:
                 close_workspace(task_id, status_from_state(state.type.value, state.name, None))
@@ -236,6 +244,8 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         msg = _("the visual snapshot cannot be read, the agent was not started: {problem}").format(problem=problem)
         _finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=True)
         return Failed(name=NEEDS_ATTENTION, message=msg)
+    if auto_verify:
+        start_baseline_run(task_id, baseline)  # the test checks on the baseline, while the agent works
     rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
     next_feedback = feedback
     answer: str | None = None

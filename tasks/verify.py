@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Cancelled, Failed, State
 
+from ..acceptance.baseline_warm import warm_baseline_run
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
@@ -121,6 +124,81 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
         pass
 
 
+def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baseline: dict[str, Any],  # noqa: A002
+             extra_checks: list[dict[str, Any]] | None = None, checks_mode: str = "append",
+             acceptance_override: Any = _UNSET, baseline_dir: str | None = None, agent_work: bool = True,
+             agent_run: dict[str, Any] | None = None, target_tests: list[str] | None = None,
+             holdout_dir: str | None = None, should_stop: Callable[[], bool] | None = None) -> VerifyRequest:
+    """The :class:`VerifyRequest` of a round of task ``task_id`` (arguments: :func:`verify_round_task`'s;
+    ``should_stop`` defaults to the task's cancel probe). Raises what :func:`round_holdout` raises."""
+    cfg = load_config()
+    try:
+        entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
+    except TianshuError:
+        entry = {}  # a corrupt projects.json must not sink verification; the layers still apply
+    targets = target_tests if target_tests is not None else meta.get("targetTests")
+    holdout = round_holdout(tdir, str(meta["projectPath"]), holdout_dir)  # a damaged file raises: never skipped
+    return VerifyRequest(
+        task_id=task_id,
+        project_path=work_path(meta),
+        task_dir=tdir,
+        round=round,
+        baseline=load_baseline(baseline),
+        home=data_home(),
+        acceptance_override=meta.get("acceptanceOverride") if acceptance_override is _UNSET else acceptance_override,
+        extra_checks=extra_checks,
+        checks_mode=checks_mode,
+        task_text=meta.get("task", ""),
+        verify_command_timeout_ms=cfg.verify_command_timeout_ms,
+        verify_concurrency=cfg.verify_concurrency,
+        should_stop=should_stop or stop_probe(tdir),
+        project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
+        **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
+        agent_work=agent_work,
+        agent_run=agent_run,
+        pinned_rules=load_pinned(tdir) if agent_work else None,
+        target_tests=tuple(t for t in targets if isinstance(t, str)) if isinstance(targets, list) else (),
+        holdout_checks=tuple(holdout),
+    )
+
+
+_warm_runs: dict[str, tuple[threading.Thread, threading.Event]] = {}
+_warm_lock = threading.Lock()
+
+
+def start_baseline_run(task_id: str, baseline: dict[str, Any]) -> None:
+    """Start the task's baseline run in a background thread of the flow-run process, while the
+    agent works (:func:`..acceptance.baseline_warm.warm_baseline_run`: the test checks on the
+    baseline worktree, cached for the rounds). At most one per task; it ends on a cancel or
+    :func:`stop_baseline_run`. Never raises."""
+    try:
+        st = store()
+        meta = st.read(task_id) or {}
+        tdir = st.dir(task_id)
+        stop = threading.Event()
+        probe = stop_probe(tdir)
+        req = _request(task_id, meta, tdir, 0, baseline, should_stop=lambda: stop.is_set() or probe())
+    except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
+        logging.getLogger("tianshu_mcp").warning("the early baseline run of %s was not started: %s", task_id, exc)
+        return
+    with _warm_lock:
+        if task_id in _warm_runs and _warm_runs[task_id][0].is_alive():
+            return
+        t = threading.Thread(target=warm_baseline_run, args=(req,), name=f"baseline-run-{task_id}", daemon=True)
+        _warm_runs[task_id] = (t, stop)
+        t.start()
+
+
+def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
+    """Stop the task's early baseline run (if any) and wait up to ``timeout_s`` s for its checks'
+    processes and worktree to be gone (a flow run that ends or suspends leaves nothing running)."""
+    with _warm_lock:
+        run = _warm_runs.pop(task_id, None)
+    if run is not None:
+        run[1].set()
+        run[0].join(timeout_s)
+
+
 @task(name="verify", retries=0)
 def verify_round_task(
     task_id: str,
@@ -162,37 +240,9 @@ def verify_round_task(
     st = store()
     meta = st.read(task_id) or {}
     tdir = st.dir(task_id)
-    cfg = load_config()
-    try:
-        entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
-    except TianshuError:
-        entry = {}  # a corrupt projects.json must not sink verification; the layers still apply
-    targets = target_tests if target_tests is not None else meta.get("targetTests")
-    holdout = round_holdout(tdir, str(meta["projectPath"]), holdout_dir)  # a damaged file raises: never skipped
-    outcome = verify_round(
-        VerifyRequest(
-            task_id=task_id,
-            project_path=work_path(meta),
-            task_dir=tdir,
-            round=round,
-            baseline=load_baseline(baseline),
-            home=data_home(),
-            acceptance_override=meta.get("acceptanceOverride") if acceptance_override is _UNSET else acceptance_override,
-            extra_checks=extra_checks,
-            checks_mode=checks_mode,
-            task_text=meta.get("task", ""),
-            verify_command_timeout_ms=cfg.verify_command_timeout_ms,
-            verify_concurrency=cfg.verify_concurrency,
-            should_stop=stop_probe(tdir),
-            project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
-            **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
-            agent_work=agent_work,
-            agent_run=agent_run,
-            pinned_rules=load_pinned(tdir) if agent_work else None,
-            target_tests=tuple(t for t in targets if isinstance(t, str)) if isinstance(targets, list) else (),
-            holdout_checks=tuple(holdout),
-        )
-    )
+    outcome = verify_round(_request(task_id, meta, tdir, round, baseline, extra_checks, checks_mode,
+                                    acceptance_override, baseline_dir, agent_work, agent_run, target_tests,
+                                    holdout_dir))
     report = outcome.report
     analysis = report.get("analysis") or {}
     diff = analysis.get("diffstat") or {}

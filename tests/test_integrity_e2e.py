@@ -143,6 +143,9 @@ async def test_demo_repo_as_the_readme_runs_it_succeeds_after_rework(ts_home: Pa
                                             "autoFixRounds": 2})
     r0 = report(ts_home, sub["taskId"], 0)
     assert r0["verdict"] == "failed" and "TAMPERING" not in verdict_reasons(r0), r0.get("blockingIssues")
+    # the baseline run started with the task, while the agent worked: the round read its cache
+    cache = json.loads((ts_home / "tasks" / sub["taskId"] / "baseline-checks.json").read_text())
+    assert cache["createdAt"] < r0["startedAt"] and list(cache["checks"]), cache
     assert meta["status"] == "succeeded" and meta["round"] == 2, meta["message"]
     last = report(ts_home, sub["taskId"], 1)
     assert last["verdict"] == "passed" and verdict_reasons(last) == set()

@@ -8,8 +8,10 @@ Lifecycle, driven by :mod:`..engine`::
 
 ``start`` lists what the agent changed, sorts out its test infrastructure, and starts, beside the
 round's own checks: the **baseline run** (the test checks on the pre-work tree, once per task,
-cached: :func:`..grading_worktree.run_baseline_checks`) and, when the agent changed test
-infrastructure, the **pristine run** (the test checks on :func:`.pristine.pristine_tree`). The
+cached: :func:`..grading_worktree.run_baseline_checks`; the flow starts it with the task, see
+:mod:`..baseline_warm`, so a round usually finds it done) and, when the agent changed test
+infrastructure, the **pristine run** (the test checks on :func:`.pristine.pristine_tree`, which
+that run's thread checks out first). The
 round's own checks and every run verification makes itself list each test's id
 (:func:`.infra.id_argv`), so the inventory compares ids.
 
@@ -39,6 +41,7 @@ from ..config import CheckDef
 from ..git import Baseline, run_git
 from ..grading_ids import parse_test_ids
 from ..grading_state import load_baseline_state
+from ...core.procs import stop_requested
 from ..grading_worktree import check_key, outputs_from_log, check_status, run_baseline_checks, worktree_argv
 from ..runner import run_checks
 from ..testcount import is_test_check
@@ -53,7 +56,7 @@ from .models import HoldoutCheck, IntegrityPolicy
 from .pristine import AgentChanges, PristineTree, agent_changes, pristine_tree
 from .targets import Target, TargetStatus, brief_targets, describe, judge_target, match
 
-__all__ = ["IntegritySession", "IntegrityOutcome"]
+__all__ = ["IntegritySession", "IntegrityOutcome", "pycache_home", "test_check_indices"]
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -79,6 +82,15 @@ class IntegrityOutcome:
     check_notes: dict[int, str] = field(default_factory=dict)
 
 
+def test_check_indices(defs: Sequence[CheckDef], project: str | os.PathLike[str]) -> list[int]:
+    """The indices of the checks that run tests, the ones the baseline run, the pristine run and
+    the inventory judge: a required check that says so (its name, a known runner, JUnit XML) or
+    runs a file of the project (``python tools/run_tests.py``: what it prints may be faked by the
+    agent, so it is judged too)."""
+    return [i for i, d in enumerate(defs) if not d.optional and (
+        d.junit_xml or is_test_check(d.name, d.cmd) or infra_rules([d.cmd], Path(project)).argv_files)]
+
+
 class IntegritySession:
     """One round's integrity judgement (see the module doc). Not thread-safe; one per round."""
 
@@ -90,9 +102,9 @@ class IntegritySession:
         """Args: the round's policy, project, task directory (logs), the directory of the baseline's
         files (:mod:`..grading_state`), round number, baseline, command checks, brief, targets,
         holdout checks, the agent's final output, the check runner's settings, and the bytecode
-        cache directory of verification's runs (default: ``<system temp>/tianshu-pycache``)."""
+        cache directory of verification's runs (default: :func:`pycache_home`)."""
         if pycache_dir is None:
-            pycache_dir = Path(tempfile.gettempdir()) / "tianshu-pycache"
+            pycache_dir = pycache_home()
         self.policy = policy
         self.project = Path(project)
         self.task_dir = task_dir
@@ -108,10 +120,7 @@ class IntegritySession:
         self.concurrency = concurrency
         self.should_stop = should_stop
         self.rules = infra_rules([d.cmd for d in self.defs], self.project)
-        # a check runs tests when it says so (name, runner, JUnit XML) or runs a file of the project
-        # (``python tools/run_tests.py``: what it prints may be faked by the agent, so it is judged too)
-        self.tests = [i for i, d in enumerate(self.defs) if not d.optional and (
-            d.junit_xml or is_test_check(d.name, d.cmd) or infra_rules([d.cmd], self.project).argv_files)]
+        self.tests = test_check_indices(self.defs, self.project)
         self.notes: list[str] = []
         self._stack = ExitStack()
         self._threads: list[threading.Thread] = []
@@ -121,10 +130,13 @@ class IntegritySession:
         self.tree: PristineTree | None = None
         self.changes = AgentChanges()
         self._pycache = Path(pycache_dir)
-        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": str(self._pycache)}
+        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": str(self._pycache), "PYTHONDONTWRITEBYTECODE": ""}
         """Set for every run of the round: bytecode is written to and read from verification's own
         cache directory (one per machine user, shared by every home: the standard library is
-        compiled once), never from the tree: an agent's planted ``__pycache__`` is not loaded."""
+        compiled once), never from the tree: an agent's planted ``__pycache__`` is not loaded.
+        Writing bytecode is switched back on (an empty ``PYTHONDONTWRITEBYTECODE``): it goes to
+        that directory only, and with it off every run compiled pytest and the standard library
+        from source again (a second of CPU per run in a container that sets it)."""
 
     # --- before the round's checks -----------------------------------------------------------
 
@@ -134,8 +146,9 @@ class IntegritySession:
                 for d in self.defs]
 
     def start(self) -> None:
-        """List the agent's changes, start the baseline run, build the pristine tree and start the
-        pristine run when the agent changed test infrastructure (or holdout checks need a tree)."""
+        """List the agent's changes, start the baseline run, and start the pristine run (it checks out
+        the pristine tree first) when the agent changed test infrastructure (or holdout checks need
+        a tree)."""
         try:
             top = Path(self._top())
             self.rules = infra_rules([d.cmd for d in self.defs], self.project, top)
@@ -152,14 +165,8 @@ class IntegritySession:
             self._spawn(self._run_baseline, tests)
         needs_tree = (self.policy is IntegrityPolicy.PROTECT and bool(self.changes.infra) and bool(tests)) or (
             self.policy is not IntegrityPolicy.OFF and bool(self.holdout))
-        if needs_tree:
-            self.tree = self._stack.enter_context(
-                pristine_tree(self.project, self.baseline_dir, self.baseline, self.rules, self.changes))
-            if self.tree is None:
-                self.notes.append(_("the pristine tree could not be built"))
-            elif self.tree.differs and tests:
-                self._pristine_defs = [worktree_argv(d, self.tree.project, self.project) for d in tests]
-                self._spawn(self._run_pristine, self.tree)
+        if needs_tree:  # checked out and run on a thread of its own, beside the round's checks
+            self._spawn(self._run_pristine, tests)
 
     def _top(self) -> str:
         r = run_git(["rev-parse", "--show-toplevel"], self.project)
@@ -179,7 +186,23 @@ class IntegritySession:
             log.exception("the baseline run failed")
             self.notes.append(_("the baseline run failed: {error}").format(error=exc))
 
-    def _run_pristine(self, tree: PristineTree) -> None:
+    def _run_pristine(self, tests: list[CheckDef]) -> None:
+        """Build the pristine tree (removed by :meth:`close`), then run the test checks there when it
+        differs from the agent's tree."""
+        try:
+            tree = self._stack.enter_context(
+                pristine_tree(self.project, self.baseline_dir, self.baseline, self.rules, self.changes))
+        except Exception as exc:  # noqa: BLE001
+            log.exception("building the pristine tree failed")
+            tree = None
+            self.notes.append(_("the pristine tree could not be built: {error}").format(error=exc))
+        else:
+            if tree is None:
+                self.notes.append(_("the pristine tree could not be built"))
+        self.tree = tree
+        if tree is None or not tree.differs or not tests or stop_requested(self.should_stop):
+            return
+        self._pristine_defs = [worktree_argv(d, tree.project, self.project) for d in tests]
         try:
             self._pristine = run_checks(self._pristine_defs, tree.project, self._log("pristine"), self.timeout_ms,
                                         concurrency=self.concurrency, should_stop=self.should_stop,
@@ -419,6 +442,27 @@ class IntegritySession:
                 self.notes.append(_("test files lost assertions: {files}").format(files=", ".join(
                     f"{r['file']} ({r['before']} → {r['after'] or 0})" for r in lost[:10])))
         return rows[:50]
+
+
+def pycache_home() -> Path:
+    """Verification's bytecode cache: ``<system temp>/tianshu-pycache-<uid>``, made mode 0700.
+    A directory of that name owned by another user (who could plant bytecode in it) is not used:
+    a fresh private temporary directory is, for this process. Never raises."""
+    path = Path(tempfile.gettempdir()) / f"tianshu-pycache-{os.getuid()}"
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+        st = path.lstat()
+        if st.st_uid == os.getuid() and not path.is_symlink() and not st.st_mode & 0o022:
+            return path
+    except OSError:
+        pass
+    global _private_pycache
+    if _private_pycache is None:
+        _private_pycache = Path(tempfile.mkdtemp(prefix="tianshu-pycache-"))
+    return _private_pycache
+
+
+_private_pycache: Path | None = None
 
 
 def _prune_pycache(prefix: Path) -> None:

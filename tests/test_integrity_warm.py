@@ -1,0 +1,146 @@
+"""The baseline run started with the task (issue 23, speed: design note 50).
+
+Verification integrity compares a round's test checks with their results on the baseline. The flow
+starts that baseline run when the task starts (:func:`tianshu_mcp.acceptance.baseline_warm
+.warm_baseline_run`, from ``tasks/verify.start_baseline_run``), while the agent works; the round
+reads it from the task's cache. Real git repositories, real pytest runs; the test suite's conftest
+says where it ran (a line per run in ``$WARM_RUNS``) and, at the baseline, can be held until the
+test lets it go, so the order of events is forced by the test, not by timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable
+
+import psutil
+import pytest
+from integrity_helpers import PYTEST_CHECK, Task, edit, git, init_repo
+from tianshu_mcp.acceptance.baseline_warm import warm_baseline_run
+from tianshu_mcp.acceptance.engine import VerifyRequest
+from tianshu_mcp.acceptance.grading_worktree import CACHE_FILE
+from tianshu_mcp.acceptance.pinning import load_pinned
+
+CONFTEST = '''import os, time
+from pathlib import Path
+
+_base = "tianshu-baseline-" in os.getcwd()
+with open(os.environ["WARM_RUNS"], "a") as fh:
+    fh.write(("baseline" if _base else "tree") + "\\n")
+if _base and os.environ.get("WARM_HOLD"):
+    deadline = time.monotonic() + 120
+    while not Path(os.environ["WARM_HOLD"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+'''
+FILES = {
+    "calc.py": "def add(a, b):\n    return a - b\n",
+    "conftest.py": CONFTEST,
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+                          "def test_zero():\n    assert add(0, 0) == 0\n",
+    ".gitignore": "__pycache__/\n",
+}
+
+
+def _repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: bool = False) -> tuple[Task, Path, Path]:
+    runs, release = tmp_path / "runs.txt", tmp_path / "release"
+    runs.write_text("")
+    monkeypatch.setenv("WARM_RUNS", str(runs))
+    if hold:
+        monkeypatch.setenv("WARM_HOLD", str(release))
+    repo = init_repo(tmp_path / "repo", FILES, [PYTEST_CHECK])
+    return Task(repo, tmp_path, brief="Fix add() so that test_add passes."), runs, release
+
+
+def _request(task: Task, should_stop: Callable[[], bool] | None = None) -> VerifyRequest:
+    return VerifyRequest(task_id="tsk_warm", project_path=str(task.project), task_dir=task.dir, round=0,
+                         baseline=task.baseline, home=task.home, pinned_rules=load_pinned(task.dir),
+                         should_stop=should_stop)
+
+
+def _wait(cond: Callable[[], bool], what: str, deadline_s: float = 120.0) -> None:
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > deadline_s:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def _lines(runs: Path) -> list[str]:
+    return runs.read_text().split()
+
+
+def test_the_round_reads_the_baseline_run_started_with_the_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The early run caches the baseline; the round then runs the tests once, on the agent's tree."""
+    task, runs, _ = _repo(tmp_path, monkeypatch)
+    warm_baseline_run(_request(task))
+    assert _lines(runs) == ["baseline"]
+    cache = json.loads((task.dir / CACHE_FILE).read_text())
+    assert [json.loads(k)[0] for k in cache["checks"]] == ["tests"]
+    edit(task.project / "calc.py", "a - b", "a + b")
+    out = task.judge()
+    assert out.passed, out.blocking_issues
+    assert _lines(runs) == ["baseline", "tree"]  # no second baseline run
+    inv = out.report["integrity"]["inventory"]
+    assert inv and inv[0]["removed"] == [], inv
+
+
+def test_a_round_that_starts_during_the_early_run_waits_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent ended before the baseline run: the round's integrity session waits on the task's
+    lock and reads the early run's result instead of running the baseline a second time."""
+    task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
+    warm = threading.Thread(target=warm_baseline_run, args=(_request(task),), daemon=True)
+    warm.start()
+    _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
+    edit(task.project / "calc.py", "a - b", "a + b")
+    result: dict[str, object] = {}
+    judge = threading.Thread(target=lambda: result.setdefault("out", task.judge()), daemon=True)
+    judge.start()
+    _wait(lambda: "tree" in _lines(runs), "the round's own checks to run")
+    assert judge.is_alive() and _lines(runs) == ["baseline", "tree"]  # the round waits for the baseline
+    release.touch()
+    judge.join(180)
+    warm.join(180)
+    assert not judge.is_alive() and not warm.is_alive()
+    out = result["out"]
+    assert out.passed, out.blocking_issues  # type: ignore[attr-defined]
+    assert _lines(runs) == ["baseline", "tree"]
+
+
+def test_a_stopped_early_run_leaves_no_process_worktree_or_cache(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task ends before its first round (the agent failed, a cancel): the early run stops, its
+    test processes and worktree are gone and nothing half-run is cached; the round runs it itself."""
+    task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
+    stop = threading.Event()
+    warm = threading.Thread(target=warm_baseline_run, args=(_request(task, stop.is_set),), daemon=True)
+    warm.start()
+    _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
+    held = [p for p in psutil.Process(os.getpid()).children(recursive=True) if "pytest" in " ".join(p.cmdline())]
+    assert held
+    stop.set()
+    warm.join(120)
+    assert not warm.is_alive()
+    _, alive = psutil.wait_procs(held, timeout=30)
+    assert alive == []
+    assert not (task.dir / CACHE_FILE).exists()
+    worktrees = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
+    assert len(worktrees) == 1, worktrees
+    monkeypatch.delenv("WARM_HOLD")
+    edit(task.project / "calc.py", "a - b", "a + b")
+    out = task.judge()
+    assert out.passed, out.blocking_issues
+    assert Counter(_lines(runs)) == {"baseline": 2, "tree": 1}  # the round ran the baseline itself
+    release.touch()
+
+
+def test_nothing_runs_early_when_integrity_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    task, runs, _ = _repo(tmp_path, monkeypatch)
+    req = _request(task)
+    req.acceptance_override = {"testIntegrity": "off"}
+    assert warm_baseline_run(req) == []
+    assert _lines(runs) == [] and not (task.dir / CACHE_FILE).exists()
