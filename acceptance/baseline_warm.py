@@ -4,22 +4,115 @@ Verification integrity compares a round with the test checks' results on the bas
 inside the first round, that baseline run competes with the round's own checks for the
 machine's cores; started when the task starts, it is done (and cached per task) by the time the
 agent has finished.
+
+The flow-run process runs it in a child process of its own (:func:`start_in_child`, the
+module's ``__main__``): the flow-run process reaps every process left below it when an agent's
+round ends (:mod:`...core.reaper`), and a child held by :func:`...core.reaper.keep_alive`, with
+its whole tree (the checks, git), is what it spares. The child ends by itself when its parent
+goes away.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import signal
+import sys
+import threading
 from pathlib import Path
+from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict
+
+from ..core.procs import run_process
+from ..core.reaper import keep_alive, release
 from .config import resolve_checks
 from .engine import VerifyRequest, integrity_policy
+from .git import Baseline
 from .grading_worktree import run_baseline_checks
 from .integrity.judge import test_check_indices
 from .integrity.models import IntegrityPolicy
+from .pinning import load_pinned
 
-__all__ = ["warm_baseline_run"]
+__all__ = ["WarmSpec", "start_in_child", "warm_baseline_run"]
 
 log = logging.getLogger("tianshu_mcp")
+
+LOG_FILE = "baseline-warm.log"
+"""The child's own output in the task directory (the checks' output goes to ``baseline-checks.log``)."""
+
+
+class WarmSpec(BaseModel):
+    """What the child needs to rebuild the round's :class:`VerifyRequest` (JSON on its stdin).
+
+    The pinned rules are read from ``task_dir`` again (:func:`.pinning.load_pinned`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: str
+    project_path: str
+    task_dir: str
+    baseline_dir: str | None = None
+    baseline: dict[str, Any]
+    home: str
+    acceptance_override: dict[str, Any] | None = None
+    checks_mode: str = "append"
+    project_verify: list[dict[str, Any]] | None = None
+    verify_command_timeout_ms: int = 300_000
+    verify_concurrency: int = 2
+
+    @classmethod
+    def of(cls, req: VerifyRequest) -> WarmSpec:
+        """The spec of ``req`` (its extra checks, agent run and holdout checks play no part)."""
+        return cls(task_id=req.task_id, project_path=str(req.project_path), task_dir=str(req.task_dir),
+                   baseline_dir=str(req.baseline_dir) if req.baseline_dir is not None else None,
+                   baseline=req.baseline.model_dump(by_alias=True, mode="json") if req.baseline else {},
+                   home=str(req.home), acceptance_override=dict(req.acceptance_override)
+                   if req.acceptance_override is not None else None, checks_mode=str(req.checks_mode),
+                   project_verify=[dict(v) for v in req.project_verify if isinstance(v, dict)]
+                   if req.project_verify is not None else None,
+                   verify_command_timeout_ms=req.verify_command_timeout_ms,
+                   verify_concurrency=req.verify_concurrency)
+
+    def request(self, should_stop: Callable[[], bool] | None = None) -> VerifyRequest:
+        """The :class:`VerifyRequest` of round 0 of the task."""
+        return VerifyRequest(
+            task_id=self.task_id, project_path=self.project_path, task_dir=Path(self.task_dir), round=0,
+            baseline=Baseline.model_validate(self.baseline), home=Path(self.home),
+            acceptance_override=self.acceptance_override, checks_mode=self.checks_mode,
+            project_verify=self.project_verify, verify_command_timeout_ms=self.verify_command_timeout_ms,
+            verify_concurrency=self.verify_concurrency, should_stop=should_stop,
+            baseline_dir=Path(self.baseline_dir) if self.baseline_dir else None,
+            pinned_rules=load_pinned(self.task_dir))
+
+
+def start_in_child(spec: WarmSpec, stop: threading.Event) -> threading.Thread:
+    """Run :func:`warm_baseline_run` for ``spec`` in a child process (``python -m`` this module,
+    the spec on its stdin), watched by a daemon thread of this process, which is returned: the
+    child's tree is spared by :func:`...core.reaper.reap_orphans` while it runs; setting
+    ``stop`` kills it (its worktree is swept by the next baseline run of the repository,
+    :func:`.grading_worktree.baseline_worktree`). Output: ``<task_dir>/baseline-warm.log``."""
+    def watch() -> None:
+        held: list[Any] = []
+
+        def started(record: Any) -> None:
+            keep_alive(record)
+            held.append(record)
+
+        try:
+            run_process([sys.executable, "-m", __name__], cwd=spec.task_dir, log_path=Path(spec.task_dir) / LOG_FILE,
+                        timeout_ms=None, stdin_text=spec.model_dump_json(), should_stop=stop.is_set,
+                        on_start=started, poll_s=0.2)
+        except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
+            log.warning("the early baseline run of %s failed: %s", spec.task_id, exc)
+        finally:
+            for record in held:
+                release(record)
+
+    t = threading.Thread(target=watch, name=f"baseline-run-{spec.task_id}", daemon=True)
+    t.start()
+    return t
 
 
 def warm_baseline_run(req: VerifyRequest) -> list[str]:
@@ -55,3 +148,20 @@ def warm_baseline_run(req: VerifyRequest) -> list[str]:
     except Exception as exc:  # noqa: BLE001 - the round runs the baseline itself when this did not
         log.warning("the early baseline run of %s failed: %s", req.task_id, exc)
         return []
+
+
+def _main() -> int:
+    """The child: the spec from stdin, the run, its notes as JSON on stdout; it stops on SIGTERM
+    or when the process that started it is gone."""
+    parent = os.getppid()
+    stopped = threading.Event()
+    # a SIGTERM (the parent's stop) ends the checks through should_stop, so the worktree is removed
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    spec = WarmSpec.model_validate_json(sys.stdin.read())
+    notes = warm_baseline_run(spec.request(lambda: stopped.is_set() or os.getppid() != parent))
+    print(json.dumps({"notes": notes}, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

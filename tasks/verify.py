@@ -11,7 +11,7 @@ from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Cancelled, Failed, State
 
-from ..acceptance.baseline_warm import warm_baseline_run
+from ..acceptance.baseline_warm import WarmSpec, start_in_child
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
@@ -167,26 +167,23 @@ _warm_lock = threading.Lock()
 
 
 def start_baseline_run(task_id: str, baseline: dict[str, Any]) -> None:
-    """Start the task's baseline run in a background thread of the flow-run process, while the
-    agent works (:func:`..acceptance.baseline_warm.warm_baseline_run`: the test checks on the
-    baseline worktree, cached for the rounds). At most one per task; it ends on a cancel or
-    :func:`stop_baseline_run`. Never raises."""
+    """Start the task's baseline run in a child process of the flow-run process, while the agent
+    works (:func:`..acceptance.baseline_warm.start_in_child`: the test checks on the baseline
+    worktree, cached for the rounds). At most one per task; it ends with :func:`stop_baseline_run`
+    (a cancel reaches it through the flow's end). Never raises."""
     try:
         st = store()
         meta = st.read(task_id) or {}
         tdir = st.dir(task_id)
         stop = threading.Event()
-        probe = stop_probe(tdir)
-        req = _request(task_id, meta, tdir, 0, baseline, should_stop=lambda: stop.is_set() or probe())
+        req = _request(task_id, meta, tdir, 0, baseline)
     except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
         logging.getLogger("tianshu_mcp").warning("the early baseline run of %s was not started: %s", task_id, exc)
         return
     with _warm_lock:
         if task_id in _warm_runs and _warm_runs[task_id][0].is_alive():
             return
-        t = threading.Thread(target=warm_baseline_run, args=(req,), name=f"baseline-run-{task_id}", daemon=True)
-        _warm_runs[task_id] = (t, stop)
-        t.start()
+        _warm_runs[task_id] = (start_in_child(WarmSpec.of(req), stop), stop)
 
 
 def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:

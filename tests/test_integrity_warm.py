@@ -2,8 +2,8 @@
 
 Verification integrity compares a round's test checks with their results on the baseline. The flow
 starts that baseline run when the task starts (:func:`tianshu_mcp.acceptance.baseline_warm
-.warm_baseline_run`, from ``tasks/verify.start_baseline_run``), while the agent works; the round
-reads it from the task's cache. Real git repositories, real pytest runs; the test suite's conftest
+.warm_baseline_run`, in a child process: ``start_in_child``, from ``tasks/verify.start_baseline_run``),
+while the agent works; the round reads it from the task's cache. Real git repositories, real pytest runs; the test suite's conftest
 says where it ran (a line per run in ``$WARM_RUNS``) and, at the baseline, can be held until the
 test lets it go, so the order of events is forced by the test, not by timing.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -21,7 +23,7 @@ from typing import Callable
 import psutil
 import pytest
 from integrity_helpers import PYTEST_CHECK, Task, edit, git, init_repo
-from tianshu_mcp.acceptance.baseline_warm import warm_baseline_run
+from tianshu_mcp.acceptance.baseline_warm import WarmSpec, warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyRequest
 from tianshu_mcp.acceptance.grading_worktree import CACHE_FILE
 from tianshu_mcp.acceptance.pinning import load_pinned
@@ -144,3 +146,41 @@ def test_nothing_runs_early_when_integrity_is_off(tmp_path: Path, monkeypatch: p
     req.acceptance_override = {"testIntegrity": "off"}
     assert warm_baseline_run(req) == []
     assert _lines(runs) == [] and not (task.dir / CACHE_FILE).exists()
+
+
+REAPER_SCRIPT = '''
+import json, sys, threading, time
+from pathlib import Path
+from tianshu_mcp.core.reaper import become_subreaper, reap_orphans
+from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child
+
+assert become_subreaper()
+spec, runs, release = WarmSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+stop = threading.Event()
+t = start_in_child(spec, stop)
+deadline = time.monotonic() + 120
+while "baseline" not in runs.read_text().split():
+    assert time.monotonic() < deadline, "the early run never started"
+    time.sleep(0.05)
+killed = reap_orphans()  # what the end of an agent's round does in a flow-run process
+release.touch()
+t.join(180)
+print(json.dumps({"killed": killed, "alive": t.is_alive()}))
+'''
+
+
+def test_the_early_run_survives_the_reaping_at_the_end_of_an_agents_round(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a flow-run process (a subreaper that kills what is left below it when an agent's round
+    ends), the early run is a child process the reaper spares: its baseline is cached whole, not
+    a run cut off mid-way (which read as "no test count")."""
+    task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
+    spec = WarmSpec.of(_request(task))
+    r = subprocess.run([sys.executable, "-c", REAPER_SCRIPT, spec.model_dump_json(), str(runs), str(release)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"killed": 0, "alive": False}
+    cache = json.loads((task.dir / CACHE_FILE).read_text())
+    (entry,) = cache["checks"].values()
+    assert (entry["status"], entry["counts"]["passed"], entry["counts"]["failed"]) == ("failed", 1, 1), entry
+    assert _lines(runs) == ["baseline"]
