@@ -14,18 +14,20 @@ goes away.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from ..core.procs import run_process
+from ..core.procs import ProcRecord, run_process
 from ..core.reaper import keep_alive, release
 from .config import resolve_checks
 from .engine import VerifyRequest, integrity_policy
@@ -39,6 +41,8 @@ __all__ = ["WarmSpec", "start_in_child", "warm_baseline_run"]
 
 log = logging.getLogger("tianshu_mcp")
 
+STOP_GRACE_S = 15.0
+"""After a stop, how long the child has to end its checks and remove its worktree before its tree is killed."""
 LOG_FILE = "baseline-warm.log"
 """The child's own output in the task directory (the checks' output goes to ``baseline-checks.log``)."""
 
@@ -90,20 +94,30 @@ class WarmSpec(BaseModel):
 def start_in_child(spec: WarmSpec, stop: threading.Event) -> threading.Thread:
     """Run :func:`warm_baseline_run` for ``spec`` in a child process (``python -m`` this module,
     the spec on its stdin), watched by a daemon thread of this process, which is returned: the
-    child's tree is spared by :func:`...core.reaper.reap_orphans` while it runs; setting
-    ``stop`` kills it (its worktree is swept by the next baseline run of the repository,
-    :func:`.grading_worktree.baseline_worktree`). Output: ``<task_dir>/baseline-warm.log``."""
+    child's tree is spared by :func:`...core.reaper.reap_orphans` while it runs. Setting ``stop``
+    sends the child SIGTERM (it stops its checks and removes its worktree) and kills its whole
+    tree :data:`STOP_GRACE_S` s later if it is still there. Output: ``<task_dir>/baseline-warm.log``."""
+    held: list[ProcRecord] = []
+    asked: list[float] = []
+
+    def started(record: ProcRecord) -> None:
+        keep_alive(record)
+        held.append(record)
+
+    def kill_now() -> bool:
+        if not stop.is_set() or not held:
+            return False
+        if not asked:
+            asked.append(time.monotonic())
+            with contextlib.suppress(OSError):
+                os.kill(held[0].pid, signal.SIGTERM)
+        return time.monotonic() - asked[0] > STOP_GRACE_S
+
     def watch() -> None:
-        held: list[Any] = []
-
-        def started(record: Any) -> None:
-            keep_alive(record)
-            held.append(record)
-
         try:
             run_process([sys.executable, "-m", __name__], cwd=spec.task_dir, log_path=Path(spec.task_dir) / LOG_FILE,
-                        timeout_ms=None, stdin_text=spec.model_dump_json(), should_stop=stop.is_set,
-                        on_start=started, poll_s=0.2)
+                        timeout_ms=None, stdin_text=spec.model_dump_json(), should_stop=kill_now, on_start=started,
+                        poll_s=0.2)
         except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
             log.warning("the early baseline run of %s failed: %s", spec.task_id, exc)
         finally:

@@ -245,8 +245,8 @@ def run_baseline_checks(
         where ``key`` = JSON ``[name, argv]``. Never raises.
     """
     tdir = Path(task_dir)
-    # one run per task at a time: the run started at the task's start (:func:`.integrity.warm
-    # .warm_baseline_run`) and a round's own are the same run, the second waits and reads the cache
+    # one run per task at a time: the run started with the task (:func:`.baseline_warm
+    # .warm_baseline_run`) and a round's own are the same run; the second waits and reads the cache
     lock = FileLock(str(tdir / LOCK_FILE), thread_local=False, is_singleton=False)
     locked = False
     while True:

@@ -526,8 +526,13 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.reps, args.tests, args.files = 2, 40, 200
+    # a user's machine writes bytecode: with PYTHONDONTWRITEBYTECODE (set in some containers) "off"
+    # recompiled and re-rewrote every test module per run while protect's own cache kept them
+    # (verification writes bytecode to its own directory), which flattered protect
+    dont_write = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     start_load = load()
     print(f"load average at start: {start_load}")
+    print(f"PYTHONDONTWRITEBYTECODE: {'was ' + repr(dont_write) + ', unset for this run' if dont_write else 'not set'}")
     print(f"python {sys.version.split()[0]}, reps {args.reps}, tests {args.tests}, files {args.files}", flush=True)
     instrument()
     summary: list[str] = []

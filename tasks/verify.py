@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -128,9 +128,9 @@ def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baselin
              extra_checks: list[dict[str, Any]] | None = None, checks_mode: str = "append",
              acceptance_override: Any = _UNSET, baseline_dir: str | None = None, agent_work: bool = True,
              agent_run: dict[str, Any] | None = None, target_tests: list[str] | None = None,
-             holdout_dir: str | None = None, should_stop: Callable[[], bool] | None = None) -> VerifyRequest:
-    """The :class:`VerifyRequest` of a round of task ``task_id`` (arguments: :func:`verify_round_task`'s;
-    ``should_stop`` defaults to the task's cancel probe). Raises what :func:`round_holdout` raises."""
+             holdout_dir: str | None = None) -> VerifyRequest:
+    """The :class:`VerifyRequest` of a round of task ``task_id`` (arguments: :func:`verify_round_task`'s).
+    Raises what :func:`round_holdout` raises."""
     cfg = load_config()
     try:
         entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
@@ -151,7 +151,7 @@ def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baselin
         task_text=meta.get("task", ""),
         verify_command_timeout_ms=cfg.verify_command_timeout_ms,
         verify_concurrency=cfg.verify_concurrency,
-        should_stop=should_stop or stop_probe(tdir),
+        should_stop=stop_probe(tdir),
         project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
         **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
         agent_work=agent_work,

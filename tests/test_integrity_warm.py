@@ -23,7 +23,7 @@ from typing import Callable
 import psutil
 import pytest
 from integrity_helpers import PYTEST_CHECK, Task, edit, git, init_repo
-from tianshu_mcp.acceptance.baseline_warm import WarmSpec, warm_baseline_run
+from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child, warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyRequest
 from tianshu_mcp.acceptance.grading_worktree import CACHE_FILE
 from tianshu_mcp.acceptance.pinning import load_pinned
@@ -184,3 +184,24 @@ def test_the_early_run_survives_the_reaping_at_the_end_of_an_agents_round(tmp_pa
     (entry,) = cache["checks"].values()
     assert (entry["status"], entry["counts"]["passed"], entry["counts"]["failed"]) == ("failed", 1, 1), entry
     assert _lines(runs) == ["baseline"]
+
+
+def test_stopping_the_child_ends_its_checks_and_removes_its_worktree(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flow run ends before its first round (``stop_baseline_run``): the child is asked to stop,
+    ends its held test run, removes its worktree and caches nothing; no process of it is left."""
+    task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
+    stop = threading.Event()
+    t = start_in_child(WarmSpec.of(_request(task)), stop)
+    _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
+    mine = psutil.Process(os.getpid()).children(recursive=True)
+    assert any("baseline_warm" in " ".join(p.cmdline()) for p in mine)
+    stop.set()
+    t.join(120)
+    assert not t.is_alive()
+    _, alive = psutil.wait_procs(mine, timeout=30)
+    assert alive == []
+    assert not (task.dir / CACHE_FILE).exists()
+    worktrees = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
+    assert len(worktrees) == 1, worktrees  # removed by the child itself, not left for a later sweep
+    release.touch()
