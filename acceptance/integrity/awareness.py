@@ -51,12 +51,23 @@ def _strip_tests(rel: str, text: str, rules: InfraRules) -> str:
     return "".join(out)
 
 
+def _starts_on(pat: re.Pattern[str], lines: list[str], n: int) -> bool:
+    """``pat`` matches starting on line ``n`` (1-based); a pattern that spans a line break
+    (``def __eq__(…):`` then ``return True``) sees that line and the next."""
+    line = lines[n - 1]
+    if "\\n" not in pat.pattern:
+        return pat.search(line) is not None
+    m = pat.search(line + "\n" + (lines[n] if n < len(lines) else ""))
+    return m is not None and m.start() < len(line)
+
+
 def scan_added_lines(top: Path, head: str | None, paths: Iterable[str], untracked: set[str],
                      rules: InfraRules) -> list[AwareHit]:
     """Added lines of ``paths`` (top-relative, production files) matching their patterns.
 
     Tracked files: the ``+`` lines of ``git diff -U0 <head>``; untracked ones: every line. Lines
-    inside embedded test code (Rust test modules) do not count. Never raises.
+    inside embedded test code (Rust test modules) do not count. A match starts on an added line
+    (a two-line pattern also reads the line after it). Never raises.
     """
     hits: list[AwareHit] = []
     for rel in paths:
@@ -86,7 +97,7 @@ def scan_added_lines(top: Path, head: str | None, paths: Iterable[str], untracke
                     added.append(cur)
                     cur += 1
         for n in added:
-            if 1 <= n <= len(lines) and any(p.search(lines[n - 1]) for p in pats):
+            if 1 <= n <= len(lines) and any(_starts_on(p, lines, n) for p in pats):
                 hits.append(AwareHit(rel, n, lines[n - 1]))
                 if len(hits) >= MAX_HITS:
                     return hits

@@ -19,9 +19,12 @@ from ..git import run_git
 
 __all__ = ["ignored_snapshot", "planted", "CODE_SUFFIXES", "SKIP_DIRS"]
 
-CODE_SUFFIXES = (".py", ".pth", ".so", ".pyd", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx",
+CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pth", ".so", ".pyd", ".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx",
                  ".go", ".rs", ".json", ".toml", ".ini", ".cfg", ".yml", ".yaml")
-"""Ignored files with these endings can change what a test run loads or how it is configured."""
+"""Ignored files with these endings can change what a test run loads or how it is configured. A
+``.pyc`` outside ``__pycache__`` is imported when no source is beside it (breaker finding: the
+agent deleted ``calc.py`` and left a fixed ``calc.pyc``); the ones in ``__pycache__`` are never read
+(verification's bytecode lives elsewhere) and are not listed."""
 SKIP_DIRS = frozenset({"node_modules", ".venv", "venv", ".tox", ".nox", "__pycache__", ".pytest_cache",
                        ".mypy_cache", ".ruff_cache", "target", ".git", ".cache", ".nyc_output", "coverage",
                        ".gradle", ".next", ".turbo", ".parcel-cache"})

@@ -25,9 +25,15 @@ from ..toolchains.registry import toolchains
 __all__ = ["InfraKind", "InfraRules", "glob_regex", "infra_rules"]
 
 GENERIC_FILES = ("Makefile", "makefile", "GNUmakefile", "*.mk", "justfile", "Justfile", ".justfile",
-                 "Taskfile.yml", "Taskfile.yaml", "Rakefile", ".tianshu-mcp/**")
-"""Test infrastructure of no toolchain: the task runners a check may call and the project's
-acceptance rules (also pinned, :mod:`..pinning`)."""
+                 "Taskfile.yml", "Taskfile.yaml", "Rakefile", ".tianshu-mcp/**",
+                 "**/fixtures/**", "**/testdata/**", "**/test_data/**", "**/test-data/**", "**/__snapshots__/**",
+                 "*.snap")
+"""Test infrastructure of no toolchain: the task runners a check may call, the project's
+acceptance rules (also pinned, :mod:`..pinning`), and the conventional homes of test data and
+snapshots (``fixtures/``, Go's ``testdata/``, Jest's ``__snapshots__``) wherever they are: the
+expected values a test reads are part of the test (breaker finding: a ``fixtures/cases.json``
+outside ``tests/`` lost its failing case). Data a test reads from anywhere else is the agent's
+code (README, "What it does not cover")."""
 
 
 class InfraKind(str, Enum):

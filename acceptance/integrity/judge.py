@@ -373,7 +373,7 @@ class IntegritySession:
         rep["testAware"] = [h.to_json() for h in hits]
         if hits:
             out.blocking.append({"code": "TAMPERING", "message": _(
-                "production code the agent changed detects that it runs under test: {where}").format(
+                "production code the agent changed detects the test run or defeats its assertions: {where}").format(
                     where="; ".join(f"{h.file}:{h.line}: {h.text.strip()[:80]}" for h in hits[:5]))})
         # test files the agent edited: assertions before and after (reported)
         rep["assertions"] = self._assertions(top)

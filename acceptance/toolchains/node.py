@@ -66,7 +66,11 @@ INFRA = TestInfra(
     files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", ".npmrc", ".node-options"),
     aware=(re.compile(r"\bNODE_TEST_CONTEXT\b|process\.argv[^\n]*--test\b|[\'\"](?:node:)?test[\'\"]\s*\)"
                       r"|from\s+[\'\"](?:node:)?test[\'\"]|process\.execArgv|\bNODE_ENV\b[^\n]*[\'\"]test[\'\"]"
-                      r"|require\.cache|Module\.prototype|\bassert\.\w+\s*=(?!=)"),),
+                      r"|require\.cache|Module\.prototype|\bassert\.\w+\s*=(?!=)"
+                      # an assertion function of node:assert replaced, whatever the module is called
+                      # (names production objects rarely carry: not ``ok``, ``equal`` or ``match``)
+                      r"|\.(?:strictEqual|deepStrictEqual|deepEqual|notStrictEqual|notDeepStrictEqual|notDeepEqual"
+                      r"|partialDeepStrictEqual|throws|doesNotThrow|rejects|doesNotReject|doesNotMatch|ifError)\s*=(?!=)"),),
     aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
 )
 """``node --test``'s test infrastructure: the files its default patterns run and the ``.npmrc``

@@ -348,11 +348,16 @@ def _id_argv(argv: list[str]) -> list[str]:
 INFRA = TestInfra(
     files=("test_*.py", "*_test.py", "conftest.py", "**/tests/**", "**/test/**", "pytest.ini", ".pytest.ini",
            "pytest.toml", ".pytest.toml", "pyproject.toml", "setup.cfg", "tox.ini", "noxfile.py", "sitecustomize.py",
-           "usercustomize.py", "*.pth", "**/*.dist-info/**", "**/*.egg-info/**", "**/*.egg-link"),
+           "usercustomize.py", "*.pth", "**/*.dist-info/**", "**/*.egg-info/**", "**/*.egg-link", "*.pyc", "*.pyo"),
     aware=(re.compile(r"^\s*(?:import|from)\s+(?:_?pytest|unittest)\b(?!\.mock)"),
            re.compile(r"PYTEST_(?:CURRENT_TEST|VERSION|XDIST)|[\'\"](?:_?pytest|unittest|nose2?)[\'\"]\s+(?:not\s+)?in\s+sys\.modules"
                       r"|sys\.modules\s*(?:\[|\.get\()\s*[\'\"](?:_?pytest|unittest)[\'\"]|\bsys\._getframe\b"
-                      r"|\binspect\.stack\(\)|__import__\(\s*[\'\"](?:_?pytest|unittest)")),
+                      r"|\binspect\.stack\(\)|__import__\(\s*[\'\"](?:_?pytest|unittest)"),
+           # production code that defeats the assertions instead of detecting the run (breaker
+           # findings): a value equal to anything, an assertion method replaced
+           re.compile(r"__eq__\s*=\s*lambda[^:\n]*:\s*True\b|__ne__\s*=\s*lambda[^:\n]*:\s*False\b"
+                      r"|def\s+__eq__\s*\([^)]*\)\s*(?:->\s*\w+\s*)?:\s*(?:\n\s*)?return\s+True\b"
+                      r"|\.assert[A-Z]\w*\s*=(?!=)|\bsetattr\([^)\n]*[\'\"]assert[A-Z]\w*[\'\"]")),
     aware_files=("*.py",),
     id_argv=_id_argv,
 )
