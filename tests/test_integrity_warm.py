@@ -72,6 +72,18 @@ def _wait(cond: Callable[[], bool], what: str, deadline_s: float = 120.0) -> Non
         time.sleep(0.05)
 
 
+def _baseline_procs(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """The test processes among ``procs`` that run in a baseline worktree."""
+    out = []
+    for p in procs:
+        try:
+            if "pytest" in " ".join(p.cmdline()) and "tianshu-baseline-" in p.cwd():
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
+
+
 def _lines(runs: Path) -> list[str]:
     return runs.read_text().split()
 
@@ -122,7 +134,7 @@ def test_a_stopped_early_run_leaves_no_process_worktree_or_cache(tmp_path: Path,
     warm = threading.Thread(target=warm_baseline_run, args=(_request(task, stop.is_set),), daemon=True)
     warm.start()
     _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
-    held = [p for p in psutil.Process(os.getpid()).children(recursive=True) if "pytest" in " ".join(p.cmdline())]
+    held = _baseline_procs(psutil.Process(os.getpid()).children(recursive=True))
     assert held
     stop.set()
     warm.join(120)
@@ -194,8 +206,9 @@ def test_stopping_the_child_ends_its_checks_and_removes_its_worktree(tmp_path: P
     stop = threading.Event()
     t = start_in_child(WarmSpec.of(_request(task)), stop)
     _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
-    mine = psutil.Process(os.getpid()).children(recursive=True)
-    assert any("baseline_warm" in " ".join(p.cmdline()) for p in mine)
+    (child,) = [p for p in psutil.Process(os.getpid()).children() if "baseline_warm" in " ".join(p.cmdline())]
+    mine = [child, *child.children(recursive=True)]  # (not this worker's other children: a session daemon)
+    assert _baseline_procs(mine)
     stop.set()
     t.join(120)
     assert not t.is_alive()
