@@ -195,7 +195,10 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
             state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
-        stop_baseline_run(task_id)  # done by now unless the task ended (or suspended) before its first verify
+        # done by now unless the task ended (or suspended) before its first verify; not waited for:
+        # a flow run that lingers past its end races a rework that reruns it (the child stops and
+        # removes its worktree by itself, also when this process is gone)
+        stop_baseline_run(task_id, timeout_s=0)
         if state is not None:  # a final state (a needs_user suspension leaves by an exception)
             try:
                 close_workspace(task_id, status_from_state(state.type.value, state.name, None))

@@ -188,12 +188,14 @@ def start_baseline_run(task_id: str, baseline: dict[str, Any]) -> None:
 
 def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
     """Stop the task's early baseline run (if any) and wait up to ``timeout_s`` s for its checks'
-    processes and worktree to be gone (a flow run that ends or suspends leaves nothing running)."""
+    processes and worktree to be gone (0: do not wait; the child ends within seconds by itself,
+    :func:`..acceptance.baseline_warm.start_in_child`)."""
     with _warm_lock:
         run = _warm_runs.pop(task_id, None)
     if run is not None:
         run[1].set()
-        run[0].join(timeout_s)
+        if timeout_s > 0:
+            run[0].join(timeout_s)
 
 
 @task(name="verify", retries=0)

@@ -218,3 +218,42 @@ def test_stopping_the_child_ends_its_checks_and_removes_its_worktree(tmp_path: P
     worktrees = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
     assert len(worktrees) == 1, worktrees  # removed by the child itself, not left for a later sweep
     release.touch()
+
+
+ORPHAN_SCRIPT = '''
+import os, sys, threading, time
+from pathlib import Path
+from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child
+
+spec, runs = WarmSpec.model_validate_json(sys.argv[1]), Path(sys.argv[2])
+start_in_child(spec, threading.Event())
+deadline = time.monotonic() + 120
+while "baseline" not in runs.read_text().split():
+    assert time.monotonic() < deadline, "the early run never started"
+    time.sleep(0.05)
+os._exit(0)  # the flow-run process ends without waiting for it (stop_baseline_run(timeout_s=0), a crash)
+'''
+
+
+def test_the_child_cleans_up_by_itself_when_the_flow_run_process_is_gone(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
+    spec = WarmSpec.of(_request(task))
+    r = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT, spec.model_dump_json(), str(runs)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+    def gone() -> bool:
+        procs = []  # the child and its test run: they carry this test's $WARM_RUNS
+        for p in psutil.process_iter():
+            try:
+                if p.pid != os.getpid() and p.environ().get("WARM_RUNS") == str(runs):
+                    procs.append(p)
+            except psutil.Error:
+                pass
+        wts = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
+        return not procs and len(wts) == 1
+
+    _wait(gone, "the orphaned early run to stop and remove its worktree")
+    assert not (task.dir / CACHE_FILE).exists()
+    release.touch()
