@@ -84,6 +84,18 @@ def _baseline_procs(procs: list[psutil.Process]) -> list[psutil.Process]:
     return out
 
 
+def _worktrees(task: Task) -> list[str]:
+    return [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
+
+
+def _assert_nothing_left(task: Task, procs: list[psutil.Process]) -> None:
+    """The early run's processes are gone, nothing is cached and only the main worktree is left."""
+    _, alive = psutil.wait_procs(procs, timeout=30)
+    assert alive == []
+    assert not (task.dir / CACHE_FILE).exists()
+    assert len(_worktrees(task)) == 1, _worktrees(task)
+
+
 def _lines(runs: Path) -> list[str]:
     return runs.read_text().split()
 
@@ -139,11 +151,7 @@ def test_a_stopped_early_run_leaves_no_process_worktree_or_cache(tmp_path: Path,
     stop.set()
     warm.join(120)
     assert not warm.is_alive()
-    _, alive = psutil.wait_procs(held, timeout=30)
-    assert alive == []
-    assert not (task.dir / CACHE_FILE).exists()
-    worktrees = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
-    assert len(worktrees) == 1, worktrees
+    _assert_nothing_left(task, held)
     monkeypatch.delenv("WARM_HOLD")
     edit(task.project / "calc.py", "a - b", "a + b")
     out = task.judge()
@@ -212,11 +220,7 @@ def test_stopping_the_child_ends_its_checks_and_removes_its_worktree(tmp_path: P
     stop.set()
     t.join(120)
     assert not t.is_alive()
-    _, alive = psutil.wait_procs(mine, timeout=30)
-    assert alive == []
-    assert not (task.dir / CACHE_FILE).exists()
-    worktrees = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
-    assert len(worktrees) == 1, worktrees  # removed by the child itself, not left for a later sweep
+    _assert_nothing_left(task, mine)  # the worktree removed by the child itself, not left for a later sweep
     release.touch()
 
 
@@ -251,8 +255,7 @@ def test_the_child_cleans_up_by_itself_when_the_flow_run_process_is_gone(tmp_pat
                     procs.append(p)
             except psutil.Error:
                 pass
-        wts = [ln for ln in git(task.project, "worktree", "list", "--porcelain").splitlines() if ln.startswith("worktree ")]
-        return not procs and len(wts) == 1
+        return not procs and len(_worktrees(task)) == 1
 
     _wait(gone, "the orphaned early run to stop and remove its worktree")
     assert not (task.dir / CACHE_FILE).exists()
