@@ -165,7 +165,7 @@ def warm_baseline_run(req: VerifyRequest) -> list[str]:
 
 
 def _main() -> int:
-    """The child: the spec from stdin, the run, its notes as JSON on stdout; it stops on SIGTERM
+    """The child: the spec from stdin, the run, its notes as JSON on stderr; it stops on SIGTERM
     or when the process that started it is gone."""
     parent = os.getppid()
     stopped = threading.Event()
@@ -173,7 +173,8 @@ def _main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     spec = WarmSpec.model_validate_json(sys.stdin.read())
     notes = warm_baseline_run(spec.request(lambda: stopped.is_set() or os.getppid() != parent))
-    print(json.dumps({"notes": notes}, ensure_ascii=False))
+    # stderr, never stdout (00-design §6); both go to baseline-warm.log, the child has no MCP stream
+    sys.stderr.write(json.dumps({"notes": notes}, ensure_ascii=False) + "\n")
     return 0
 
 
