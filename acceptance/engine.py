@@ -35,7 +35,6 @@ from .config import (
     summarize_resolved,
 )
 from .git import (
-    run_git,
     GIT_CHECK_NAME,
     Analysis,
     Baseline,
@@ -43,6 +42,7 @@ from .git import (
     analyze_changes,
     capture_baseline,
     git_diff_check,
+    run_git,
 )
 from .grading import Grading, capture_baseline_state, grade_round, load_baseline_state
 from .integrity.judge import IntegrityOutcome, IntegritySession
@@ -115,6 +115,8 @@ class VerifyRequest:
         holdout_checks: checks the agent never sees (issue 23 §5): the task's or verify record's
             ``holdout.json`` plus the project's registered ones
             (:func:`.integrity.holdout_store.load_holdout`); empty → none.
+        agent_owned_paths: globs of untracked files the agent's CLI keeps for itself (its
+            profile's ``ownedPaths``, issue 24): never counted as the agent's change.
     """
 
     task_id: str
@@ -137,6 +139,7 @@ class VerifyRequest:
     pinned_rules: PinnedRules | None = None
     target_tests: Sequence[str] = ()
     holdout_checks: Sequence[HoldoutCheck] = ()
+    agent_owned_paths: Sequence[str] = ()
 
 
 @dataclass
@@ -280,7 +283,8 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
         session: IntegritySession | None = IntegritySession(
             policy=policy, project=project, task_dir=task_dir, baseline_dir=baseline_dir, round_no=rnd,
             baseline=baseline, check_defs=check_defs, task_text=req.task_text, target_tests=req.target_tests,
-            holdout=req.holdout_checks, agent_message=str((req.agent_run or {}).get("outputTail") or ""),
+            holdout=req.holdout_checks, agent_message=str((req.agent_run or {}).get("finalMessage")
+                                                                  or (req.agent_run or {}).get("outputTail") or ""),
             default_timeout_ms=default_timeout, concurrency=concurrency, should_stop=req.should_stop)
     else:
         session = None
@@ -355,7 +359,7 @@ def _verify(req: VerifyRequest) -> VerifyOutcome:
     # 8. analysis
     try:
         analysis = analyze_changes(baseline, project, req.task_text, exclude_untracked=outputs.made,
-                                   check_argvs=[list(d.cmd) for d in check_defs])
+                                   check_argvs=[list(d.cmd) for d in check_defs], owned_paths=req.agent_owned_paths)
     except GitFailed as exc:
         git_failures.append(exc)
         analysis = Analysis(warnings=[_("change analysis impossible: {error}").format(error=exc.message)])

@@ -10,18 +10,48 @@ Part of the git side of acceptance (see :mod:`.git`, which re-exports the public
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..core.i18n import _
-from .git_baseline import CACHE_PATH_RE, DELETED_HASH, UNTRACKED_HASH_CAP, Baseline, _status_entries, parse_porcelain
-from .git_diff import GITLINK_MODE, _ZERO_SHA_RE, _changed_lines, _numstat, _raw, _RawEntry
-from .git_files import _count_lines, _fingerprint, _probe, _read_text, _same_blob, _sub_head
+from .git_baseline import (
+    CACHE_PATH_RE,
+    DELETED_HASH,
+    UNTRACKED_HASH_CAP,
+    Baseline,
+    _status_entries,
+    parse_porcelain,
+)
+from .git_diff import (
+    _ZERO_SHA_RE,
+    GITLINK_MODE,
+    _changed_lines,
+    _numstat,
+    _raw,
+    _RawEntry,
+)
+from .git_files import (
+    _count_lines,
+    _fingerprint,
+    _probe,
+    _read_text,
+    _same_blob,
+    _sub_head,
+)
 from .git_models import Analysis, Diffstat, FileStat, Rename, Submodule
 from .git_renames import _pair_unstaged_renames
-from .git_run import GitFailed, _empty_tree, _rev, _toplevel, _valid_commit, is_git_repo, run_git
+from .git_run import (
+    GitFailed,
+    _empty_tree,
+    _rev,
+    _toplevel,
+    _valid_commit,
+    is_git_repo,
+    run_git,
+)
 from .signals import scan_changes
 
 BIG_FILE_LINES = 500
@@ -94,12 +124,21 @@ def _normalize_argvs(check_argvs: Sequence[Sequence[str]], project: str | os.Pat
     return out
 
 
+def owned_by_cli(path: str, globs: Sequence[str]) -> bool:
+    """True when ``path`` (repo-relative, ``/``-separated) matches one of ``globs``: a glob with a
+    ``/`` matches the whole path, one without matches the first path component (``.aider*``
+    covers ``.aider.chat.history.md`` and ``.aider.tags.cache.v4/cache.db`` at the root)."""
+    first = path.split("/", 1)[0]
+    return any(fnmatch.fnmatchcase(path, g) if "/" in g else fnmatch.fnmatchcase(first, g) for g in globs)
+
+
 def analyze_changes(
     baseline: Baseline,
     project: str | os.PathLike[str],
     task_text: str = "",
     exclude_untracked: Iterable[str] = (),
     check_argvs: Sequence[Sequence[str]] = (),
+    owned_paths: Sequence[str] = (),
 ) -> Analysis:
     """Net changes since the baseline (20-acceptance §4.2, issue §6). Never modifies the repo.
 
@@ -123,6 +162,8 @@ def analyze_changes(
         task_text: the task brief (extension-hint note).
         exclude_untracked: untracked files the checks themselves created.
         check_argvs: argv of each acceptance check (files they name are tampering candidates).
+        owned_paths: globs of untracked files the agent's CLI keeps for itself (the profile's
+            ``ownedPaths``, e.g. ``.aider*``; :func:`owned_by_cli`): never the agent's change.
 
     Returns:
         :class:`Analysis`; a non-repo yields an empty analysis with an explanatory note.
@@ -220,7 +261,7 @@ def analyze_changes(
     unattributable = 0
     index_only_set = set(index_only)
     excluded_untracked = set(exclude_untracked)
-    n_cache = n_check_made = 0
+    n_cache = n_check_made = n_owned = 0
     untracked_files: list[str] = []
     new_untracked: list[str] = []
     embedded: list[str] = []
@@ -233,6 +274,9 @@ def analyze_changes(
             continue
         if f in excluded_untracked:
             n_check_made += 1
+            continue
+        if owned_paths and owned_by_cli(f, owned_paths):
+            n_owned += 1
             continue
         if f in unattributable_set:
             unattributable += 1
@@ -352,6 +396,9 @@ def analyze_changes(
         notes.append(f"{n_cache} untracked tool-cache file(s) (__pycache__, .pytest_cache, node_modules, …) were ignored.")
     if n_check_made:
         notes.append(f"{n_check_made} untracked file(s) created by the acceptance checks themselves were ignored.")
+    if n_owned:
+        notes.append(f"{n_owned} untracked file(s) the agent's CLI keeps for itself ({', '.join(owned_paths)}) were "
+                     "ignored.")
     if submodules:
         notes.append(
             "Submodules / embedded repositories changed (reported by commit, their contents are not analysed): "

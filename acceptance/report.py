@@ -239,8 +239,20 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         code = agent.get("exitCode")
         lines += ["## " + _("Agent"), "", "- " + _("Exit code: {code}").format(code=code if code is not None else _("none (stopped)"))
                   + (_(" after {ms} ms").format(ms=agent.get("durationMs")) if agent.get("durationMs") is not None else "")]
+        if agent.get("exitMeaning"):
+            lines.append("- " + _("Exit code meaning: {meaning}").format(meaning=agent["exitMeaning"]))
         if agent.get("fatalLine"):
             lines.append("- " + _("Recognised failure line: `{line}`").format(line=agent["fatalLine"]))
+        usage = agent.get("usage")
+        if isinstance(usage, Mapping):
+            cost = usage.get("costUsd")
+            lines.append("- " + _("Tokens: {input} in, {output} out").format(input=usage.get("inputTokens"),
+                                                                          output=usage.get("outputTokens"))
+                         + (_(", cost ${cost}").format(cost=f"{cost:.4f}") if isinstance(cost, (int, float)) else ""))
+        if agent.get("toolCalls"):
+            lines.append("- " + _("Tool calls: {n}").format(n=agent["toolCalls"]))
+        if agent.get("finalMessage"):
+            lines += ["", _("Final message:"), "", "> " + str(agent["finalMessage"]).strip().replace("\n", "\n> ")]
         tail = str(agent.get("outputTail") or "").rstrip() or _("(no output)")
         lines += ["", _("Output (last lines):"), "", fence(tail), tail, fence(tail), ""]
     lines += ["## " + _("Command checks"), ""]

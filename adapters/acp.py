@@ -38,7 +38,6 @@ import asyncio
 import concurrent.futures
 import json
 import logging
-import os
 import queue
 import threading
 import time
@@ -59,6 +58,7 @@ from .round import (
     AgentRunContext,
     AgentRunResult,
     RoundHooks,
+    agent_env,
     append_log,
     build_prompt,
     log_file_path,
@@ -171,7 +171,7 @@ class AcpSession:
         profile = self.agent.profile
         assert profile is not None and self.agent.command
         argv = [self.agent.command, *profile.args_template]
-        env, tag = tagged_env({**os.environ, **profile.env})
+        env, tag = tagged_env(agent_env(profile.env, profile.root_env, self.cwd))
         self.client.log_file = log_file
         append_log(log_file, spawn_header(argv, self.cwd))
         self._proc = self._call(asyncio.create_subprocess_exec(
@@ -462,13 +462,17 @@ def _drive(ctx: AgentRunContext, session: AcpSession, text: str, hooks: RoundHoo
     try:
         response = future.result()
     except Exception as exc:  # noqa: BLE001 - an error answer to session/prompt, a closed pipe
-        if getattr(exc, "code", None) == -32000:  # auth_required: a provider needs a login
+        if getattr(exc, "code", None) == -32000:  # auth_required mid-turn: the model refused the key or login
+            # (issue 24: an agent failure with the agent's own line, not a login question; a session
+            # that cannot even start without a login still asks the user, see run_acp_round)
             end_acp_session(ctx.task_id)
-            return _login_needed(ctx, session.agent, hooks, log_file, started, str(exc))
+            append_log(log_file, f"[acp] authentication required: {exc}\n")
+            return _result(log_file, started, exit_code=1, error=f"session/prompt failed: authentication required ({exc})")
         code = session.wait_exit(2.0)
         if code is not None:  # the agent died mid-turn: an agent failure with its exit code
             end_acp_session(ctx.task_id)
             return _result(log_file, started, exit_code=code or 1, error=f"the agent exited during its turn (code {code})")
+        append_log(log_file, f"[acp] session/prompt failed: {exc}\n")  # the agent's own words, before the trailer
         return _result(log_file, started, exit_code=1, error=f"session/prompt failed: {type(exc).__name__}: {exc}")
     stop = getattr(response, "stop_reason", None)
     if stop in ("end_turn", "max_tokens", "max_turn_requests"):

@@ -45,6 +45,7 @@ class TianshuClient:
         self._text = ""
         self._kind = ""
         self._edit_sent = False
+        self._calls_seen: set[Any] = set()
         self._lock = threading.Lock()
 
     # -- log ---------------------------------------------------------------------------------
@@ -106,18 +107,41 @@ class TianshuClient:
             status = getattr(update, "status", None) or ""
             where = f" {', '.join(paths)}" if paths else ""
             self.write_log(f"[tool] {title or update.tool_call_id} ({tool_kind or 'update'}) {status}{where}".rstrip())
-            if kind == "tool_call":
-                self._event("progress", _("round {round}: {tool}").format(
-                    round=self.round, tool=f"{title or tool_kind}{where}"), {"tool": tool_kind})
+            call_id = getattr(update, "tool_call_id", None)
+            if kind == "tool_call" or call_id not in self._calls_seen:  # Gemini CLI sends updates only
+                self._calls_seen.add(call_id)
+                self._event("agent_tool_call", _("round {round}: {tool}").format(
+                    round=self.round, tool=f"{title or tool_kind}{where}"), {"tool": tool_kind, "files": paths[:20]})
             if tool_kind in EDIT_KINDS and not self._edit_sent:
                 self._edit_sent = True
                 self._event("file_modification_started", _("round {round}: the agent started changing files ({files})")
                             .format(round=self.round, files=", ".join(paths[:5]) or title), {"files": paths[:20]})
+        elif kind == "session_info_update":
+            self._model_error(getattr(update, "field_meta", None))
         elif kind == "plan":
             entries = [f"[{e.status}] {e.content}" for e in (getattr(update, "entries", None) or [])]
             self.write_log("[plan] " + "; ".join(entries))
             self._event("progress", _("round {round}: plan: {plan}").format(round=self.round,
                                                                             plan="; ".join(entries)[:500]))
+
+    def _model_error(self, meta: Any) -> None:
+        """An agent's own report of a failed model call in a ``session_info_update``'s ``_meta``
+        (codex-acp: ``{"codex": {"error": {"message": "Reconnecting... 1/5", "codexErrorInfo":
+        {"…": {"httpStatusCode": 429}}, "additionalDetails": "…", "willRetry": true}}}``) → a
+        ``[model-retry] HTTP <status>: …`` log line (read by the round's output watch, which ends a
+        401/403/429 retry loop early) or ``[model-error] …`` when the agent will not retry."""
+        error = ((meta or {}).get("codex") or {}).get("error") if isinstance(meta, dict) else None
+        if not isinstance(error, dict):
+            return
+        info = error.get("codexErrorInfo")
+        status = None
+        if isinstance(info, dict):
+            for value in info.values():
+                if isinstance(value, dict) and isinstance(value.get("httpStatusCode"), int):
+                    status = value["httpStatusCode"]
+        words = " ".join(str(error.get(k)) for k in ("message", "additionalDetails") if error.get(k))
+        prefix = "[model-retry]" if error.get("willRetry") else "[model-error]"
+        self.write_log(f"{prefix} HTTP {status}: {words}" if status else f"{prefix} {words}")
 
     async def request_permission(self, options: list[Any], session_id: str, tool_call: Any, **kwargs: Any) -> Any:
         """``session/request_permission``: the user's earlier answer, else the profile's policy."""

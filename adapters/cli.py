@@ -12,7 +12,6 @@ Plain Python: no Prefect, no acceptance import. All durations are milliseconds.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -27,6 +26,7 @@ from .round import (  # noqa: F401 - re-exported: the round's types used to live
     AgentRunContext,
     AgentRunResult,
     RoundHooks,
+    agent_env,
     append_log,
     build_prompt,
     log_file_path,
@@ -45,6 +45,8 @@ PROMPT_FILE = "<prompt:file>"
 """argsTemplate placeholder: the path of ``<taskDir>/prompt-<round>.txt``."""
 PROMPT_STDIN = "<prompt:stdin>"
 """argsTemplate placeholder: always "" (the prompt goes to stdin in ``stdin`` mode)."""
+CWD_ARG = "<cwd>"
+"""argsTemplate placeholder: the agent's working directory (``opencode run --dir <cwd>``, issue 24)."""
 
 
 @dataclass
@@ -77,9 +79,9 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
 
     Placeholders in each ``argsTemplate`` item (substring replacement): ``<prompt:arg>`` → the
     prompt in ``arg`` mode, else ""; ``<prompt:file>`` → the prompt file's path; ``<prompt:stdin>``
-    → "". ``stdin`` mode → ``stdin_text`` = the prompt. cwd: ``task`` → ``project_path`` (the task
-    dir when it is ""), ``home`` → the user's home. env: ``os.environ`` overlaid with
-    ``profile.env``, plus :data:`QUESTION_ENV`. timeout: ``ctx.timeout_ms`` if > 0 else ``profile.timeoutMs``.
+    → ""; ``<cwd>`` → the working directory. ``stdin`` mode → ``stdin_text`` = the prompt. cwd: ``task`` → ``project_path`` (the task
+    dir when it is ""), ``home`` → the user's home. env: :func:`~.round.agent_env` (the server's
+    environment, ``profile.env``, ``profile.rootEnv`` as root, ``PWD`` = cwd), plus :data:`QUESTION_ENV`. timeout: ``ctx.timeout_ms`` if > 0 else ``profile.timeoutMs``.
 
     Raises:
         ValueError: ``agent`` is not runnable (``ok`` False, no command or no profile).
@@ -97,19 +99,18 @@ def build_invocation(ctx: AgentRunContext, agent: ResolvedAgent) -> Invocation:
         raise ValueError(f"the prompt ({size} bytes) is too long for one command-line argument (Linux allows "
                          f"{MAX_ARG_BYTES + 1} bytes); use promptMode 'stdin' or 'file' for this agent")
 
+    if profile.cwd == "home":
+        cwd = str(Path.home())
+    else:
+        cwd = ctx.project_path or str(ctx.task_dir)
     args: list[str] = []
     for item in profile.args_template:
         item = item.replace(PROMPT_ARG, prompt if mode == "arg" else "")
         item = item.replace(PROMPT_FILE, str(prompt_file))
         item = item.replace(PROMPT_STDIN, "")
+        item = item.replace(CWD_ARG, cwd)
         args.append(item)
-
-    if profile.cwd == "home":
-        cwd = str(Path.home())
-    else:
-        cwd = ctx.project_path or str(ctx.task_dir)
-    env = dict(os.environ)
-    env.update(profile.env)
+    env = agent_env(profile.env, profile.root_env, cwd)
     env[QUESTION_ENV] = str(question_file_path(ctx))
     timeout_ms = ctx.timeout_ms if ctx.timeout_ms and ctx.timeout_ms > 0 else (profile.timeout_ms or DEFAULT_AGENT_TIMEOUT_MS)
     return Invocation(

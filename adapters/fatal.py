@@ -3,7 +3,7 @@ failures, not verification failures").
 
 A CLI agent that cannot reach its model prints one tell-tale line and exits — often with code 1,
 sometimes with 0: an HTTP 401/403 or a rejected API key, a 429 or an exhausted quota, "not
-logged in", a model that does not exist. :func:`fatal_line` finds the first such line in the
+logged in", a model that does not exist. :func:`fatal_line` finds the last such line in the
 agent's output; profiles add their own patterns (``fatalPatterns``, regular expressions, matched
 case-insensitively) to :data:`DEFAULT_FATAL_PATTERNS`.
 """
@@ -24,15 +24,18 @@ DEFAULT_FATAL_PATTERNS: tuple[str, ...] = (
     # quota and rate limits
     r"\b429\b|rate[ _-]?limit(ed)?\b|too many requests",
     r"quota\b.{0,40}(exceeded|exhausted|reached)|insufficient[_ ]quota|billing|credit balance is too low",
+    r"resource has been exhausted|resource_exhausted",  # Gemini API's 429
     # model
-    r"model.{0,80}(not found|does not exist|is not supported|unavailable)|model_not_found|unknown model",
+    r"model(?! metadata).{0,80}(not found|does not exist|is not supported|unavailable)|model_not_found|unknown model",
 )
 TAIL_BYTES = 64 * 1024
 QUOTE_CHARS = 300
 
 
 def fatal_line(text: str, extra_patterns: Iterable[str] = ()) -> str | None:
-    """The first line of ``text`` matching a fatal pattern (stripped, ≤ 300 chars), or None.
+    """The last line of ``text`` matching a fatal pattern (stripped, ≤ 300 chars), or None: the
+    CLI's final word (a CLI that retries prints the same error several times, after warnings
+    that may match too).
 
     Invalid ``extra_patterns`` are ignored (profiles are validated when loaded).
     """
@@ -42,10 +45,26 @@ def fatal_line(text: str, extra_patterns: Iterable[str] = ()) -> str | None:
             compiled.append(re.compile(pattern, re.IGNORECASE))
         except re.error:
             continue
-    for line in text.splitlines():
+    for line in reversed(text.splitlines()):
         if any(p.search(line) for p in compiled):
             return line.strip()[:QUOTE_CHARS]
     return None
+
+
+def agent_text(log_text: str) -> str:
+    """``log_text`` without our own framing of a round's log: the ``===== spawn: … =====`` header
+    (which quotes the brief and may span lines) and the ``[exit] …`` trailer, so that a fatal
+    pattern matches what the agent said, never what we wrote about it."""
+    out, in_header = [], False
+    for line in log_text.splitlines():
+        if line.startswith("===== spawn:"):
+            in_header = True
+        if in_header:
+            in_header = not re.search(r"@ \S+ =====\s*$", line)
+            continue
+        if not line.startswith("[exit] "):
+            out.append(line)
+    return "\n".join(out)
 
 
 def output_tail(log_file: str | Path | None, max_bytes: int = TAIL_BYTES) -> str:

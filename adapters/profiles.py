@@ -35,7 +35,14 @@ from .acp_policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
 from .builtin_gui import gui_builtin_data
+from .discovery import discover_executable, expand_discovery_dir  # noqa: F401 - expand_discovery_dir re-exported
 from .gui_keys import gui_problems
+from .output.formats import READERS
+from .output.liveness import (
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_STALL_AFTER_MS,
+    DEFAULT_WINDOW_MS,
+)
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
@@ -52,6 +59,42 @@ GuiAdapterName = Literal[
     "opendesign-gui",
     "minimax-gui",
 ]
+
+
+class LivenessSettings(BaseModel):
+    """A profile's ``liveness`` (issue 24 §4; :class:`~tianshu_mcp.adapters.output.liveness.Liveness`).
+
+    Fields (default): max_retries (``maxRetries``, 3: the retry of a 401/403/429 model call that
+    ends the round), window_ms (``windowMs``, 20000: how long after the first such retry the
+    round ends at the latest, ms), stall_after_ms (``stallAfterMs``, 120000: silence after which
+    ``agent_stalled`` is sent, ms).
+    """
+
+    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
+
+    max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=1, alias="maxRetries")
+    window_ms: int = Field(DEFAULT_WINDOW_MS, ge=1000, alias="windowMs")
+    stall_after_ms: int = Field(DEFAULT_STALL_AFTER_MS, ge=1000, alias="stallAfterMs")
+
+
+class AuthSource(BaseModel):
+    """One place an agent CLI finds its credentials (``authSources`` entry, issue 24 §5).
+
+    Fields: env (an environment variable that holds a key or a token), file (a login file, ``~``
+    for the home), note (what it is, e.g. "API key", "Claude login"). Exactly one of env/file.
+    """
+
+    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
+
+    env: str | None = None
+    file: str | None = None
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _one_place(self) -> "AuthSource":
+        if (self.env is None) == (self.file is None):
+            raise ValueError(_("an authSources entry names exactly one of 'env' and 'file'"))
+        return self
 
 
 class AgentProfile(BaseModel):
@@ -81,7 +124,22 @@ class AgentProfile(BaseModel):
         lines that mean the agent waits for a confirmation / for a login, added to those of
         :mod:`tianshu_mcp.adapters.prompts`), note (None), version_args (``versionArgs``, None:
         how to ask the executable its version for ``query_info``; None → ``["--version"]``,
-        ``[]`` → not asked).
+        ``[]`` → not asked), output_format (``outputFormat``, None: plain text; else a reader of
+        :data:`~tianshu_mcp.adapters.output.formats.READERS`, issue 24 §3), owned_paths
+        (``ownedPaths``, []: globs of untracked files the CLI keeps for itself in the project,
+        e.g. ``.aider*``: never the agent's change), root_env (``rootEnv``, {}: overlaid on
+        ``env`` when the server runs as root), exit_codes (``exitCodes``, {}: what an exit code
+        of the CLI means, quoted in the task's message), liveness (:class:`LivenessSettings`),
+        tested_versions (``testedVersions``, None: the version range the profile was run with,
+        a PEP 440 specifier such as ``>=0.171,<0.200``; ``agents doctor`` compares),
+        node_versions (``nodeVersions``, None: the Node.js versions the CLI needs, a PEP 440
+        specifier such as ``>=22``; only for CLIs that run on Node), auth_sources
+        (``authSources``, []: where the CLI finds its credentials, in the order it looks:
+        :class:`AuthSource`; ``agents doctor`` says which one it will use), help_args
+        (``helpArgs``, None: how to ask the executable its help for ``agents doctor``'s flag
+        check; None → ``[<subcommand>] --help``, ``[]`` → not asked). A custom command is never
+        probed with the defaults: only what it sets in ``versionArgs`` / ``helpArgs`` is run
+        (:func:`tianshu_mcp.adapters.doctor.probe_plan`).
     """
 
     model_config = ConfigDict(extra="allow", populate_by_name=True, strict=True)
@@ -103,9 +161,28 @@ class AgentProfile(BaseModel):
     authorization_patterns: list[str] = Field(default_factory=list, alias="authorizationPatterns")
     note: str | None = None
     version_args: list[str] | None = Field(None, alias="versionArgs")
+    output_format: str | None = Field(None, alias="outputFormat")
+    owned_paths: list[str] = Field(default_factory=list, alias="ownedPaths")
+    root_env: dict[str, str] = Field(default_factory=dict, alias="rootEnv")
+    exit_codes: dict[str, str] = Field(default_factory=dict, alias="exitCodes")
+    liveness: LivenessSettings = Field(default_factory=LivenessSettings)
+    tested_versions: str | None = Field(None, alias="testedVersions")
+    node_versions: str | None = Field(None, alias="nodeVersions")
+    auth_sources: list[AuthSource] = Field(default_factory=list, alias="authSources")
+    help_args: list[str] | None = Field(None, alias="helpArgs")
 
     @model_validator(mode="after")
-    def _fatal_patterns_compile(self) -> "AgentProfile":
+    def _output_format_known(self) -> AgentProfile:
+        if self.output_format is not None and self.output_format not in READERS:
+            raise ValueError(_("outputFormat: {value} is not one of {known} (leave it out for plain text)").format(
+                value=repr(self.output_format), known=", ".join(sorted(READERS))))
+        for code in self.exit_codes:
+            if not code.lstrip("-").isdigit():
+                raise ValueError(_("exitCodes: {code} is not an exit code").format(code=repr(code)))
+        return self
+
+    @model_validator(mode="after")
+    def _fatal_patterns_compile(self) -> AgentProfile:
         import re
 
         for name, patterns in (("fatalPatterns", self.fatal_patterns), ("confirmationPatterns", self.confirmation_patterns),
@@ -119,7 +196,7 @@ class AgentProfile(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _prompt_reaches_the_agent(self) -> "AgentProfile":
+    def _prompt_reaches_the_agent(self) -> AgentProfile:
         # port: a CLI profile whose argsTemplate has no place for the brief would run the agent
         # with an empty prompt and no warning; refuse it at load time instead
         if self.driver == "spawn" and self.command:
@@ -130,7 +207,7 @@ class AgentProfile(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _driver_settings_valid(self) -> "AgentProfile":
+    def _driver_settings_valid(self) -> AgentProfile:
         extra = self.model_extra or {}
         for key in ("acp", "gui"):
             if key in extra and self.driver != key:
@@ -153,8 +230,15 @@ class AgentProfile(BaseModel):
         return "traework-gui" if self.driver == "gui" else None
 
     def to_json(self) -> dict[str, Any]:
-        """The profile as it is written in ``agent-profiles.json`` (camelCase, None omitted)."""
-        return self.model_dump(by_alias=True, exclude_none=True)
+        """The profile as it is written in ``agent-profiles.json`` (camelCase, None omitted, and the
+        issue-24 facts left out while they hold their defaults)."""
+        raw = self.model_dump(by_alias=True, exclude_none=True)
+        for key in ("ownedPaths", "rootEnv", "exitCodes", "authSources"):
+            if not raw.get(key):
+                raw.pop(key, None)
+        if self.liveness == LivenessSettings():
+            raw.pop("liveness", None)
+        return raw
 
 
 def _builtin_data() -> dict[str, dict[str, Any]]:
@@ -310,76 +394,6 @@ def _looks_like_path(command: str) -> bool:
     return os.sep in command or (os.altsep is not None and os.altsep in command) or command.startswith("~")
 
 
-DISCOVERY_MAX_DEPTH = 6
-"""How deep the discovery scan walks below each ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8)."""
-
-
-def expand_discovery_dir(raw: str) -> str:
-    """Expand the placeholders of one ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8).
-
-    ``{HOME}`` / ``{USERPROFILE}`` → the user's home; ``{LOCALAPPDATA}``, ``{APPDATA}``,
-    ``{PROGRAMFILES}``, ``{PROGRAMFILES(X86)}``, ``{SYSTEMDRIVE}`` → the environment variable of
-    that name; ``{XDG_DATA_HOME}`` → ``$XDG_DATA_HOME`` or ``<home>/.local/share``; a leading
-    ``~`` → the home. A placeholder that is unknown or unset stays verbatim (the directory then
-    does not exist and is skipped). Returns the expanded path text; never raises.
-    """
-    home = os.environ.get("HOME") or str(Path.home())
-    values = {
-        "{HOME}": home,
-        "{USERPROFILE}": os.environ.get("USERPROFILE") or home,
-        "{XDG_DATA_HOME}": os.environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share"),
-    }
-    for name in ("LOCALAPPDATA", "APPDATA", "PROGRAMFILES", "PROGRAMFILES(X86)", "SYSTEMDRIVE"):
-        if os.environ.get(name):
-            values["{" + name + "}"] = os.environ[name]
-    out = raw
-    for key, value in values.items():
-        out = out.replace(key, value)
-    if out.startswith("~"):
-        out = os.path.expanduser(out)
-    return out
-
-
-def discover_executable(dirs: list[str], file_names: list[str]) -> str | None:
-    """Scan ``dirs`` for an executable named exactly one of ``file_names`` (40-agents-tasks §1.8).
-
-    Each directory (placeholders expanded by :func:`expand_discovery_dir`; missing ones skipped)
-    is walked to depth :data:`DISCOVERY_MAX_DEPTH`, skipping ``node_modules`` and dot-entries
-    below it and not following directory symlinks. Among all regular files (symlinks to files
-    count) with an exact name match and the execute bit, the **newest mtime wins** (ties: the
-    first found). Returns the absolute path, or None. Never raises (unreadable entries are skipped).
-    """
-    names = {n for n in file_names if isinstance(n, str) and n.strip()}
-    if not names:
-        return None
-    best: tuple[float, str] | None = None
-    for raw in dirs:
-        if not isinstance(raw, str) or not raw.strip():
-            continue
-        root = expand_discovery_dir(raw.strip())
-        if not os.path.isdir(root):
-            continue
-        base_depth = root.rstrip(os.sep).count(os.sep)
-        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda _exc: None):
-            if dirpath.rstrip(os.sep).count(os.sep) - base_depth >= DISCOVERY_MAX_DEPTH:
-                dirnames[:] = []
-            else:
-                dirnames[:] = [d for d in dirnames if d != "node_modules" and not d.startswith(".")]
-            for fname in filenames:
-                if fname not in names:
-                    continue
-                path = os.path.join(dirpath, fname)
-                try:
-                    if not os.path.isfile(path) or not os.access(path, os.X_OK):
-                        continue
-                    mtime = os.stat(path).st_mtime
-                except OSError:
-                    continue
-                if best is None or mtime > best[0]:
-                    best = (mtime, os.path.abspath(path))
-    return best[1] if best else None
-
-
 def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgent:
     """Resolve one profile (already loaded) to a runnable command; see :func:`resolve_agent`."""
     if profile is None:
@@ -489,11 +503,11 @@ def list_agents(home: Path) -> list[ResolvedAgent]:
 
 
 def describe_agent(agent: ResolvedAgent) -> dict[str, Any]:
-    """:meth:`ResolvedAgent.to_info` with the version its executable reports (runnable CLI and
-    ACP agents only; a desktop app is never started for it). Never raises."""
-    from .versions import agent_version
+    """:meth:`ResolvedAgent.to_info` with the facts of ``agents doctor`` (version against
+    ``testedVersions``, flags, Node.js, credentials, problems: :func:`.doctor.diagnose`). Only a
+    built-in CLI/ACP executable, or a profile that sets ``versionArgs`` / ``helpArgs``, is
+    started for them (a custom script could take ``--version`` for a brief); a desktop app never.
+    Never raises."""
+    from .doctor import diagnose
 
-    version = None
-    if agent.ok and agent.command and agent.profile is not None and agent.profile.driver != "gui":
-        version = agent_version(agent.command, agent.profile.version_args)
-    return agent.to_info(version)
+    return diagnose(agent).to_json()

@@ -11,6 +11,7 @@ dir: ``prompt-<round>.txt`` (what the agent was told), ``agent-<round>.log`` (wh
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -175,6 +176,19 @@ class RoundHooks:
             self.on_event(name, detail, data or {})
         except Exception as exc:  # noqa: BLE001 - an event must never end a round
             log.warning("event %s not delivered: %s", name, exc)
+
+
+def agent_env(profile_env: dict[str, str], root_env: dict[str, str], cwd: str) -> dict[str, str]:
+    """The agent's environment: the server's, ``profile.env`` over it, ``profile.rootEnv`` over
+    that when the server runs as root, and ``PWD`` = ``cwd`` (issue 24: ``opencode run`` takes its
+    project from ``$PWD``, not from its working directory; the host's ``PWD`` names another
+    directory). Returns a new dict."""
+    env = dict(os.environ)
+    env.update(profile_env)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(root_env)
+    env["PWD"] = cwd
+    return env
 
 
 def prompt_file_path(ctx: AgentRunContext) -> Path:

@@ -40,6 +40,9 @@ AGENT_EVENT_NAMES = (
     "awaiting_user_authorization",
     "file_modification_started",
     "rework_triggered",
+    "agent_tool_call",
+    "agent_model_retry",
+    "agent_stalled",
 )
 
 

@@ -59,12 +59,19 @@ def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
 
 def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
     """What the report says about the agent: exit code, duration, output tail, fatal line."""
-    return {k: result.get(k) for k in ("exitCode", "durationMs", "outputTail", "fatalLine")}
+    return {k: result.get(k) for k in ("exitCode", "durationMs", "outputTail", "fatalLine", "exitMeaning", "usage",
+                                       "finalMessage", "toolCalls")}
 
 
 def _agent_note(agent_run: dict[str, Any]) -> str:
     """``agent exit code 0 after 812 ms``: the agent's own outcome, stated in every round's message."""
-    return _("agent {exit} after {ms} ms").format(exit=exit_phrase(agent_run.get("exitCode")), ms=agent_run.get("durationMs"))
+    return _("agent {exit} after {ms} ms").format(exit=_exit(agent_run), ms=agent_run.get("durationMs"))
+
+
+def _exit(agent_run: dict[str, Any]) -> str:
+    """``exit code 41 (invalid auth method …)``: the exit phrase with what the profile says the code means."""
+    phrase = exit_phrase(agent_run.get("exitCode"))
+    return f"{phrase} ({agent_run['exitMeaning']})" if agent_run.get("exitMeaning") else phrase
 
 
 def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
@@ -75,7 +82,7 @@ def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdi
     report = _("; report-{round} ({path})").format(round=verdict["round"], path=verdict["mdPath"]) if verdict else ""
     said = _("it said: {line}").format(line=line) if line else _("no output")
     return _("agent failed: {exit} after {ms} ms, {said} (log {log}{report}); no rework round was spent — fix the "
-             "agent's setup and rework the task").format(exit=exit_phrase(agent_run.get("exitCode")),
+             "agent's setup and rework the task").format(exit=_exit(agent_run),
                                                          ms=agent_run.get("durationMs"), said=said, log=log_file,
                                                          report=report)
 

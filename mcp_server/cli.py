@@ -8,6 +8,8 @@
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 * ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual_cli`.
 * ``tianshu-mcp holdout add|list|remove …`` — a project's holdout checks: see :mod:`.holdout_cli`.
+* ``tianshu-mcp agents doctor [--home DIR] [--json]`` — each agent profile's executable, version, flags,
+  Node.js and credentials: see :mod:`.agents_cli`.
 
 Subcommands print to stdout and never start the protocol; the server prints nothing to stdout.
 """
@@ -36,6 +38,7 @@ USAGE = """usage: tianshu-mcp [--no-skill-install] [--approve-skill-update]   se
        tianshu-mcp visual init|doctor|baseline|rules|artifacts|content …   visual acceptance (JSON; see visual --help)
        tianshu-mcp holdout add --project PATH --name NAME --area AREA [--timeout-ms N] [--file REL=LOCALPATH ...] -- CMD ARGS...
        tianshu-mcp holdout list --project PATH | remove --project PATH --name NAME   checks the agent never sees
+       tianshu-mcp agents doctor [--home DIR] [--json]   each agent's executable, version, flags, node, auth
        tianshu-mcp --version
 
 every subcommand takes --help.
@@ -138,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         from .holdout_cli import main as holdout_main
 
         return holdout_main(args[1:])
+    if args and args[0] == "agents":
+        from .agents_cli import main as agents_main
+
+        return agents_main(args[1:])
     if args and args[0] == "worker":
         from .worker_cli import main as worker_main
 

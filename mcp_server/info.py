@@ -12,7 +12,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 
-from ..adapters.profiles import describe_agent, list_agents
+from ..adapters.doctor import diagnose_agents
+from ..adapters.profiles import list_agents
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
 from ..core.paths import norm_path
@@ -110,7 +111,9 @@ def _report(service: TaskService, args: dict[str, Any]) -> types.CallToolResult:
 
 async def _profiles(runtime: Any) -> types.CallToolResult:
     agents = await anyio.to_thread.run_sync(list_agents, runtime.home)
-    infos = await anyio.to_thread.run_sync(lambda: [describe_agent(a) for a in agents])
+    # the facts of `agents doctor` (version vs testedVersions, flags, node, auth, problems); probes
+    # run in parallel, bounded and cached, and never start a custom command (adapters/doctor.py)
+    infos = [d.to_json() for d in await anyio.to_thread.run_sync(diagnose_agents, agents)]
     rows = [_("agents and executable probe results (columns: status / id / name / driver / profileStatus / message)")]
     for a, info in zip(agents, infos):
         p = a.profile
@@ -119,6 +122,8 @@ async def _profiles(runtime: Any) -> types.CallToolResult:
         rows.append(f"{verdict}\t{a.id}\t{a.display_name}\t"
                     f"driver={p.driver if p else 'unknown'}\tprofileStatus={p.status if p else 'unknown'}\t{a.message}"
                     + (_(" [source: {source}]").format(source=a.source) if a.source else "")
-                    + (_(" [version: {version}]").format(version=info["version"]) if info["version"] else ""))
+                    + (_(" [version: {version}]").format(version=info["version"]) if info["version"] else "")
+                    + (f" [{info['versionStatus']}: {info['testedVersions']}]" if info["testedVersions"] else "")
+                    + "".join(f" [problem: {problem}]" for problem in info["problems"]))
     return ok_result("\n".join(rows), {"ok": True, "message": _("{n} agent(s)").format(n=len(agents)), "checks": [],
                                        "profiles": infos})

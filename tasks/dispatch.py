@@ -8,7 +8,10 @@ from typing import Any
 from prefect import task
 
 from ..adapters.drivers import driver_for, end_all_sessions
-from ..adapters.fatal import fatal_line, output_tail
+from ..adapters.fatal import agent_text, fatal_line, output_tail
+from ..adapters.output.ansi import strip_ansi
+from ..adapters.output.formats import OutputReader
+from ..adapters.output.liveness import Liveness
 from ..adapters.profiles import AgentProfile, ResolvedAgent, resolve_agent, resolve_profile
 from ..adapters.prompts import PromptClassifier
 from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
@@ -20,6 +23,7 @@ from ..core.reaper import reap_orphans
 from ..core.settings import data_home
 from .common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, cancel_requested, stop_probe, store, work_path
 from .events import ChangeWatch, PromptWatch, RoundEvents, emit
+from .output_watch import OutputWatch
 
 
 @task(name="dispatch", retries=0)
@@ -37,7 +41,10 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     Returns:
         ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
         "hardFailure", "errorType", "cancelRequested", "outputTail" (last 2000 chars of the log),
-        "fatalLine" (:func:`tianshu_mcp.adapters.fatal.fatal_line`, or None), "question" (what the agent
+        "fatalLine" (the line it gave up on, a retry loop that ended the round, or
+        :func:`tianshu_mcp.adapters.fatal.fatal_line`; None), "agentStuck" (True: the round was
+        ended on a retry loop), "exitMeaning" (the profile's ``exitCodes`` entry), "usage"
+        (``{inputTokens, outputTokens, costUsd}`` or None), "finalMessage", "toolCalls", "question" (what the agent
         asks the user, or None), "questionKind" (its ``needsUserKind``), "guiStop"}``; a profile that cannot be resolved or a
         malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
         ``agent_unresolved`` / ``setup_failed``.
@@ -78,22 +85,56 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
              {"round": round, "model": ctx.model})
     driver = driver_for(profile)
     events = RoundEvents(task_id)
-    hooks = RoundHooks(should_stop=stop_probe(tdir), on_start=lambda rec: save_record(proc_file, rec),
-                       on_event=events.send)
+    settings = profile.liveness
+    watch = OutputWatch(task_id, log_file_path(ctx), round, OutputReader(profile.output_format),
+                        Liveness(settings.max_retries, settings.window_ms, settings.stall_after_ms),
+                        work_path(meta), events, _run_logger())
+    cancel_probe = stop_probe(tdir)
+    hooks = RoundHooks(should_stop=lambda: cancel_probe() or watch.should_stop(),
+                       on_start=lambda rec: save_record(proc_file, rec), on_event=events.send)
     try:
         prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
         with ChangeWatch(task_id, work_path(meta), round, events=events), \
-                PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events):
+                PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events), watch:
             result = driver.run_round(ctx, agent, hooks)
     finally:
         if not driver.keeps_process:
             kill_recorded(proc_file)
             reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round
-    out = result.to_json()
+    return _outcome(result.to_json(), tdir, profile, watch)
+
+
+def _run_logger() -> Any:
+    """The Prefect flow-run logger of this task run, or None outside one."""
+    try:
+        from prefect import get_run_logger
+
+        return get_run_logger()
+    except Exception:  # noqa: BLE001 - MissingContextError outside a run: the module logger is used
+        return None
+
+
+def _outcome(out: dict[str, Any], tdir: Path, profile: AgentProfile, watch: OutputWatch) -> dict[str, Any]:
+    """The round's result with what its output said: the recognised failure line (the line the
+    CLI gave up on, a retry loop that ended the round, or a fatal pattern; ANSI codes removed),
+    what its exit code means, usage, the final message and the tool-call count (issue 24)."""
     out["cancelRequested"] = cancel_requested(tdir)
-    tail = output_tail(result.log_file)
+    tail = strip_ansi(output_tail(out.get("logFile")))
     out["outputTail"] = tail[-2000:]
-    out["fatalLine"] = fatal_line(tail, profile.fatal_patterns)
+    out["fatalLine"] = fatal_line(agent_text(tail), profile.fatal_patterns)
+    if watch.gave_up is not None:
+        out["fatalLine"] = watch.gave_up.line
+    if watch.stuck is not None and not out["cancelRequested"]:
+        # the round was ended by its own retry loop, not by a cancel: an agent failure
+        out.update(ok=False, killed=False, exitCode=None, fatalLine=watch.stuck.line, agentStuck=True,
+                   error=_("the agent kept retrying a failed model call ({retries} retries)").format(
+                       retries=watch.stuck.retries))
+    code = out.get("exitCode")
+    if code is not None and str(code) in profile.exit_codes:
+        out["exitMeaning"] = profile.exit_codes[str(code)]
+    out["usage"] = watch.usage.to_json()
+    out["finalMessage"] = watch.final_message
+    out["toolCalls"] = watch.tool_calls
     return out
 
 

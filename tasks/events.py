@@ -25,6 +25,7 @@ import threading
 from pathlib import Path
 from typing import Any, Self
 
+from ..adapters.output.ansi import strip_ansi
 from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
 from ..core.childenv import scrub
 from ..core.i18n import _
@@ -92,8 +93,8 @@ ONCE_PER_ROUND = frozenset({"file_modification_started", "confirmation_dialog_de
 
 class RoundEvents:
     """The events of one round: the driver's and the watches' go through :meth:`send`, which
-    drops a second :data:`ONCE_PER_ROUND` event of the same name; ``progress`` notes also set
-    the task's ``progressSummary`` (40-agents-tasks §1.2)."""
+    drops a second :data:`ONCE_PER_ROUND` event of the same name; ``progress`` notes and
+    ``agent_tool_call`` events also set the task's ``progressSummary`` (40-agents-tasks §1.2)."""
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id
@@ -114,11 +115,12 @@ class RoundEvents:
         """Emit ``name`` unless it was already sent this round; never raises."""
         if not self.claim(name):
             return
-        if name == "progress":
+        if name in ("progress", "agent_tool_call"):
             try:
                 store().update(self.task_id, progressSummary=detail[:500])
             except Exception as exc:  # noqa: BLE001 - a note must never end a task
                 log.warning("task %s: progress not recorded: %s", self.task_id, exc)
+        if name == "progress":
             name = "note"
         emit(self.task_id, name, "running", detail, data)
 
@@ -191,12 +193,54 @@ class ChangeWatch(_Watch):
         return True
 
 
+class LogTail:
+    """The lines appended to an agent's log since the round began, without our spawn header.
+
+    :meth:`lines` returns the complete lines written since the last call (at most 1 MiB per
+    call; the last partial line waits for its end unless ``final``), stripped; the header
+    ``===== spawn: … =====`` quotes the argv, the brief included, and is skipped.
+    """
+
+    def __init__(self, log_file: Path) -> None:
+        self.log_file = Path(log_file)
+        try:
+            self._offset = self.log_file.stat().st_size  # earlier rounds' lines are not this round's
+        except OSError:
+            self._offset = 0
+        self._partial = b""
+        self._in_header = False
+
+    def lines(self, final: bool = False) -> list[str]:
+        """New complete lines (see the class doc); [] when the log cannot be read."""
+        try:
+            with open(self.log_file, "rb") as fh:
+                fh.seek(self._offset)
+                chunk = fh.read(1 << 20)
+        except OSError:
+            return []
+        self._offset += len(chunk)
+        data = self._partial + chunk
+        raw_lines = data.split(b"\n")
+        self._partial = b"" if final else raw_lines.pop()[-(1 << 20):]
+        out = []
+        for raw in raw_lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if line.startswith("===== spawn:"):  # our own header quotes the argv, the brief included
+                self._in_header = True
+            if self._in_header:
+                self._in_header = not re.search(r"@ \S+ =====$", line)
+                continue
+            if line and not line.startswith("[exit] "):
+                out.append(line)
+        return out
+
+
 class PromptWatch(_Watch):
     """Emit ``confirmation_dialog_detected`` / ``awaiting_user_authorization`` (once each per
     round) when the agent's log shows a line asking for a confirmation / a login.
 
     Use as a context manager around the agent's run; reads only what was appended since the
-    last look (every ``interval_s`` s, at most 1 MiB per look), and once more on exit.
+    last look (every ``interval_s`` s, :class:`LogTail`), and once more on exit.
     """
 
     def __init__(self, task_id: str, log_file: Path, rnd: int, classifier: PromptClassifier,
@@ -206,15 +250,9 @@ class PromptWatch(_Watch):
         self.events = events or RoundEvents(task_id)
         self._classifier = classifier
         self._sent: set[str] = set()
-        self._offset = 0
-        self._partial = b""
-        self._in_header = False
 
     def __enter__(self) -> Self:
-        try:
-            self._offset = self.log_file.stat().st_size  # earlier rounds' lines are not this round's
-        except OSError:
-            self._offset = 0
+        self._tail = LogTail(self.log_file)
         self._begin("tianshu-prompt-watch")
         return self
 
@@ -223,29 +261,13 @@ class PromptWatch(_Watch):
         self._look(final=True)
 
     def _look(self, final: bool = False) -> bool:
-        try:
-            with open(self.log_file, "rb") as fh:
-                fh.seek(self._offset)
-                chunk = fh.read(1 << 20)
-        except OSError:
-            return False
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = b"" if final else lines.pop()[-4096:]
-        for raw in lines:
-            line = raw.decode("utf-8", "replace").strip()
-            if line.startswith("===== spawn:"):  # our own header quotes the argv, the brief included
-                self._in_header = True
-            if self._in_header:
-                self._in_header = not re.search(r"@ \S+ =====$", line)
-                continue
-            kind = self._classifier.classify(line) if line and not line.startswith("[exit] ") else None
+        for line in self._tail.lines(final):
+            kind = self._classifier.classify(strip_ansi(line))
             if kind is None or kind in self._sent:
                 continue
             self._sent.add(kind)
             said = (_("round {round}: the agent asks to log in / authorize: {line}") if kind == AUTHORIZATION
                     else _("round {round}: the agent shows a confirmation prompt: {line}"))
-            quoted = line[:QUOTE_CHARS]
+            quoted = strip_ansi(line)[:QUOTE_CHARS]
             self.events.send(kind, said.format(round=self.round, line=quoted), {"round": self.round, "line": quoted})
         return len(self._sent) == 2  # both said: nothing more to look for

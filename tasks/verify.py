@@ -21,10 +21,11 @@ from ..acceptance.runner import check_tag
 from ..acceptance.visual.errors import VisualError, is_visual_code
 from ..acceptance.visual.snapshot import freeze
 from ..core.errors import TianshuError
+from ..core.files import read_json_safe
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
-from .common import stop_probe, store, work_path
+from .common import AGENT_PROFILE_FILE, stop_probe, store, work_path
 
 _UNSET: Any = object()
 
@@ -159,7 +160,15 @@ def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baselin
         pinned_rules=load_pinned(tdir) if agent_work else None,
         target_tests=tuple(t for t in targets if isinstance(t, str)) if isinstance(targets, list) else (),
         holdout_checks=tuple(holdout),
+        agent_owned_paths=tuple(_owned_paths(tdir)) if agent_work else (),
     )
+
+
+def _owned_paths(tdir: Path) -> list[str]:
+    """The ``ownedPaths`` of the task's agent profile snapshot ([] without one)."""
+    raw = read_json_safe(tdir / AGENT_PROFILE_FILE)
+    owned = raw.get("ownedPaths") if isinstance(raw, dict) else None
+    return [g for g in owned if isinstance(g, str) and g] if isinstance(owned, list) else []
 
 
 _warm_runs: dict[str, tuple[threading.Thread, threading.Event]] = {}

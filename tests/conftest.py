@@ -57,7 +57,7 @@ def anyio_backend() -> str:
 #   test of this run does: every test holds a shared lock, an ``alone`` test the exclusive one,
 #   taken through a gate so that a waiting exclusive test is not starved.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-ONE_WORKER = ("tests/test_fuzz_tools.py", "tests/test_remote_e2e.py")
+ONE_WORKER = ("tests/test_fuzz_tools.py", "tests/test_remote_e2e.py", "tests/test_real_agents.py")
 """Modules that run in one xdist worker, in a row (a module-scoped cluster serves all their tests)."""
 LONG_FIRST = ("test_fuzz_tools.py", "test_verify_task.py", "test_e2e_run_task.py", "test_desktop_e2e.py",
               "test_adapter_contract.py", "test_acp_e2e.py", "test_hostile_input.py", "test_agent_failures.py")

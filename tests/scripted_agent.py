@@ -18,7 +18,9 @@ until that file exists, each at most ``$SCRIPTED_WAIT_S`` s (default 120) — th
 ``env`` (write its environment as JSON to ``$SCRIPTED_ENV_OUT``, then fix), ``probe`` (append to
 ``$SCRIPTED_PROBE_OUT`` which pids listed in ``$SCRIPTED_WATCH`` are alive as it starts, then fix),
 ``auth-fail`` (a refused API key: prints a 401 line, exit 1), ``quota-zero`` (prints a 429 line,
-exit 0, changes nothing), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
+exit 0, changes nothing), ``retry-429`` (prints Gemini CLI's 429 retry line every
+``$SCRIPTED_RETRY_S`` s, forever), ``aider-401`` (writes aider's own ``.aider*`` files, prints its
+rejected-key lines, exit 0), ``silent`` (prints nothing for ``$SCRIPTED_SILENT_S`` s, then fixes), ``crash`` (a traceback, exit 1), ``lower-the-bar`` (makes the wrong
 fix and rewrites ``.tianshu-mcp/acceptance.json`` to ``{"checks": [], "requireChanges": false}``),
 ``recolour`` (adds ``site/notes.html`` and turns the banner of ``site/style.css`` red; with "visual
 defects" or ``PIXEL_DIFFERENCE`` in its prompt it gives the banner its colour back), ``maskcheat`` (turns the banner red
@@ -77,6 +79,23 @@ def main() -> int:
     if mode == "quota-zero":  # rate limited, but exits 0 having done nothing
         print("API error 429 Too Many Requests: rate limit exceeded, try again later", flush=True)
         return 0
+    if mode == "retry-429":  # a CLI that retries a 429 for minutes, saying so on stderr (Gemini CLI's words)
+        for attempt in range(1, 10_000):
+            print(f"Attempt {attempt} failed with status 429. Retrying with backoff... _ApiError: "
+                  '{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota)."}}',
+                  file=sys.stderr, flush=True)
+            time.sleep(float(os.environ.get("SCRIPTED_RETRY_S", "0.5")))
+    if mode == "aider-401":  # aider on a rejected key: its own files, its tell-tale line, exit 0
+        with open(".aider.chat.history.md", "a", encoding="utf-8") as fh:
+            fh.write("# aider chat started\n")
+        os.makedirs(".aider.tags.cache.v4", exist_ok=True)
+        with open(".aider.tags.cache.v4/cache.db", "wb") as fh:
+            fh.write(b"\0" * 64)
+        print("litellm.AuthenticationError: AuthenticationError: OpenAIException - Incorrect API key provided", flush=True)
+        print("The API provider is not able to authenticate you. Check your API key.", flush=True)
+        return 0
+    if mode == "silent":  # thinks for a while, printing nothing and changing nothing, then works
+        time.sleep(float(os.environ.get("SCRIPTED_SILENT_S", "4")))
     if mode == "crash":  # exits 1 with an unrecognised last line
         print("Traceback (most recent call last):\nRuntimeError: segmentation in the planner", flush=True)
         return 1

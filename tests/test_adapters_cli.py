@@ -329,3 +329,31 @@ def test_a_runaway_agent_is_stopped_at_its_output_limit(env: dict, tmp_path: Pat
     result = run_cli_agent(ctx, agent_for({"argsTemplate": ["-c", code, "<prompt:arg>"]}))
     assert not result.ok and not result.hard_failure and result.exit_code is None
     assert "output and was stopped" in (result.error or "")
+
+
+def test_the_agent_gets_pwd_of_its_own_directory_not_the_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """opencode run takes its project from $PWD (issue 24): a host started elsewhere must not leak its PWD."""
+    from tianshu_mcp.adapters.cli import build_invocation
+    from tianshu_mcp.adapters.round import AgentRunContext
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    monkeypatch.setenv("PWD", str(tmp_path / "elsewhere"))
+    profile = AgentProfile.model_validate({"command": sys.executable, "argsTemplate": ["run", "--dir", "<cwd>"],
+                                           "promptMode": "stdin"})
+    agent = ResolvedAgent("oc", "oc", profile, sys.executable, True, "ok")
+    ctx = AgentRunContext("tsk_pwd", str(project), tmp_path / "task", 0, "brief")
+    inv = build_invocation(ctx, agent)
+    assert inv.env["PWD"] == inv.cwd == str(project)
+    assert inv.argv[1:] == ["run", "--dir", str(project)]
+
+
+@pytest.mark.parametrize("euid,expected", [(0, "1"), (1000, None)])
+def test_root_env_applies_only_as_root(euid: int, expected: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """claude-agent-acp refuses a session to root unless IS_SANDBOX=1 (issue 24): ``rootEnv``."""
+    from tianshu_mcp.adapters.round import agent_env
+
+    monkeypatch.delenv("IS_SANDBOX", raising=False)
+    monkeypatch.setattr(os, "geteuid", lambda: euid)
+    env = agent_env({"A": "1"}, {"IS_SANDBOX": "1"}, "/work")
+    assert env.get("IS_SANDBOX") == expected and env["A"] == "1" and env["PWD"] == "/work"

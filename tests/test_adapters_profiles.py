@@ -43,7 +43,7 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
     # no limit of its own: config.json's defaultTaskTimeoutMs (1800000 unless set) applies
     assert codex.timeout_ms is None
     # issue 9: the prompt after "--" so a brief starting with "-" is not parsed as a flag
-    assert codex.args_template == ["exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "<prompt:arg>"]
+    assert codex.args_template == ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "<prompt:arg>"]
     for gid in GUI_IDS:
         p = profiles[gid]
         assert (p.driver, p.status) == ("gui", "research") and (p.note or "").startswith(GUI_UNAVAILABLE_NOTE)
@@ -276,13 +276,19 @@ def test_profiles_list_driver_source_and_version(tmp_path: Path) -> None:
     from tianshu_mcp.adapters.profiles import describe_agent, list_agents
 
     exe = _exe(tmp_path / "myagent", 'echo "myagent 0.9.7"; exit 0')
-    write_profiles(tmp_path, {"profiles": {"mine": {"command": str(exe), "argsTemplate": ["<prompt:arg>"]},
-                                           "acp1": {"driver": "acp", "command": str(exe)}}})
+    # a custom command is asked its version only when its profile says how (versionArgs): a
+    # script that takes its argv for the brief would otherwise start working on "--version"
+    write_profiles(tmp_path, {"profiles": {"mine": {"command": str(exe), "argsTemplate": ["<prompt:arg>"],
+                                                    "versionArgs": ["--version"]},
+                                           "acp1": {"driver": "acp", "command": str(exe), "versionArgs": ["-V"]},
+                                           "unasked": {"command": str(exe), "argsTemplate": ["<prompt:arg>"]}}})
     rows = {a.id: describe_agent(a) for a in list_agents(tmp_path)}
-    assert rows["mine"] | {"message": None} == {"id": "mine", "displayName": "mine", "driver": "spawn", "status": "ready",
-                                                "ok": True, "message": None, "command": str(exe), "source": "explicit",
-                                                "version": "0.9.7"}
+    keys = ("id", "displayName", "driver", "status", "ok", "message", "command", "source", "version")
+    assert {k: rows["mine"][k] for k in keys} | {"message": None} == {
+        "id": "mine", "displayName": "mine", "driver": "spawn", "status": "ready", "ok": True, "message": None,
+        "command": str(exe), "source": "explicit", "version": "0.9.7"}
     assert rows["acp1"]["driver"] == "acp" and rows["acp1"]["version"] == "0.9.7"
+    assert rows["unasked"]["ok"] and rows["unasked"]["version"] is None and rows["unasked"]["versionStatus"] == "not probed"
     assert rows["gemini-acp"]["driver"] == "acp" and rows["zcode"]["ok"] is False and rows["zcode"]["version"] is None
 
 

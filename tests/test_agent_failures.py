@@ -92,3 +92,16 @@ async def test_a_crashing_agent_on_a_non_git_project_without_checks_is_an_agent_
     task = json.loads((home / "tasks" / sub["taskId"] / "task.json").read_text())
     assert done["status"] == "failed" and task["errorType"] == "agent_failed", task
     assert "exit code 1" in task["lastMessage"] and "RuntimeError" in task["lastMessage"]
+
+
+def test_the_failure_line_is_the_agents_last_word_not_our_framing() -> None:
+    """A warning that matches early, the agent's final error later, and our [exit] trailer quoting
+    the error last: the agent's final error is the line (issue 24, codex-acp and gemini --acp)."""
+    from tianshu_mcp.adapters.fatal import agent_text
+
+    log = ("\n===== spawn: /bin/agent Fix the 401 handling\nin api.py (cwd=/p) @ 2026-12-03T10:00:00.000Z =====\n"
+           "[agent] Warning: Model metadata for `scripted-model` not found. Defaulting to fallback metadata\n"
+           "Error: 401 Unauthorized - invalid x-api-key\n"
+           "[exit] code=1 duration=10ms (session/prompt failed: 401 API key not valid)\n")
+    assert fatal_line(agent_text(log)) == "Error: 401 Unauthorized - invalid x-api-key"
+    assert "Fix the 401" not in agent_text(log)

@@ -76,19 +76,21 @@ sys.exit(int(os.environ.get("FAKE_EXIT", "0")))
 
 # For each CLI: the argv it must receive (given the prompt and the prompt file), its prompt mode
 # and one characteristic failure line that only the profile's own fatalPatterns recognise.
-EXPECTED: dict[str, tuple[Callable[[str, str], list[str]], str, str]] = {
-    "codex": (lambda p, f: ["exec", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", p], "arg",
+EXPECTED: dict[str, tuple[Callable[[str, str, str], list[str]], str, str]] = {
+    "codex": (lambda p, f, c: ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", p], "arg",
               "■ You've hit your usage limit. Visit https://chatgpt.com/codex/settings/usage to purchase more credits"),
-    "claude": (lambda p, f: ["-p", "--permission-mode", "acceptEdits", "--output-format", "text", "--", p], "arg",
+    "claude": (lambda p, f, c: ["-p", "--permission-mode", "acceptEdits", "--output-format", "stream-json", "--verbose", "--",
+                             p], "arg",
                "Claude AI usage limit reached|1767225600"),
-    "gemini": (lambda p, f: ["--approval-mode", "auto_edit", "--skip-trust", f"--prompt={p}"], "arg",
+    "gemini": (lambda p, f, c: ["--approval-mode", "auto_edit", "--skip-trust", "--output-format", "stream-json",
+                                f"--prompt={p}"], "arg",
                ("Gemini CLI is not running in a trusted directory. To proceed, either use `--skip-trust`, set the "
                 "`GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or trust this directory in interactive mode.")),
-    "aider": (lambda p, f: ["--yes-always", "--no-auto-commits", "--no-check-update", "--no-show-release-notes",
-                            "--no-analytics", "--message-file", f], "file",
+    "aider": (lambda p, f, c: ["--yes-always", "--no-auto-commits", "--no-check-update", "--no-show-release-notes",
+                               "--no-analytics", "--no-gitignore", "--no-show-model-warnings", "--message-file", f], "file",
               "The API provider is not able to authenticate you. Check your API key."),
-    "opencode": (lambda p, f: ["run"], "stdin", "ProviderInitError"),
-    "qwen": (lambda p, f: ["--approval-mode", "auto-edit", f"--prompt={p}"], "arg",
+    "opencode": (lambda p, f, c: ["run", "--format", "json", "--dir", c], "stdin", "ProviderInitError"),
+    "qwen": (lambda p, f, c: ["--approval-mode", "auto-edit", "--output-format", "stream-json", f"--prompt={p}"], "arg",
              'Approval mode overridden to "default" because the current folder is not trusted.'),
 }
 
@@ -142,8 +144,12 @@ def test_builtin_cli_ids_and_shared_shape(tmp_path: Path) -> None:
     assert list(profiles)[: len(CLI_IDS)] == CLI_IDS
     for agent_id in CLI_IDS:
         p = profiles[agent_id]
-        assert (p.driver, p.status, p.cwd, p.timeout_ms, p.env) == ("spawn", "ready", "task", None, {})
+        assert (p.driver, p.status, p.cwd, p.timeout_ms) == ("spawn", "ready", "task", None)
+        # opencode states its permission stance (issue 24): edits in, paths outside the project out
+        assert p.env == ({"OPENCODE_PERMISSION": '{"edit": "allow", "external_directory": "deny"}'}
+                         if agent_id == "opencode" else {})
         assert p.command is None and p.auth_note and p.note and p.fatal_patterns
+        assert p.tested_versions and p.auth_sources  # what `agents doctor` checks
         assert p.prompt_mode == EXPECTED[agent_id][1]
         disc = (p.model_extra or {})["executableDiscovery"]
         assert disc["fallbackCommand"] == agent_id and disc["fileNames"] == [agent_id]
@@ -175,7 +181,7 @@ def test_builtin_cli_runs_with_its_headless_command_line(
     prompt_file = str(tmp_path / "task" / "prompt-0.txt")
     assert rec["name"] == agent_id
     # argv exactly as the profile intends: the prompt is one item, in its place, never split
-    assert rec["argv"] == expected_args(PROMPT, prompt_file)
+    assert rec["argv"] == expected_args(PROMPT, prompt_file, str(project))
     assert os.path.realpath(rec["cwd"]) == os.path.realpath(project)
     assert rec["mark"] == "passes-through" and rec["question_env"] == str(tmp_path / "task" / "question-0.md")
     assert rec["stdin_eof"] is True
@@ -208,6 +214,14 @@ def test_builtin_cli_runs_with_its_headless_command_line(
         ("opencode", "ProviderAuthError"),
         ("opencode", "You must provide a message or a command"),
         ("qwen", "Please set an Auth method in your /home/u/.qwen/settings.json"),
+        # the lines of the real releases against the scripted endpoint (issue 24; ANSI codes removed)
+        ("gemini", "Invalid auth method selected."),
+        ("qwen", "No auth type is selected. Please configure an auth type (e.g. via settings or `--auth-type`) before "
+                 "running in non-interactive mode."),
+        ("opencode", "! permission requested: external_directory (/tmp/x/proj/*); auto-rejecting"),
+        ("opencode", "Error: The user rejected permission to use this specific tool call."),
+        ("aider", "The API provider has rate limited you. Try again later or check your quotas."),
+        ("aider", "litellm.RateLimitError: RateLimitError: OpenAIException - Rate limit reached for"),
     ],
 )
 def test_characteristic_failure_lines(agent_id: str, line: str, tmp_path: Path) -> None:

@@ -1,0 +1,6 @@
+"""A scripted model endpoint for the real agent CLIs (issue 24): see :mod:`.server`."""
+
+from .plan import Edit, Hold, Plan, Say, Script
+from .server import MODEL, ModelEndpoint, Recorded
+
+__all__ = ["MODEL", "Edit", "Hold", "ModelEndpoint", "Plan", "Recorded", "Say", "Script"]
