@@ -12,8 +12,8 @@ For every profile (the built-ins and ``<home>/agent-profiles.json``) :func:`diag
    ``node`` on the agent's PATH; an npm shell shim: the ``node`` next to it, else on PATH; a
    native binary: not applicable);
 5. the credentials it will use: the first ``authSources`` entry whose variable is set (its name
-   only, never the value) or whose file exists; none found is a problem (a note when a
-   project-relative file such as aider's ``.env`` might still hold them);
+   only, never the value) or whose file exists; none found is a note, not a problem (a CLI may
+   keep credentials where no profile can list them, such as a custom provider's key variable);
 6. ACP profiles the same; desktop (``gui``) profiles only the resolution (an app is never started).
 
 Safety: a probe runs the executable, so only a command known to be a CLI is probed

@@ -175,3 +175,20 @@ def test_an_announced_wait_past_the_window_ends_the_round_at_once() -> None:
     live = Liveness(max_retries=3, window_ms=20_000, clock=Clock())
     live.saw(retry)
     assert live.stuck() is not None
+
+
+def test_aider_text_output_its_429_retries_and_its_401_line() -> None:
+    retries = [e for e in read_all("aider-429.log", None) if isinstance(e, ModelRetry)]
+    assert len(retries) >= 3 and {r.status for r in retries} == {429}  # one per attempt, not per "Retrying in"
+    from tianshu_mcp.adapters.fatal import fatal_line
+    from tianshu_mcp.adapters.profiles import builtin_profiles
+
+    patterns = builtin_profiles()["aider"].fatal_patterns
+    assert fatal_line((STREAMS / "aider-401.log").read_text(), patterns) == (
+        "The API provider is not able to authenticate you. Check your API key.")
+    assert "rate limited you" in (fatal_line((STREAMS / "aider-429.log").read_text(), patterns) or "")
+
+
+def test_opencode_429_gives_up_with_its_status() -> None:
+    assert read_all("opencode-429.jsonl", "opencode-json") == [
+        GaveUp("Rate limit reached for requests. Please try again in 20s.", 429)]

@@ -278,4 +278,4 @@ async def test_gemini_exit_codes_say_what_they_mean(tier: Tier, tmp_path: Path, 
         _gemini_variant(tier, f"gemini-{code}", args=[a for a in base if a != "--skip-trust"])
     _, done, _ = await _run(tier, repo, f"gemini-{code}")
     assert done["status"] == "failed" and done["errorType"] == "agent_failed", done
-    assert f"exit code {code} ({meaning}" in done["message"], done["message"]
+    assert f"exit code {code} (" in done["message"] and meaning in done["message"], done["message"]

@@ -39,6 +39,18 @@ def _text_of(value: Any) -> str:
     return ""
 
 
+def _since_prompt(items: list[dict[str, Any]], is_prompt: Callable[[dict[str, Any]], bool],
+                  is_turn: Callable[[dict[str, Any]], bool]) -> int:
+    """The model's turns since the last prompt of the user: a CLI starts a conversation per round,
+    an ACP agent continues its session, and a rework round's brief is then a new user message in
+    the same history."""
+    start = 0
+    for i, item in enumerate(items):
+        if is_prompt(item):
+            start = i + 1
+    return sum(1 for item in items[start:] if is_turn(item))
+
+
 def _props(schema: Any) -> dict[str, Any]:
     return (schema or {}).get("properties") or {} if isinstance(schema, dict) else {}
 
@@ -92,7 +104,18 @@ class Anthropic(Format):
                 if isinstance(t, dict)]
 
     def turn(self, body: dict[str, Any]) -> int:
-        return sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+        def prompt(m: dict[str, Any]) -> bool:
+            content = m.get("content")
+            if isinstance(content, str):
+                return True
+            blocks = [b for b in content or [] if isinstance(b, dict)]
+            return not any(b.get("type") == "tool_result" for b in blocks) and any(
+                b.get("type") == "text" and not str(b.get("text", "")).lstrip().startswith("<system-reminder>")
+                for b in blocks)
+
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        return _since_prompt(messages, lambda m: m.get("role") == "user" and prompt(m),
+                             lambda m: m.get("role") == "assistant")
 
     def error(self, status: int) -> dict[str, Any]:
         kind = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}.get(status, "api_error")
@@ -173,9 +196,10 @@ class Responses(Format):
         items = body.get("input")
         if not isinstance(items, list):
             return 0
-        return sum(1 for it in items if isinstance(it, dict) and (
-            it.get("type") in ("function_call", "custom_tool_call", "local_shell_call")
-            or (it.get("type", "message") == "message" and it.get("role") == "assistant")))
+        return _since_prompt([it for it in items if isinstance(it, dict)],
+                             lambda it: it.get("type", "message") == "message" and it.get("role") == "user",
+                             lambda it: it.get("type") in ("function_call", "custom_tool_call", "local_shell_call")
+                             or (it.get("type", "message") == "message" and it.get("role") == "assistant"))
 
     def json_schema(self, body: dict[str, Any]) -> Any:
         fmt = ((body.get("text") or {}).get("format") or {}) if isinstance(body.get("text"), dict) else {}
@@ -252,12 +276,6 @@ read_file tool first ..."), so the model reads a file with one of these before i
 (opencode 1.18 does not need it but reads just the same)."""
 
 
-_AIDER_ACKS = ("Ok, any changes I propose will be to those files.", "Ok, I won't try and edit those files",
-               "Ok.")
-"""How aider's canned assistant turns begin (acknowledging the files in the chat, the repo map, the
-switch away from its examples): the model's own turns are the ones after the last of them."""
-
-
 class Chat(Format):
     """POST /v1/chat/completions (Qwen Code, opencode, aider).
 
@@ -290,15 +308,14 @@ class Chat(Format):
     def turn(self, body: dict[str, Any]) -> int:
         self._local.body = body
         messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
-        if not body.get("tools"):  # aider: its canned turns (examples, repo map, files) come first
-            acks = [i for i, m in enumerate(messages) if m.get("role") == "assistant"
-                    and isinstance(m.get("content"), str) and m["content"].startswith(_AIDER_ACKS)]
-            messages = messages[acks[-1] + 1:] if acks else messages
-        turns = sum(1 for m in messages if m.get("role") == "assistant")
-        reads = sum(1 for m in body.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant"
-                    and m.get("tool_calls") and all(
-                        ((c.get("function") or {}).get("name") in _READ_TOOLS) for c in m["tool_calls"]))
-        return turns - reads
+
+        def read_only(m: dict[str, Any]) -> bool:
+            return bool(m.get("tool_calls")) and all(
+                ((c.get("function") or {}).get("name") in _READ_TOOLS) for c in m["tool_calls"])
+
+        # aider's canned turns (examples, repo map, files) come before its last user message, the brief
+        return _since_prompt(messages, lambda m: m.get("role") == "user",
+                             lambda m: m.get("role") == "assistant" and not read_only(m))
 
     def _read_first(self, call: Call) -> Call | None:
         """The read call to make before ``call`` (an edit of a file not read yet), or None."""
@@ -423,7 +440,10 @@ class Gemini(Format):
         return args
 
     def turn(self, body: dict[str, Any]) -> int:
-        return sum(1 for c in body.get("contents") or [] if isinstance(c, dict) and c.get("role") == "model")
+        contents = [c for c in body.get("contents") or [] if isinstance(c, dict)]
+        return _since_prompt(contents, lambda c: c.get("role") == "user" and not any(
+                                 isinstance(p, dict) and "functionResponse" in p for p in c.get("parts") or []),
+                             lambda c: c.get("role") == "model")
 
     def json_schema(self, body: dict[str, Any]) -> Any:
         cfg = body.get("generationConfig") or {}
