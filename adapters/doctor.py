@@ -17,8 +17,8 @@ For every profile (the built-ins and ``<home>/agent-profiles.json``) :func:`diag
 6. ACP profiles the same; desktop (``gui``) profiles only the resolution (an app is never started).
 
 Safety: a probe runs the executable, so only a command known to be a CLI is probed
-(:func:`probe_plan`): a profile that runs the built-in's executable with the built-in's command
-line, or one that sets ``versionArgs`` (for the version) / ``helpArgs`` (for the flags). A custom
+(:func:`probe_plan`): a profile that runs the built-in's executable (whatever its command line),
+or one that sets ``versionArgs`` (for the version) / ``helpArgs`` (for the flags). A custom
 command (say ``python3 my_agent.py <prompt:arg>``, or a script that takes its argv for the
 brief) is never started with ``--version`` or ``--help``. Probes are bounded and cached
 (:func:`~.versions.run_probe`). Plain Python: no Prefect, no acceptance import.
@@ -177,16 +177,17 @@ def script_runner(profile: AgentProfile) -> str | None:
 def _same_executable(profile: AgentProfile, builtin: AgentProfile | None) -> bool:
     if builtin is None:
         return False
+    # the built-in's executable, whatever command line the user gave it: probing it is safe, and an
+    # edited command line is where a flag the CLI lacks comes from
     return (profile.driver == builtin.driver and profile.command == builtin.command
-            and profile.args_template == builtin.args_template
             and (profile.model_extra or {}).get("executableDiscovery") == (builtin.model_extra or {}).get("executableDiscovery"))
 
 
 def probe_plan(agent_id: str, profile: AgentProfile, builtins: dict[str, AgentProfile] | None = None) -> ProbePlan:
     """Decide what may be run to probe ``profile`` (the safety rule of the module doc).
 
-    A profile that runs its built-in's executable with the built-in's command line (a user entry
-    may change anything else: env, testedVersions …) gets ``versionArgs`` or ``--version`` and
+    A profile that runs its built-in's executable (the same ``command`` and discovery; a user entry
+    may change anything else, its command line included) gets ``versionArgs`` or ``--version`` and
     ``helpArgs`` or ``[<subcommand>] --help``. Any other profile gets only what it sets
     explicitly; nothing for a desktop (``gui``) profile.
 
@@ -258,6 +259,8 @@ def _state(agent: ResolvedAgent) -> State:
         return "ok"
     if profile.status != "ready" or (profile.command or "").strip().startswith("<"):
         return "not runnable"
+    if not (profile.command or "").strip() and not (profile.model_extra or {}).get("executableDiscovery"):
+        return "broken"  # a user entry that names no command: nothing could ever be installed for it
     return "not installed"
 
 

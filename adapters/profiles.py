@@ -35,14 +35,9 @@ from .acp_policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
 from .builtin_gui import gui_builtin_data
+from .cli_facts import AuthSource, LivenessSettings, check_cli_facts
 from .discovery import discover_executable, expand_discovery_dir  # noqa: F401 - expand_discovery_dir re-exported
 from .gui_keys import gui_problems
-from .output.formats import READERS
-from .output.liveness import (
-    DEFAULT_MAX_RETRIES,
-    DEFAULT_STALL_AFTER_MS,
-    DEFAULT_WINDOW_MS,
-)
 
 PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
@@ -59,42 +54,6 @@ GuiAdapterName = Literal[
     "opendesign-gui",
     "minimax-gui",
 ]
-
-
-class LivenessSettings(BaseModel):
-    """A profile's ``liveness`` (issue 24 §4; :class:`~tianshu_mcp.adapters.output.liveness.Liveness`).
-
-    Fields (default): max_retries (``maxRetries``, 3: the retry of a 401/403/429 model call that
-    ends the round), window_ms (``windowMs``, 20000: how long after the first such retry the
-    round ends at the latest, ms), stall_after_ms (``stallAfterMs``, 120000: silence after which
-    ``agent_stalled`` is sent, ms).
-    """
-
-    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
-
-    max_retries: int = Field(DEFAULT_MAX_RETRIES, ge=1, alias="maxRetries")
-    window_ms: int = Field(DEFAULT_WINDOW_MS, ge=1000, alias="windowMs")
-    stall_after_ms: int = Field(DEFAULT_STALL_AFTER_MS, ge=1000, alias="stallAfterMs")
-
-
-class AuthSource(BaseModel):
-    """One place an agent CLI finds its credentials (``authSources`` entry, issue 24 §5).
-
-    Fields: env (an environment variable that holds a key or a token), file (a login file, ``~``
-    for the home), note (what it is, e.g. "API key", "Claude login"). Exactly one of env/file.
-    """
-
-    model_config = ConfigDict(populate_by_name=True, strict=True, extra="forbid")
-
-    env: str | None = None
-    file: str | None = None
-    note: str = ""
-
-    @model_validator(mode="after")
-    def _one_place(self) -> "AuthSource":
-        if (self.env is None) == (self.file is None):
-            raise ValueError(_("an authSources entry names exactly one of 'env' and 'file'"))
-        return self
 
 
 class AgentProfile(BaseModel):
@@ -172,13 +131,9 @@ class AgentProfile(BaseModel):
     help_args: list[str] | None = Field(None, alias="helpArgs")
 
     @model_validator(mode="after")
-    def _output_format_known(self) -> AgentProfile:
-        if self.output_format is not None and self.output_format not in READERS:
-            raise ValueError(_("outputFormat: {value} is not one of {known} (leave it out for plain text)").format(
-                value=repr(self.output_format), known=", ".join(sorted(READERS))))
-        for code in self.exit_codes:
-            if not code.lstrip("-").isdigit():
-                raise ValueError(_("exitCodes: {code} is not an exit code").format(code=repr(code)))
+    def _cli_facts_valid(self) -> AgentProfile:
+        check_cli_facts(self.output_format, self.exit_codes, self.owned_paths,
+                        {"testedVersions": self.tested_versions, "nodeVersions": self.node_versions})
         return self
 
     @model_validator(mode="after")

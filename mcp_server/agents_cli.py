@@ -107,7 +107,9 @@ def render_text(results: list[AgentDiagnosis], home: Path) -> str:
         lines.append(f"{state}:")
         for d in rows:
             why = d.problems[0] if d.problems else d.message
-            lines.append(f"    {d.id}  {why if len(why) <= _NOTE_WIDTH else why[:_NOTE_WIDTH - 1] + '…'}")
+            if state != "broken" and len(why) > _NOTE_WIDTH:  # a broken entry's reason is shown whole
+                why = why[:_NOTE_WIDTH - 1] + "…"
+            lines.append(f"    {d.id}  {why}")
         lines.append("")
     counts = {s: sum(1 for d in results if d.state == s) for s in ("ok", "problem", "not installed", "not runnable", "broken")}
     lines.append(f"summary: {len(found)} found ({counts['ok']} ok, {counts['problem']} with problems), "

@@ -94,7 +94,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
                        on_start=lambda rec: save_record(proc_file, rec), on_event=events.send)
     try:
         prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
-        with ChangeWatch(task_id, work_path(meta), round, events=events), \
+        with ChangeWatch(task_id, work_path(meta), round, events=events, owned_paths=profile.owned_paths), \
                 PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events), watch:
             result = driver.run_round(ctx, agent, hooks)
     finally:

@@ -23,8 +23,10 @@ import re
 import subprocess
 import threading
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, Self
 
+from ..acceptance.git_changes import owned_by_cli
 from ..adapters.output.ansi import strip_ansi
 from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
 from ..core.childenv import scrub
@@ -162,13 +164,21 @@ class ChangeWatch(_Watch):
     """
 
     def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0,
-                 events: RoundEvents | None = None) -> None:
+                 events: RoundEvents | None = None, owned_paths: Sequence[str] = ()) -> None:
         super().__init__(interval_s)
         self.task_id, self.project, self.round = task_id, project, rnd
         self.events = events or RoundEvents(task_id)
+        self.owned_paths = tuple(owned_paths)
+
+    def _state(self) -> frozenset[tuple[str, str, int, int]] | None:
+        """The work tree's state without the files the agent's CLI keeps for itself (``ownedPaths``)."""
+        state = _tree_state(self.project)
+        if state is None or not self.owned_paths:
+            return state
+        return frozenset(row for row in state if not owned_by_cli(row[0], self.owned_paths))
 
     def __enter__(self) -> Self:
-        self._start = _tree_state(self.project)
+        self._start = self._state()
         self._sent = False
         if self._start is not None:
             self._begin("tianshu-change-watch")
@@ -181,7 +191,7 @@ class ChangeWatch(_Watch):
     def _look(self) -> bool:
         if self._sent or self._start is None:
             return True
-        now = _tree_state(self.project)
+        now = self._state()
         if now is None or now == self._start:
             return False
         self._sent = True

@@ -57,7 +57,7 @@ async def test_aiders_rejected_key_is_an_agent_failure_despite_its_own_files(ts_
                   "fatalPatterns": [r"api provider is not able to authenticate you"]}
     _register(home, "aider-401", aider_like)
     repo = make_calc_repo(tmp_path / "calc")
-    done, _ = await _run(home, repo, "aider-401")
+    done, query = await _run(home, repo, "aider-401")
     assert done["status"] == "failed" and done["errorType"] == "agent_failed", done
     assert "exit code 0" in done["message"] and "not able to authenticate you" in done["message"], done["message"]
     assert done["round"] == 1
@@ -65,6 +65,8 @@ async def test_aiders_rejected_key_is_an_agent_failure_despite_its_own_files(ts_
     analysis = report["analysis"]
     assert not analysis["changedFiles"] and not analysis["untrackedFiles"], analysis  # .aider* are aider's files
     assert any(".aider*" in note for note in analysis["notes"]), analysis["notes"]
+    # nor are they "the agent started changing files"
+    assert "file_modification_started" not in [e["event"] for e in query["recentEvents"]], query["recentEvents"]
 
 
 async def test_a_silent_agent_is_reported_as_stalled(ts_daemon: dict[str, Any], tmp_path: Path) -> None:

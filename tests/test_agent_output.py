@@ -55,7 +55,7 @@ def test_claude_gave_up_line_is_the_clis_own_words() -> None:
 def test_a_non_json_line_of_a_structured_cli_is_read_as_text() -> None:
     reader = OutputReader("claude-stream-json")
     assert reader.read("Attempt 2 failed with status 429. Retrying with backoff...") == [
-        ModelRetry(429, "Attempt 2 failed with status 429. Retrying with backoff...")]
+        ModelRetry(429, "Attempt 2 failed with status 429. Retrying with backoff...", attempt=2)]
     assert reader.read("{not json") == []
     assert reader.read('{"type": "assistant", "message": {"content": "oops"}}') == []
 
@@ -192,3 +192,48 @@ def test_aider_text_output_its_429_retries_and_its_401_line() -> None:
 def test_opencode_429_gives_up_with_its_status() -> None:
     assert read_all("opencode-429.jsonl", "opencode-json") == [
         GaveUp("Rate limit reached for requests. Please try again in 20s.", 429)]
+
+
+@pytest.mark.parametrize("raw,field", [
+    ({"outputFormat": "nope"}, "outputFormat"),
+    ({"testedVersions": "not a spec!!"}, "testedVersions"),
+    ({"nodeVersions": ">>22"}, "nodeVersions"),
+    ({"ownedPaths": ["*"]}, "ownedPaths"),
+    ({"ownedPaths": ["**"]}, "ownedPaths"),
+    ({"ownedPaths": ["../x"]}, "ownedPaths"),
+    ({"ownedPaths": ["/etc/passwd"]}, "ownedPaths"),
+    ({"ownedPaths": [""]}, "ownedPaths"),
+    ({"exitCodes": {"041": "x"}}, "exitCodes"),
+    ({"exitCodes": {"--1": "x"}}, "exitCodes"),
+    ({"exitCodes": {"x": "y"}}, "exitCodes"),
+    ({"liveness": {"maxRetries": 0}}, "liveness"),
+    ({"authSources": [{"env": "A", "file": "b"}]}, "authSources"),
+])
+def test_bad_cli_facts_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
+    """A user's profile with a bad issue-24 field never loads half-valid (the registry turns the
+    ValueError into CONFIG_INVALID naming the field)."""
+    from pydantic import ValidationError
+
+    from tianshu_mcp.adapters.profiles import AgentProfile
+
+    with pytest.raises(ValidationError) as err:
+        AgentProfile.model_validate(raw)
+    assert field in str(err.value)
+
+
+def test_good_cli_facts_load() -> None:
+    from tianshu_mcp.adapters.profiles import AgentProfile
+
+    p = AgentProfile.model_validate({"exitCodes": {"41": "auth", "-9": "killed"}, "ownedPaths": [".aider*", "out/cache/*"],
+                                     "testedVersions": "==0.61.*", "nodeVersions": ">=22",
+                                     "liveness": {"maxRetries": 5, "windowMs": 30000}})
+    assert p.exit_codes["-9"] == "killed" and p.liveness.max_retries == 5
+
+
+def test_owned_paths_match_the_first_component_or_the_whole_path() -> None:
+    from tianshu_mcp.acceptance.git_changes import owned_by_cli
+
+    assert owned_by_cli(".aider.chat.history.md", [".aider*"])
+    assert owned_by_cli(".aider.tags.cache.v4/cache.db", [".aider*"])
+    assert not owned_by_cli("src/.aider.conf", [".aider*"]) and not owned_by_cli("calc.py", [".aider*"])
+    assert owned_by_cli("out/cache/x", ["out/cache/*"]) and not owned_by_cli("out/x", ["out/cache/*"])

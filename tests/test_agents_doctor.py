@@ -387,6 +387,17 @@ def test_a_broken_profile_entry_is_a_problem(machine: Machine, capsys: pytest.Ca
     assert code == 1 and "\nbroken:\n    bad  " in text and "1 broken profile entry" in text
 
 
+def test_a_user_entry_without_a_command_is_broken_and_its_reason_shown_whole(
+        machine: Machine, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user entry replacing a built-in without a command can never be installed: it is broken (exit 1)."""
+    machine.profiles({"claude": {"outputFormat": "claude-stream-json"},
+                      "typo": {"command": 42, "argsTemplate": "x"}})
+    code, text = machine.doctor(capsys)
+    assert code == 1 and "    claude  agent 'claude' has no command" in text, text
+    assert "2 broken profile entries" in text
+    assert "argsTemplate" in text  # the whole reason of a broken entry, not cut at the column
+
+
 # --- query_info(type="profiles") ---------------------------------------------------------------
 
 def test_query_info_profiles_carries_the_doctor_facts(machine: Machine) -> None:

@@ -59,6 +59,7 @@ def _detail(args: Any) -> str:
     return ""
 
 
+_ATTEMPT = re.compile(r"\battempt (\d+)\b", re.I)
 _DELAY = re.compile(r"retrying in (\d+(?:\.\d+)?)\s*(s|seconds?)\b", re.I)
 
 
@@ -72,7 +73,9 @@ def read_text_line(line: str) -> list[OutputEvent]:
             if code is None and match.groups():
                 code = int(match.group(1))
             delay = _DELAY.search(line)
-            return [ModelRetry(code, _quote(line), delay_ms=int(float(delay.group(1)) * 1000) if delay else None)]
+            attempt = _ATTEMPT.search(line)
+            return [ModelRetry(code, _quote(line), int(attempt.group(1)) if attempt else None,
+                               int(float(delay.group(1)) * 1000) if delay else None)]
     return []
 
 
