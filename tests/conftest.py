@@ -254,13 +254,28 @@ def ts_daemon(ts_home: Path) -> Iterator[dict[str, Any]]:
         pid = json.loads((ts_home / "prefect" / "service.json").read_text())["pid"]
         yield {"home": ts_home, "api": api, "proc": proc, "pid": pid}
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_server(proc)
         log.close()
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a ``tianshu-mcp server`` started by a test: SIGTERM, then its process group killed
+    after 60 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+async def prefect_ui_login(page: Any, ui: str, credentials: str) -> None:
+    """Log a Playwright ``page`` in to the Prefect UI at ``ui`` with the home's basic-auth
+    ``credentials`` (the UI asks for them on its first page)."""
+    await page.goto(f"{ui}/deployments", wait_until="networkidle", timeout=120000)
+    await page.locator("input").first.fill(credentials)
+    await page.keyboard.press("Enter")
+    await page.wait_for_load_state("networkidle")
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -27,7 +26,9 @@ import anyio
 import psutil
 import pytest
 
-from conftest import CONSOLE, mcp_client, meta_of, server_env, text_of, wait_daemon
+from tianshu_mcp.core.procs import is_alive
+
+from conftest import CONSOLE, mcp_client, meta_of, prefect_ui_login, server_env, stop_server, text_of, wait_daemon
 from fixture_project import make_calc_repo
 from model_endpoint import Edit, Hold, ModelEndpoint, Plan, Say, Script
 from real_agents import agent_home, install
@@ -76,12 +77,7 @@ def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
             wait_daemon(home, proc)
             yield Tier(home, endpoint, env)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_server(proc)
             log.close()
 
 
@@ -100,6 +96,15 @@ async def _run(tier: Tier, repo: Path, agent: str, timeout_ms: int = 300000,
             done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": timeout_ms}))
             ended = time.monotonic()
     return sub, done, ended
+
+
+def _record(line: str) -> None:
+    """One line of the tier's results table (test-artifacts/real-agents-failures.tsv), for the record."""
+    from test_run_history import ARTIFACTS
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with open(ARTIFACTS / "real-agents-failures.tsv", "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
 
 
 def _task_events(tier: Tier, task_id: str) -> list[dict[str, Any]]:
@@ -143,6 +148,7 @@ async def test_a_model_error_is_an_agent_failure_with_the_clis_own_line(tier: Ti
     assert done["status"] == "failed" and done.get("errorType") == "agent_failed", done
     message = str(done.get("message") or "").lower()
     assert any(word in message for word in CLI_LINES[status]), done["message"]
+    _record(f"{agent}\t{status}\t{ended - first:.1f} s\t{done['message'][:160]}")
     assert ended - first <= 60, f"{ended - first:.1f} s from the first failed model call to the task's end"
 
 
@@ -163,7 +169,7 @@ async def test_a_cancel_kills_the_agents_tree(tier: Tier, tmp_path: Path, agent:
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 120000}))
     assert done["status"] == "cancelled", done
     with anyio.fail_after(30):
-        while [p for p in tree if _alive(p)]:
+        while [p for p in tree if is_alive(p)]:
             await anyio.sleep(0.2)
 
 
@@ -176,12 +182,6 @@ def _processes_in(repo: Path) -> list[psutil.Process]:
             out.append(proc)
     return out
 
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="Debian chromium is not installed")
@@ -216,10 +216,7 @@ async def test_progress_shows_while_the_agent_works(tier: Tier, tmp_path: Path) 
                 browser = await p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
                 try:
                     page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-                    await page.goto(f"{ui}/deployments", wait_until="networkidle", timeout=120000)
-                    await page.locator("input").first.fill(credentials)
-                    await page.keyboard.press("Enter")
-                    await page.wait_for_load_state("networkidle")
+                    await prefect_ui_login(page, ui, credentials)
                     await page.goto(f"{ui}/runs/flow-run/{query['flowRunId']}", wait_until="networkidle", timeout=120000)
                     await page.get_by_text("round 0: Edit").first.wait_for(timeout=60000)
                     await page.get_by_text("Running").first.wait_for(timeout=60000)

@@ -16,7 +16,8 @@ from typing import Any
 import anyio
 import pytest
 
-from conftest import add_scripted_profile, flow_run_logs, mcp_client, meta_of, run_to_stop, task_runs, text_of
+from conftest import (add_scripted_profile, flow_run_logs, mcp_client, meta_of, prefect_ui_login, run_to_stop, task_runs,
+                      text_of)
 from fixture_project import make_calc_repo
 
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("ts_daemon")]
@@ -93,10 +94,7 @@ async def test_the_prefect_ui_shows_the_failed_round_the_tags_and_the_check_line
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
             page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await page.goto(f"{ui}/deployments", wait_until="networkidle", timeout=120000)
-            await page.locator("input").first.fill(credentials)
-            await page.keyboard.press("Enter")
-            await page.wait_for_load_state("networkidle")
+            await prefect_ui_login(page, ui, credentials)
             await page.goto(f"{ui}/runs/flow-run/{meta['flowRunId']}", wait_until="networkidle", timeout=120000)
             for text in ("verify-round-0", "repair-plan-0", "verify-round-1", "Succeeded",
                          f"project-name:{calc_repo.name}", "check pytest: FAIL", "round 0 verification failed"):
