@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -234,6 +235,32 @@ def test_the_users_own_worktree_on_an_unmounted_disk_keeps_its_registration(tmp_
     wt.close_worktree(ws, tmp_path, None, "nothing")
     os.rename(tmp_path / "unmounted", mine)
     assert "staged.txt" in git(mine, "diff", "--cached", "--name-only")  # still a worktree with its index
+
+
+def test_a_removal_stopped_half_way_never_leaves_a_registration_pointing_at_nothing(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Observed: a forced cancel killed the flow run's children while it closed its worktree;
+    the directory was gone, git's registration stayed (``git worktree list``: prunable)."""
+    repo = make_calc_repo(tmp_path / "calc")
+    home = tmp_path / "home"
+    ids = ["tsk_20261201000000_e00001", "tsk_20261201000000_e00002"]
+    # 1. every git the removal runs is killed (it fails): the registration still goes
+    ws = wt.open_worktree(home, ids[0], str(repo))
+    real = wt.run_git
+    monkeypatch.setattr(wt, "run_git", lambda args, cwd, *a, **k: real(["--no-such-option", *args], cwd, *a, **k))
+    wt.remove_worktree(ws.project_top, ws.top)
+    monkeypatch.setattr(wt, "run_git", real)
+    assert not Path(ws.top).exists() and git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    # 2. the process dies after the registration went, before the directory did: the directory
+    # is what the sweep finds, and it goes too
+    ws = wt.open_worktree(home, ids[1], str(repo))
+    Path(ws.top, "calc.py").write_text(RIGHT_FIX)
+    for entry in wt._admin_dirs(ws.project_top, Path(ws.top)):
+        shutil.rmtree(entry)
+    assert wt.sweep_worktrees(home, lambda _id: {"projectPath": str(repo)}) == [ids[1]]
+    assert not Path(ws.top).exists()
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert listed.count("worktree ") == 1 and "prunable" not in listed
 
 
 def test_odd_names_a_branch_switch_and_hooks_never_lose_the_result(tmp_path: Path) -> None:
