@@ -99,9 +99,10 @@ def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
     own = st.read(task_id)
     fields = {k: v for k, v in sent.items() if k not in CALLER_KEYS and k not in PATH_KEYS and k != "taskId"}
     if own is None:
-        st.create(task_id, {**fields, "projectPath": "", "isolation": "worktree"})
+        st.create(task_id, {**fields, "projectPath": "", "isolation": "worktree"}, foreign=True)
     else:
-        record(task_id, **{k: v for k, v in fields.items() if k not in own or k in ("task", "context", "autoFixRounds")})
+        st.update_foreign(task_id, {k: v for k, v in fields.items()
+                                    if k not in own or k in ("task", "context", "autoFixRounds")})
     url = check_repo_url(str(remote.get("repoUrl") or ""))
     ref = check_ref(str(remote.get("ref") or "HEAD"))
     record(task_id, phase="fetching", lastMessage=_("fetching {url} ({ref}) into this worker's clone").format(url=url, ref=ref))

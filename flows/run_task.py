@@ -10,19 +10,21 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
-from prefect.states import Cancelled, Completed, Failed, State
+from prefect.states import Failed, State
 
 from ..acceptance.git import GitFailed
-from ..core.errors import TianshuError
 from ..core.childenv import adopt_client_env
+from ..core.errors import TianshuError
 from ..core.files import read_json_safe
 from ..core.i18n import _
-from ..core.model import exit_phrase
+from ..core.model import TaskStatus, exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
+from ..core.record import AbortSource, ErrorType, Phase, VerificationSource
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
@@ -31,6 +33,7 @@ from ..tasks.dispatch import dispatch_round, end_agent_session
 from ..tasks.dry_run import dry_run_task
 from ..tasks.events import emit
 from ..tasks.repair import write_repair_plan
+from ..tasks.results import RoundResult, Verdict
 from ..tasks.verify import (
     artifact_key,
     freeze_visual,
@@ -39,10 +42,28 @@ from ..tasks.verify import (
     start_baseline_run,
     stop_baseline_run,
 )
+from .endings import EndingFacts, ending_message, finish
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
-from .remote import enter_remote, leave_remote, publish_record, remote_error_type, repo_slot
-from .states import INTERRUPTED, NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends, status_from_state
+from .policy import (
+    Action,
+    AgentEnd,
+    Budget,
+    Next,
+    Policy,
+    Reason,
+    RoundOutcome,
+    VerdictKind,
+    decide,
+)
+from .remote import (
+    enter_remote,
+    leave_remote,
+    publish_record,
+    remote_error_type,
+    repo_slot,
+)
+from .states import blocked_error_type, quiet_orderly_ends, status_from_state
 from .visual_resume import reverify
 from .watch import guard_run
 
@@ -57,36 +78,6 @@ def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
         kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
 
 
-def _agent_run(result: dict[str, Any]) -> dict[str, Any]:
-    """What the report says about the agent: exit code, duration, output tail, fatal line."""
-    return {k: result.get(k) for k in ("exitCode", "durationMs", "outputTail", "fatalLine", "exitMeaning", "usage",
-                                       "finalMessage", "toolCalls")}
-
-
-def _agent_note(agent_run: dict[str, Any]) -> str:
-    """``agent exit code 0 after 812 ms``: the agent's own outcome, stated in every round's message."""
-    return _("agent {exit} after {ms} ms").format(exit=_exit(agent_run), ms=agent_run.get("durationMs"))
-
-
-def _exit(agent_run: dict[str, Any]) -> str:
-    """``exit code 41 (invalid auth method …)``: the exit phrase with what the profile says the code means."""
-    phrase = exit_phrase(agent_run.get("exitCode"))
-    return f"{phrase} ({agent_run['exitMeaning']})" if agent_run.get("exitMeaning") else phrase
-
-
-def _agent_failed_message(agent_run: dict[str, Any], log_file: str | None, verdict: dict[str, Any] | None = None) -> str:
-    """The task's message for a failed agent: exit code, the line that says why, where to look."""
-    tail = [ln.strip() for ln in str(agent_run.get("outputTail") or "").splitlines()
-            if ln.strip() and not ln.startswith(("[exit] ", "===== spawn:"))]  # our own log framing
-    line = agent_run.get("fatalLine") or (tail[-1][:300] if tail else "")
-    report = _("; report-{round} ({path})").format(round=verdict["round"], path=verdict["mdPath"]) if verdict else ""
-    said = _("it said: {line}").format(line=line) if line else _("no output")
-    return _("agent failed: {exit} after {ms} ms, {said} (log {log}{report}); no rework round was spent — fix the "
-             "agent's setup and rework the task").format(exit=_exit(agent_run),
-                                                         ms=agent_run.get("durationMs"), said=said, log=log_file,
-                                                         report=report)
-
-
 def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: dict[str, Any]) -> None:
     """The brief as a markdown artifact of the flow run (what the agent was asked, in the UI)."""
     try:
@@ -99,28 +90,20 @@ def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: dict[st
         pass
 
 
-def _finish(task_id: str, status: str, message: str, error_type: str | None = None, **extra: Any) -> None:
-    st = store()
-    now = utc_now()
-    record(task_id, lastMessage=message, errorType=error_type, finishedAt=now, phase=None, **extra)
-    st.event(task_id, status, status, message[:500])
-
-
 def _cancel_marker(task_id: str) -> dict[str, Any] | None:
     data = read_json_safe(store().dir(task_id) / CANCEL_FILE)
     return data if isinstance(data, dict) else None
 
 
 def _end_killed(task_id: str) -> State:
+    """End a task stopped by a cancel (``cancelled``) or by the service's shutdown (``interrupted``)."""
     marker = _cancel_marker(task_id) or {}
     if marker.get("source") == "shutdown":
-        msg = _("server exited; the agent process was terminated")
-        _finish(task_id, "interrupted", msg, "interrupted", abortSource="shutdown")
-        return Cancelled(name=INTERRUPTED, message=msg)
+        return finish(task_id, TaskStatus.INTERRUPTED, _("server exited; the agent process was terminated"),
+                      ErrorType.INTERRUPTED, abortSource=AbortSource.SHUTDOWN)
     reason = marker.get("reason")
     msg = _("cancelled") + (_(": {reason}").format(reason=reason) if reason else "")
-    _finish(task_id, "cancelled", msg, "cancelled", abortSource="user")
-    return Cancelled(message=msg)
+    return finish(task_id, TaskStatus.CANCELLED, msg, ErrorType.CANCELLED, abortSource=AbortSource.USER)
 
 
 def _dry_run(task_id: str) -> State:
@@ -134,12 +117,10 @@ def _dry_run(task_id: str) -> State:
         msg = _("dry run {n} (dry-run-report-{n}): {message}. No agent ran and the project was not changed; submit "
                 "the task without dryRun to dispatch it. Report {path}").format(n=n, message=out["message"],
                                                                                 path=out["files"]["md"])
-        _finish(task_id, "succeeded", msg, **fields)
-        return Completed(name=SUCCEEDED, message=msg)
+        return finish(task_id, TaskStatus.SUCCEEDED, msg, **fields)
     msg = _("dry run {n} (dry-run-report-{n}) found what would block the task: {message}. Report {path}").format(
         n=n, message=out["message"], path=out["files"]["md"])
-    _finish(task_id, "needs_attention", msg, "verify_failed", **fields)
-    return Failed(name=NEEDS_ATTENTION, message=msg)
+    return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.VERIFY_FAILED, **fields)
 
 
 @flow(
@@ -196,8 +177,7 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
             except TianshuError as exc:
                 msg = _("the remote repository could not be prepared, the agent was not started: {error}").format(
                     error=exc.render())
-                _finish(task_id, "failed", msg, remote_error_type(exc))
-                state = Failed(message=msg)
+                state = finish(task_id, TaskStatus.FAILED, msg, remote_error_type(exc))
         if state is None:
             state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
@@ -218,23 +198,56 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
 
 def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
                 task_timeout_ms: int, feedback: str | None) -> State:
-    """The body of :func:`run_task_flow` (same arguments and result)."""
+    """The body of :func:`run_task_flow` (same arguments and result): prepare, find the first
+    round, then run rounds until :func:`.policy.decide` ends the task."""
     st = store()
     meta = st.read(task_id)
     if meta is None:
         return Failed(message=f"task {task_id} has no task.json under {st.root}")
-    tdir = st.dir(task_id)
+    prepared = _prepare(task_id, project_path, agent_id, auto_verify, meta)
+    if isinstance(prepared, State):
+        return prepared
+    first = _first_round(task_id, meta, prepared, auto_verify, auto_fix_rounds, feedback)
+    if isinstance(first, State):
+        return first
+    limits = _Limits(agent_id, auto_fix_rounds, task_timeout_ms, Policy(auto_verify, bool(meta.get("remoteCommit"))))
+    return _rounds(task_id, prepared, first, limits)
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The task's fixed settings for its rounds."""
+
+    agent_id: str
+    auto_fix_rounds: int
+    task_timeout_ms: int
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class _Start:
+    """Where the rounds start: the round index, its feedback and the user's answer (resumed)."""
+
+    round: int
+    feedback: str | None
+    answer: str | None = None
+
+
+def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, meta: dict[str, Any]) -> State | dict[str, Any]:
+    """Before the first agent round: the workspace, the acceptance preflight, the git baseline,
+    the visual snapshot and the baseline's own check run. Returns the baseline, or the final
+    state of a task that cannot start (needs_attention, the agent never ran)."""
+    tdir = store().dir(task_id)
     adopt_client_env(tdir)  # the agent and the checks run with the host's environment
     save_record(tdir / FLOW_PROC_FILE, current_record())
     try:
         work = open_workspace(task_id, project_path, meta)  # project_path itself unless isolation is worktree
     except TianshuError as exc:
         msg = _("the task's worktree could not be made, the agent was not started: {error}").format(error=exc.render())
-        _finish(task_id, "needs_attention", msg, "git_failed" if exc.code.value == "GIT_FAILED" else "setup_failed")
-        return Failed(name=NEEDS_ATTENTION, message=msg)
+        return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg,
+                      ErrorType.GIT_FAILED if exc.code.value == "GIT_FAILED" else ErrorType.SETUP_FAILED)
     guard_run(task_id, work)
-    record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase="running")
-    logger = get_run_logger()
+    record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase=Phase.RUNNING)
     _publish_brief(task_id, project_path, agent_id, meta)
     if meta.get("dryRun"):
         return _dry_run(task_id)
@@ -242,167 +255,161 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
         problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir, holdout_project=meta.get("projectPath"))
         if problem:
             msg = _("acceptance configuration is broken, the agent was not started: {problem}").format(problem=problem)
-            _finish(task_id, "needs_attention", msg, "verify_failed")
-            return Failed(name=NEEDS_ATTENTION, message=msg)
+            return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.VERIFY_FAILED)
     try:
         baseline = capture_baseline_task(task_id, project_path, work)
     except GitFailed as exc:
         msg = _("the git baseline could not be captured, the agent was not started: {error}").format(error=exc.render())
-        _finish(task_id, "needs_attention", msg, "git_failed")
-        return Failed(name=NEEDS_ATTENTION, message=msg)
+        return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.GIT_FAILED)
     if auto_verify and (problem := freeze_visual(tdir, work)):
         msg = _("the visual snapshot cannot be read, the agent was not started: {problem}").format(problem=problem)
-        _finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=True)
-        return Failed(name=NEEDS_ATTENTION, message=msg)
+        return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.VERIFY_FAILED, pendingVisualVerification=True)
     if auto_verify:
         start_baseline_run(task_id, baseline)  # the test checks on the baseline, while the agent works
+    return baseline
+
+
+def _first_round(task_id: str, meta: dict[str, Any], baseline: dict[str, Any], auto_verify: bool,
+                 auto_fix_rounds: int, feedback: str | None) -> State | _Start:
+    """The first round of this flow run: a resumed question's round with the answer, a visual
+    re-verification (which may end the task), a manual rework's next round with its feedback
+    and the last report's repair plan, or round ``roundsUsed`` with the caller's feedback."""
     rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
-    next_feedback = feedback
-    answer: str | None = None
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
-        rnd, next_feedback, answer = answered
-    elif auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, _finish, feedback)) is not None:
-        if isinstance(resumed, State):
-            return resumed
-        next_feedback = "\n\n".join(p for p in (feedback, resumed) if p)
-    elif rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
+        return _Start(*answered)
+    if auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, finish, feedback)) is not None:
+        return resumed if isinstance(resumed, State) else _Start(rnd, "\n\n".join(p for p in (feedback, resumed) if p))
+    if rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
         # a manual rework of a task whose last round failed verification: the agent hears the
         # caller's hint and feedback first, then what failed, as an automatic round would
         try:
             plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.get('reportRound')}")(
                 task_id, int(meta.get("reportRound") or 0), meta["reportJson"], meta.get("reportMd") or "")
-            next_feedback = "\n\n".join(p for p in (feedback, plan["feedback"]) if p)
+            return _Start(rnd, "\n\n".join(p for p in (feedback, plan["feedback"]) if p))
         except Exception as exc:  # noqa: BLE001 - the caller's feedback still goes to the agent
-            logger.warning("the last report could not be turned into a repair plan: %s", exc)
+            get_run_logger().warning("the last report could not be turned into a repair plan: %s", exc)
+    return _Start(rnd, feedback)
+
+
+def _rounds(task_id: str, baseline: dict[str, Any], start: _Start, limits: _Limits) -> State:
+    """Run rounds from ``start`` until the policy ends the task; returns its final state."""
+    rnd, feedback, answer = start.round, start.feedback, start.answer
     while True:
         if _cancel_marker(task_id):
             return _end_killed(task_id)
-        running = _("round {round}: agent running").format(round=rnd)
-        record(task_id, phase="running", lastMessage=running)
-        st.event(task_id, "started", "running", running)
-        result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, next_feedback, answer)
+        result = _dispatch(task_id, rnd, limits.agent_id, feedback, answer)
         answer = None
-        record(task_id, logFile=result.get("logFile"), agentExitCode=result.get("exitCode"),
-               agentDurationMs=result.get("durationMs"))
-        st.event(task_id, "agent_exited", "running", f"exit={result.get('exitCode')}")
-        logger.info("round %s: agent %s ended (%s) after %s ms", rnd, agent_id, exit_phrase(result.get("exitCode")),
-                    result.get("durationMs"))
-        if result.get("killed") or result.get("cancelRequested"):
-            if result.get("guiStop") is not None:
-                record(task_id, guiStop=result["guiStop"])  # a desktop app's stop: clicked, went idle
-            return _end_killed(task_id)
-        if result.get("question") and meta.get("remoteCommit"):
-            # a suspended remote run may resume on another worker, which has neither the question
-            # nor the answer's handoff: end the task with the question instead of waiting
-            msg = _("the agent asked (round {round}): {question} — a remote task cannot wait for an answer yet; rework "
-                    "it with the answer as feedback").format(round=rnd, question=str(result["question"])[:1500])
-            _finish(task_id, "needs_attention", msg, "needs_user_unsupported", roundsUsed=rnd + 1)
-            return Failed(name=NEEDS_ATTENTION, message=msg)
-        if result.get("question"):
-            end_agent_session(task_id)  # the flow-run process exits while it waits
-            ask_user(task_id, rnd, result["question"], next_feedback, result.get("questionKind"))  # suspends the flow run
-        if result.get("hardFailure"):
-            etype = result.get("errorType") or "spawn"
-            what = (_("the agent's connection was lost: {error}") if etype == "cdp_disconnected"
-                    else _("agent could not start: {error}")).format(error=result.get("error"))
-            if etype == "setup_failed":  # 40-agents-tasks §3 4.b.3: failed/<errorType>, like spawn
-                what = _("setup failed: {error}").format(error=result.get("error"))
-            msg = what + (_(" (log {log})").format(log=result["logFile"]) if result.get("logFile") else "")
-            _finish(task_id, "failed", msg, etype)
-            return Failed(message=msg)
-        if result.get("timeout"):
-            msg = (_("agent timed out after {ms} ms; its process tree was killed (log {log})").format(
-                       ms=task_timeout_ms, log=result.get("logFile"))
-                   if result.get("errorType") != "idle_timeout"
-                   else _("{error} (log {log})").format(error=result.get("error"), log=result.get("logFile")))
-            _finish(task_id, "failed", msg, "idle_timeout" if result.get("errorType") == "idle_timeout" else "timeout",
-                    abortSource="timeout", roundsUsed=rnd + 1)
-            st.event(task_id, "timeout_killed", "failed", msg)
-            return Failed(message=msg)
-        agent_run = _agent_run(result)
-        if not auto_verify:
-            if not result.get("ok"):
-                msg = _agent_failed_message(agent_run, result.get("logFile"))
-                _finish(task_id, "failed", msg, "agent_failed", roundsUsed=rnd + 1)
-                return Failed(message=msg)
-            msg = _("done: agent exited 0 in {ms} ms (verification off). Log {log}").format(
-                ms=result.get("durationMs"), log=result.get("logFile"))
-            _finish(task_id, "succeeded", msg, roundsUsed=rnd + 1)
-            return Completed(name=SUCCEEDED, message=msg)
-
-        record(task_id, phase="verify_start", lastMessage=_("round {round}: verifying").format(round=rnd))
-        st.event(task_id, "verify_start", "verify_start", _("round {round}: verification started").format(round=rnd))
-        verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=agent_run)
-        record(
-            task_id,
-            roundsUsed=rnd + 1,
-            reportMd=verdict["mdPath"],
-            reportJson=verdict["jsonPath"],
-            reportHtml=verdict.get("htmlPath"),
-            reportRound=verdict["round"],
-            verificationSource="auto",
-            latestVerificationVerdict="passed" if verdict["passed"] else "failed",
-            changedFiles=verdict["changedFiles"],
-            diffstat=verdict["diffstat"],
-            **(verdict.get("integrity") or {}),  # testIntegrity / unsupportedClaims of this round (or cleared)
-        )
-        st.event(task_id, "verify_round", "verify_start",
-                 (_("round {round}: passed") if verdict["passed"] else _("round {round}: failed")).format(round=rnd))
-        if meta.get("remoteCommit"):
-            publish_record(task_id)  # a remote task's caller sees the round's report while the task goes on
-        logger.info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict["passed"] else "failed",
-                    verdict["round"], verdict["message"])
-        if _cancel_marker(task_id):
-            return _end_killed(task_id)
-        # an agent that failed is an agent failure, not a verification failure: no rework round
-        # is spent on it (input issue); a recognised fatal line only counts when nothing changed
-        if agent_run["exitCode"] != 0 or (agent_run.get("fatalLine") and not verdict["changedFiles"]):
-            msg = _agent_failed_message(agent_run, result.get("logFile"), verdict)
-            _finish(task_id, "failed", msg, "agent_failed")
-            return Failed(message=msg)
-        if verdict["blockingIssues"]:
-            issues = _("; ").join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-            msg = _("verification blocked (report-{round}; {agent}): {issues}").format(
-                round=verdict["round"], agent=_agent_note(agent_run), issues=issues)
-            _finish(task_id, "needs_attention", msg, blocked_error_type(verdict["blockingIssues"]),
-                    **({"pendingVisualVerification": True} if verdict.get("visualBlocked") else {}))
-            return Failed(name=NEEDS_ATTENTION, message=msg)
-        if verdict["passed"]:
-            msg = _("verification passed (report-{round}, {n} agent round(s); {agent}). {message}").format(
-                round=verdict["round"], n=rnd + 1, agent=_agent_note(agent_run), message=verdict["message"])
-            _finish(task_id, "succeeded", msg)
-            return Completed(name=SUCCEEDED, message=msg)
-        if rnd < auto_fix_rounds:  # absolute (40-agents-tasks §3.4d): a reworked, exhausted task gets one round
-            record(task_id, phase="fixing", lastMessage=_("round {round} failed verification; rework round {next}").format(
-                round=rnd, next=rnd + 1))
-            logger.info("round %s failed verification (%s); automatic rework round %s", rnd,
-                        ", ".join(verdict["failedChecks"]) or "see the report", rnd + 1)
-            emit(
-                task_id, "rework_triggered", "fixing",
-                _("round {round} failed verification, automatic rework round {next}").format(round=rnd, next=rnd + 1),
-                {"round": rnd + 1, "mode": "auto", "failedChecks": verdict["failedChecks"]},
-            )
-            try:
-                plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{rnd}")(
-                    task_id, verdict["round"], verdict["jsonPath"], verdict["mdPath"]
-                )
-            except Exception as exc:  # noqa: BLE001 - an unreadable report ends the task, coded
-                msg = _("internal error writing the repair plan: {error}").format(error=exc)
-                _finish(task_id, "failed", msg, "internal")
-                return Failed(message=msg)
-            next_feedback = plan["feedback"]
-            rnd += 1
+        budget = Budget(rnd, limits.auto_fix_rounds)
+        outcome = _outcome_of(result)
+        step = decide(outcome, budget, limits.policy)
+        verdict: Verdict | None = None
+        if step.action is Action.VERIFY:
+            verdict = _verify(task_id, rnd, baseline, result, limits.policy.remote)
+            step = decide(_verified(outcome, verdict, task_id), budget, limits.policy)
+        if step.action is Action.REWORK:
+            assert verdict is not None  # only a verified round is reworked
+            plan = _rework(task_id, rnd, verdict)
+            if isinstance(plan, State):
+                return plan
+            feedback, rnd = plan, rnd + 1
             continue
-        if auto_fix_rounds == 0:
-            msg = _("verification failed (report-{round}; {agent}); automatic rework is off. Use "
-                    "manage_task(action=\"rework\") or read the report. {message}").format(
-                round=verdict["round"], agent=_agent_note(agent_run), message=verdict["message"])
-            _finish(task_id, "failed", msg, "verify_failed")
-            return Failed(message=msg)
-        msg = _("verification failed (report-{round}; {agent}); the {max} automatic rework round(s) are used up ({n} "
-                "agent rounds in total). Human attention suggested. {message}").format(
-            round=verdict["round"], agent=_agent_note(agent_run), max=auto_fix_rounds, n=rnd + 1,
-            message=verdict["message"])
-        _finish(task_id, "needs_attention", msg)
-        return Failed(name=NEEDS_ATTENTION, message=msg)
+        if step.action is Action.ASK_USER:
+            end_agent_session(task_id)  # the flow-run process exits while it waits
+            ask_user(task_id, rnd, str(result.question), feedback, result.question_kind)  # suspends the flow run
+        return _end(task_id, step, EndingFacts(rnd, limits.task_timeout_ms, limits.auto_fix_rounds, result, verdict))
+
+
+def _dispatch(task_id: str, rnd: int, agent_id: str, feedback: str | None, answer: str | None) -> RoundResult:
+    """One agent round as task run ``dispatch-round-<rnd>``; its outcome recorded and logged."""
+    st = store()
+    running = _("round {round}: agent running").format(round=rnd)
+    record(task_id, phase=Phase.RUNNING, lastMessage=running)
+    st.event(task_id, "started", "running", running)
+    result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, feedback, answer)
+    record(task_id, logFile=result.log_file, agentExitCode=result.exit_code, agentDurationMs=result.duration_ms)
+    st.event(task_id, "agent_exited", "running", f"exit={result.exit_code}")
+    get_run_logger().info("round %s: agent %s ended (%s) after %s ms", rnd, agent_id, exit_phrase(result.exit_code),
+                          result.duration_ms)
+    if (result.killed or result.cancel_requested) and result.gui_stop is not None:
+        record(task_id, guiStop=result.gui_stop)  # a desktop app's stop: clicked, went idle
+    return result
+
+
+def _outcome_of(result: RoundResult) -> RoundOutcome:
+    """The policy's view of an agent round."""
+    if result.killed or result.cancel_requested:
+        end = AgentEnd.KILLED
+    elif result.question:
+        end = AgentEnd.QUESTION
+    elif result.hard_failure:
+        end = AgentEnd.HARD_FAILURE
+    elif result.timeout:
+        end = AgentEnd.IDLE_TIMEOUT if result.error_type == ErrorType.IDLE_TIMEOUT else AgentEnd.TIMEOUT
+    else:
+        end = AgentEnd.EXITED
+    return RoundOutcome(end, ok=result.ok, exit_code=result.exit_code, fatal_line=bool(result.fatal_line),
+                        error_type=result.error_type)
+
+
+def _verify(task_id: str, rnd: int, baseline: dict[str, Any], result: RoundResult, remote: bool) -> Verdict:
+    """Verify the round as task run ``verify-round-<rnd>``; its verdict recorded and logged."""
+    st = store()
+    record(task_id, phase=Phase.VERIFY_START, lastMessage=_("round {round}: verifying").format(round=rnd))
+    st.event(task_id, "verify_start", "verify_start", _("round {round}: verification started").format(round=rnd))
+    verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=result.agent_run())
+    # testIntegrity / unsupportedClaims of this round (or cleared) come with the verdict's fields
+    record(task_id, roundsUsed=rnd + 1, **verdict.record_fields(VerificationSource.AUTO))
+    st.event(task_id, "verify_round", "verify_start",
+             (_("round {round}: passed") if verdict.passed else _("round {round}: failed")).format(round=rnd))
+    if remote:
+        publish_record(task_id)  # a remote task's caller sees the round's report while the task goes on
+    get_run_logger().info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict.passed else "failed",
+                          verdict.round, verdict.message)
+    return verdict
+
+
+def _verified(outcome: RoundOutcome, verdict: Verdict, task_id: str) -> RoundOutcome:
+    """``outcome`` with the verification's verdict (and a cancel that arrived meanwhile)."""
+    kind = (VerdictKind.BLOCKED if verdict.blocking_issues else VerdictKind.PASSED if verdict.passed
+            else VerdictKind.FAILED)
+    return replace(outcome, verdict=kind, changed_files=bool(verdict.changed_files),
+                   git_refused=blocked_error_type(verdict.blocking_issues) == ErrorType.GIT_FAILED,
+                   cancel_requested=bool(_cancel_marker(task_id)))
+
+
+def _rework(task_id: str, rnd: int, verdict: Verdict) -> State | str:
+    """Start automatic rework round ``rnd + 1``: the event, then the repair plan as task run
+    ``repair-plan-<rnd>``. Returns the plan's feedback, or the final state when it cannot be
+    written (failed / internal)."""
+    record(task_id, phase=Phase.FIXING, lastMessage=_("round {round} failed verification; rework round {next}").format(
+        round=rnd, next=rnd + 1))
+    get_run_logger().info("round %s failed verification (%s); automatic rework round %s", rnd,
+                          ", ".join(verdict.failed_checks) or "see the report", rnd + 1)
+    emit(task_id, "rework_triggered", "fixing",
+         _("round {round} failed verification, automatic rework round {next}").format(round=rnd, next=rnd + 1),
+         {"round": rnd + 1, "mode": "auto", "failedChecks": verdict.failed_checks})
+    try:
+        plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{rnd}")(
+            task_id, verdict.round, verdict.json_path, verdict.md_path)
+    except Exception as exc:  # noqa: BLE001 - an unreadable report ends the task, coded
+        return finish(task_id, TaskStatus.FAILED, _("internal error writing the repair plan: {error}").format(error=exc),
+                      ErrorType.INTERNAL)
+    return str(plan["feedback"])
+
+
+def _end(task_id: str, step: Next, facts: EndingFacts) -> State:
+    """Carry out an ending step of the policy."""
+    if step.action is Action.END_CANCELLED:
+        return _end_killed(task_id)
+    assert step.status is not None and step.reason is not None
+    msg = ending_message(step.reason, facts)
+    fields: dict[str, Any] = {"roundsUsed": facts.round + 1} if step.spends_round else {}
+    if step.reason in (Reason.TIMEOUT, Reason.IDLE_TIMEOUT):
+        fields["abortSource"] = AbortSource.TIMEOUT
+    if step.reason is Reason.BLOCKED and facts.verdict is not None and facts.verdict.visual_blocked:
+        fields["pendingVisualVerification"] = True
+    state = finish(task_id, step.status, msg, step.error_type, **fields)
+    if step.reason is Reason.TIMEOUT or step.reason is Reason.IDLE_TIMEOUT:
+        store().event(task_id, "timeout_killed", "failed", msg)
+    return state

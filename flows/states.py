@@ -8,7 +8,10 @@ wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` whil
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prefect.states import State
 
 # Custom state names the run-task flow ends with.
 SUCCEEDED = "Succeeded"
@@ -48,6 +51,26 @@ def status_from_state(state_type: str | None, state_name: str | None, phase: str
     if st == "CRASHED":
         return "interrupted"
     return "running"
+
+
+def state_for(status: str, message: str) -> State:
+    """The final flow-run state that :func:`status_from_state` reads back as ``status`` (a
+    terminal status): succeeded → ``Completed(Succeeded)``, failed → ``Failed``, needs_attention
+    → ``Failed(NeedsAttention)``, cancelled → ``Cancelled``, interrupted → ``Cancelled(Interrupted)``.
+
+    Raises:
+        ValueError: ``status`` is not terminal.
+    """
+    from prefect.states import Cancelled, Completed, Failed
+
+    makers = {"succeeded": lambda: Completed(name=SUCCEEDED, message=message),
+              "failed": lambda: Failed(message=message),
+              "needs_attention": lambda: Failed(name=NEEDS_ATTENTION, message=message),
+              "cancelled": lambda: Cancelled(message=message),
+              "interrupted": lambda: Cancelled(name=INTERRUPTED, message=message)}
+    if status not in makers:
+        raise ValueError(f"{status!r} is not a final status")
+    return makers[status]()
 
 
 def blocked_error_type(blocking: list[dict[str, Any]]) -> str:

@@ -128,28 +128,21 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
         target_tests=target_tests,
         holdout_dir=str(st.dir(record_id)),  # the call's own holdoutChecks (task mode: beside the task's)
     )
-    outcome = "passed" if verdict["passed"] else "failed"
-    details = dict(
-        reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
-        reportRound=verdict["round"],
-        verificationSource=source, latestVerificationVerdict=outcome,
-        changedFiles=verdict["changedFiles"], diffstat=verdict["diffstat"],
-        **(verdict.get("integrity") or {}),
-    )
+    details = verdict.record_fields(source)
     if target_task_id:
         record(target_task_id, **details)
         st.event(target_task_id, "verify_round", "verify_start",
-                 (_("manual verification report-{round}: passed") if verdict["passed"]
-                  else _("manual verification report-{round}: failed")).format(round=verdict["round"]))
-    blocked = bool(verdict["blockingIssues"])
+                 (_("manual verification report-{round}: passed") if verdict.passed
+                  else _("manual verification report-{round}: failed")).format(round=verdict.round))
+    blocked = bool(verdict.blocking_issues)
     msg = (_("verification blocked (report-{round}): {message}") if blocked
-           else _("verification passed (report-{round}): {message}") if verdict["passed"]
-           else _("verification failed (report-{round}): {message}")).format(round=verdict["round"],
-                                                                            message=verdict["message"])
+           else _("verification passed (report-{round}): {message}") if verdict.passed
+           else _("verification failed (report-{round}): {message}")).format(round=verdict.round,
+                                                                            message=verdict.message)
     record(record_id, **details, lastMessage=msg, finishedAt=utc_now(), phase=None,
-           errorType=(None if verdict["passed"] else blocked_error_type(verdict["blockingIssues"])),
-           summary=verdict["summary"])
-    if verdict["passed"]:
+           errorType=(None if verdict.passed else blocked_error_type(verdict.blocking_issues)),
+           summary=verdict.summary)
+    if verdict.passed:
         return Completed(name=SUCCEEDED, message=msg)
     return Failed(name=NEEDS_ATTENTION if blocked else "Failed", message=msg)
 

@@ -43,31 +43,30 @@ def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: 
     st.event(task_id, "verify_start", "verify_start",
              _("round {round}: re-verification (pendingVisualVerification)").format(round=rnd))
     verdict = run_verify_round(f"reverify-round-{rnd}", task_id, rnd, baseline)
-    record(task_id, reportMd=verdict["mdPath"], reportJson=verdict["jsonPath"], reportHtml=verdict.get("htmlPath"),
-           reportRound=verdict["round"], verificationSource="auto",
-           latestVerificationVerdict="passed" if verdict["passed"] else "failed", **(verdict.get("integrity") or {}))
+    fields = verdict.record_fields("auto")
+    record(task_id, **{k: v for k, v in fields.items() if k not in ("changedFiles", "diffstat")})
     st.event(task_id, "verify_round", "verify_start",
-             (_("round {round} re-verification: passed") if verdict["passed"]
+             (_("round {round} re-verification: passed") if verdict.passed
               else _("round {round} re-verification: failed")).format(round=rnd))
-    if verdict["blockingIssues"]:
-        issues = _("; ").join(f"[{i.get('code')}] {i.get('message')}" for i in verdict["blockingIssues"])
-        msg = _("re-verification still blocked (report-{round}): {issues}").format(round=verdict["round"], issues=issues)
-        finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=bool(verdict.get("visualBlocked")))
+    if verdict.blocking_issues:
+        msg = _("re-verification still blocked (report-{round}): {issues}").format(
+            round=verdict.round, issues=verdict.blocking_text(_("; ")))
+        finish(task_id, "needs_attention", msg, "verify_failed", pendingVisualVerification=verdict.visual_blocked)
         return Failed(name=NEEDS_ATTENTION, message=msg)
     record(task_id, pendingVisualVerification=None)
-    if verdict["passed"] and feedback and feedback.strip():
+    if verdict.passed and feedback and feedback.strip():
         return ""  # the work passes as it stands; the agent round runs for the caller's feedback
-    if verdict["passed"]:
+    if verdict.passed:
         msg = _("re-verification passed (report-{round}; no agent round spent). {message}").format(
-            round=verdict["round"], message=verdict["message"])
+            round=verdict.round, message=verdict.message)
         finish(task_id, "succeeded", msg)
         return Completed(name=SUCCEEDED, message=msg)
     if rnd > auto_fix_rounds:
         msg = _("re-verification failed (report-{round}) and no rework round is left ({n} used, autoFixRounds "
-                "{max}). {message}").format(round=verdict["round"], n=rnd, max=auto_fix_rounds,
-                                            message=verdict["message"])
+                "{max}). {message}").format(round=verdict.round, n=rnd, max=auto_fix_rounds,
+                                            message=verdict.message)
         finish(task_id, "failed", msg, "verify_failed")
         return Failed(message=msg)
-    plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{verdict['round']}")(
-        task_id, verdict["round"], verdict["jsonPath"], verdict["mdPath"])
+    plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{verdict.round}")(
+        task_id, verdict.round, verdict.json_path, verdict.md_path)
     return str(plan["feedback"])

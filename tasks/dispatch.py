@@ -12,22 +12,36 @@ from ..adapters.fatal import agent_text, fatal_line, output_tail
 from ..adapters.output.ansi import strip_ansi
 from ..adapters.output.formats import OutputReader
 from ..adapters.output.liveness import Liveness
-from ..adapters.profiles import AgentProfile, ResolvedAgent, resolve_agent, resolve_profile
+from ..adapters.profiles import (
+    AgentProfile,
+    ResolvedAgent,
+    resolve_agent,
+    resolve_profile,
+)
 from ..adapters.prompts import PromptClassifier
-from ..adapters.round import AgentRunContext, RoundHooks, log_file_path
+from ..adapters.round import AgentRunContext, AgentRunResult, RoundHooks, log_file_path
 from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.i18n import _
 from ..core.procs import kill_recorded, save_record
 from ..core.reaper import reap_orphans
+from ..core.record import ErrorType
 from ..core.settings import data_home
-from .common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, cancel_requested, stop_probe, store, work_path
+from .common import (
+    AGENT_PROC_FILE,
+    AGENT_PROFILE_FILE,
+    cancel_requested,
+    stop_probe,
+    store,
+    work_path,
+)
 from .events import ChangeWatch, PromptWatch, RoundEvents, emit
 from .output_watch import OutputWatch
+from .results import RoundResult
 
 
 @task(name="dispatch", retries=0)
-def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str | None = None) -> dict[str, Any]:  # noqa: A002
+def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str | None = None) -> RoundResult:  # noqa: A002
     """Run the task's agent for round ``round`` with the previous round's ``feedback`` (and the
     user's ``answer`` when the round re-runs after asking).
 
@@ -39,15 +53,9 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     (:func:`end_agent_session`), so that its session carries over to the rework round.
 
     Returns:
-        ``{"ok", "exitCode", "timeout", "killed", "error", "durationMs", "logFile",
-        "hardFailure", "errorType", "cancelRequested", "outputTail" (last 2000 chars of the log),
-        "fatalLine" (the line it gave up on, a retry loop that ended the round, or
-        :func:`tianshu_mcp.adapters.fatal.fatal_line`; None), "agentStuck" (True: the round was
-        ended on a retry loop), "exitMeaning" (the profile's ``exitCodes`` entry), "usage"
-        (``{inputTokens, outputTokens, costUsd}`` or None), "finalMessage", "toolCalls", "question" (what the agent
-        asks the user, or None), "questionKind" (its ``needsUserKind``), "guiStop"}``; a profile that cannot be resolved or a
-        malformed ``agent-profiles.json`` yields ``hardFailure`` with ``errorType``
-        ``agent_unresolved`` / ``setup_failed``.
+        The round's :class:`~tianshu_mcp.tasks.results.RoundResult`; a profile that cannot be
+        resolved or a malformed ``agent-profiles.json`` yields ``hard_failure`` with
+        ``error_type`` ``agent_unresolved`` / ``setup_failed``.
     """
     st = store()
     meta = st.read(task_id) or {}
@@ -56,11 +64,9 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     try:
         agent = _task_agent(meta["agentId"], tdir)
     except TianshuError as exc:
-        return {"ok": False, "hardFailure": True, "errorType": "setup_failed", "error": exc.render(),
-                "killed": False, "timeout": False, "exitCode": None}
+        return RoundResult.hard(ErrorType.SETUP_FAILED, exc.render())
     if not agent.ok:
-        return {"ok": False, "hardFailure": True, "errorType": "agent_unresolved", "error": agent.message,
-                "killed": False, "timeout": False, "exitCode": None}
+        return RoundResult.hard(ErrorType.AGENT_UNRESOLVED, agent.message)
     ctx = AgentRunContext(
         task_id=task_id,
         project_path=work_path(meta),
@@ -101,7 +107,7 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
         if not driver.keeps_process:
             kill_recorded(proc_file)
             reap_orphans()  # what escaped the tree (setsid + a cleared environment) dies with the round
-    return _outcome(result.to_json(), tdir, profile, watch)
+    return _outcome(result, tdir, profile, watch)
 
 
 def _run_logger() -> Any:
@@ -114,28 +120,30 @@ def _run_logger() -> Any:
         return None
 
 
-def _outcome(out: dict[str, Any], tdir: Path, profile: AgentProfile, watch: OutputWatch) -> dict[str, Any]:
+def _outcome(result: AgentRunResult, tdir: Path, profile: AgentProfile, watch: OutputWatch) -> RoundResult:
     """The round's result with what its output said: the recognised failure line (the line the
     CLI gave up on, a retry loop that ended the round, or a fatal pattern; ANSI codes removed),
     what its exit code means, usage, the final message and the tool-call count (issue 24)."""
-    out["cancelRequested"] = cancel_requested(tdir)
-    tail = strip_ansi(output_tail(out.get("logFile")))
-    out["outputTail"] = tail[-2000:]
-    out["fatalLine"] = fatal_line(agent_text(tail), profile.fatal_patterns)
-    if watch.gave_up is not None:
-        out["fatalLine"] = watch.gave_up.line
-    if watch.stuck is not None and not out["cancelRequested"]:
+    cancel = cancel_requested(tdir)
+    tail = strip_ansi(output_tail(str(result.log_file)))
+    fatal = watch.gave_up.line if watch.gave_up is not None else fatal_line(agent_text(tail), profile.fatal_patterns)
+    fields: dict[str, object] = {}
+    if watch.stuck is not None and not cancel:
         # the round was ended by its own retry loop, not by a cancel: an agent failure
-        out.update(ok=False, killed=False, exitCode=None, fatalLine=watch.stuck.line, agentStuck=True,
-                   error=_("the agent kept retrying a failed model call ({retries} retries)").format(
-                       retries=watch.stuck.retries))
-    code = out.get("exitCode")
-    if code is not None and str(code) in profile.exit_codes:
-        out["exitMeaning"] = profile.exit_codes[str(code)]
-    out["usage"] = watch.usage.to_json()
-    out["finalMessage"] = watch.final_message
-    out["toolCalls"] = watch.tool_calls
-    return out
+        fields = {"ok": False, "killed": False, "exit_code": None, "agent_stuck": True,
+                  "error": _("the agent kept retrying a failed model call ({retries} retries)").format(
+                      retries=watch.stuck.retries)}
+        fatal = watch.stuck.line
+    code = None if fields else result.exit_code
+    return RoundResult.model_validate({
+        "ok": result.ok, "exit_code": result.exit_code, "timeout": result.timeout, "killed": result.killed,
+        "error": result.error, "duration_ms": result.duration_ms, "log_file": str(result.log_file),
+        "hard_failure": result.hard_failure, "error_type": result.error_type, "question": result.question,
+        "question_kind": result.question_kind, "gui_stop": result.gui_stop,
+        "cancel_requested": cancel, "output_tail": tail[-2000:], "fatal_line": fatal,
+        "exit_meaning": profile.exit_codes.get(str(code)) if code is not None else None,
+        "usage": watch.usage.to_json(), "final_message": watch.final_message, "tool_calls": watch.tool_calls,
+        **fields})
 
 
 def _task_agent(agent_id: str, tdir: Path) -> ResolvedAgent:

@@ -26,6 +26,7 @@ from ..core.projects import ProjectRegistry
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
 from .common import AGENT_PROFILE_FILE, stop_probe, store, work_path
+from .results import Verdict
 
 _UNSET: Any = object()
 
@@ -220,7 +221,7 @@ def verify_round_task(
     agent_run: dict[str, Any] | None = None,
     target_tests: list[str] | None = None,
     holdout_dir: str | None = None,
-) -> dict[str, Any] | State:
+) -> Verdict | State:
     """Run one acceptance round for ``task_id`` and publish its report artifacts.
 
     ``acceptance_override`` defaults to the task's stored ``acceptanceOverride``;
@@ -234,12 +235,8 @@ def verify_round_task(
     ``holdout.json`` adds to the task's and the project's holdout checks (:func:`round_holdout`).
 
     Returns:
-        The verdict ``{"round", "passed", "mdPath", "jsonPath", "htmlPath", "failedChecks",
-        "blockingIssues", "integrityIssues", "changedFiles", "diffstat", "message", "summary", "integrity"}``
-        (``blockingIssues``: what blocks the round for a person; ``integrityIssues``: the agent's own
-        integrity failures, reworked like failing checks; ``integrity``:
-        :func:`integrity_fields` of the report, for ``task.json``); a round that did not
-        pass returns it as the data of a ``Failed`` state, so the task run is Failed in the UI
+        The round's :class:`~tianshu_mcp.tasks.results.Verdict`; a round that did not
+        pass returns it as the data of a ``Failed`` state (``Cancelled`` when a cancel stopped it), so the task run is Failed in the UI
         while the flow goes on (lifecycle issue, must-show 7). Call it through
         :func:`run_verify_round`.
     """
@@ -256,32 +253,28 @@ def verify_round_task(
     diff = analysis.get("diffstat") or {}
     publish_report_artifacts(task_id, report, outcome.md_path)
     _log_checks(report)
-    verdict = {
-        "round": outcome.round,
-        "passed": outcome.passed,
-        "mdPath": str(outcome.md_path),
-        "jsonPath": str(outcome.json_path),
-        "htmlPath": (report.get("files") or {}).get("html"),
-        "failedChecks": list(outcome.failed_checks),
+    blocking = [i for i in outcome.blocking_issues if not is_agent_failure(i.get("code"))]
+    own = [i for i in outcome.blocking_issues if is_agent_failure(i.get("code"))]
+    cancelled = not outcome.passed and report.get("verdict") == "cancelled"
+    verdict = Verdict(
+        round=outcome.round, passed=outcome.passed, md_path=str(outcome.md_path), json_path=str(outcome.json_path),
+        html_path=(report.get("files") or {}).get("html"), failed_checks=list(outcome.failed_checks),
         # the agent's own failures (TAMPERING, TESTS_REMOVED, TARGET_FAILED, HOLDOUT_FAILED) fail the
         # round like a failing check and are reworked; the rest block it for a person
-        "blockingIssues": [i for i in outcome.blocking_issues if not is_agent_failure(i.get("code"))],
-        "integrityIssues": [i for i in outcome.blocking_issues if is_agent_failure(i.get("code"))],
-        "changedFiles": list(analysis.get("changedFiles") or []) + list(analysis.get("untrackedFiles") or []),
-        "diffstat": f"+{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}",
-        "message": report.get("message", ""),
-        "summary": summarize_report(report),
+        blocking_issues=blocking, integrity_issues=own,
+        changed_files=list(analysis.get("changedFiles") or []) + list(analysis.get("untrackedFiles") or []),
+        diffstat=f"+{diff.get('totalAdd', 0)} -{diff.get('totalDel', 0)}",
+        message=report.get("message", ""), summary=summarize_report(report),
         # a visual block (no baseline approved, rules or baselines edited …): a person acts, then a
-        # rework re-verifies before any agent round (30-visual §6.5, pendingVisualVerification)
-        "visualBlocked": any(is_visual_code(str(i.get("code"))) for i in outcome.blocking_issues),
-        "integrity": integrity_fields(report),
-    }
+        # rework re-verifies before any agent round (docs/visual.md §6.5, pendingVisualVerification)
+        visual_blocked=any(is_visual_code(str(i.get("code"))) for i in outcome.blocking_issues),
+        integrity=integrity_fields(report), cancelled=cancelled)
     if outcome.passed:
         return verdict
-    if report.get("verdict") == "cancelled":  # stopped by a cancel: no verdict on the work
+    if cancelled:  # stopped by a cancel: no verdict on the work
         return Cancelled(message=f"round {outcome.round} stopped by a cancel", data=verdict)
-    failed = ", ".join([*verdict["failedChecks"], *(str(i.get("code")) for i in verdict["integrityIssues"])]) or ", ".join(
-        str(i.get("code")) for i in verdict["blockingIssues"])
+    failed = ", ".join([*verdict.failed_checks, *(str(i.get("code")) for i in own)]) or ", ".join(
+        str(i.get("code")) for i in blocking)
     return Failed(message=f"round {outcome.round} did not pass" + (f": {failed}" if failed else ""), data=verdict)
 
 
@@ -298,9 +291,9 @@ def _log_checks(report: dict[str, Any]) -> None:
         logger.info("check %s: %s (%s%s) in %s ms%s", c.get("name"), verdict, code, counted, c.get("durationMs"), why)
 
 
-def run_verify_round(task_run_name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Run :func:`verify_round_task` as task run ``task_run_name`` and return its verdict dict,
-    whether the round passed (Completed) or not (Failed with the verdict as data).
+def run_verify_round(task_run_name: str, *args: Any, **kwargs: Any) -> Verdict:
+    """Run :func:`verify_round_task` as task run ``task_run_name`` and return its verdict,
+    whether the round passed (Completed) or not (Failed/Cancelled with the verdict as data).
 
     Raises:
         Exception: whatever the task run raised (a crash of the verification itself).
@@ -309,6 +302,6 @@ def run_verify_round(task_run_name: str, *args: Any, **kwargs: Any) -> dict[str,
     value = state.result(raise_on_failure=False)
     if isinstance(value, BaseException):
         raise value
-    if not isinstance(value, dict):  # pragma: no cover - the task returns a dict or a Failed(dict)
+    if not isinstance(value, Verdict):  # pragma: no cover - the task returns a Verdict or a Failed(Verdict)
         raise RuntimeError(f"{task_run_name} ended {state.type.value} without a verdict")
     return value

@@ -1,0 +1,156 @@
+"""The task record (core/record.py): one writer, a declared schema, enums for what is closed,
+and today's records loading unchanged."""
+
+from __future__ import annotations
+
+import ast
+import json
+from enum import Enum
+from pathlib import Path
+
+import pytest
+from tianshu_mcp.core.model import TaskStatus
+from tianshu_mcp.core.record import (
+    FIELDS,
+    AbortSource,
+    ErrorType,
+    Isolation,
+    Phase,
+    RecordKind,
+    RoundVerdict,
+    VerificationSource,
+    WorkspaceMode,
+    dump_record,
+    load_record,
+    migrate,
+)
+from tianshu_mcp.core.taskstore import TaskStore
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_DIRS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "mcp_server")
+RECORDS = sorted((Path(__file__).parent / "data" / "task_records").glob("*.json"))
+
+# the record fields whose values are closed, and their enums
+ENUM_FIELDS: dict[str, type[Enum]] = {
+    "errorType": ErrorType, "abortSource": AbortSource, "phase": Phase, "finalStatus": TaskStatus,
+    "kind": RecordKind, "workspaceMode": WorkspaceMode, "isolation": Isolation,
+    "verificationSource": VerificationSource, "latestVerificationVerdict": RoundVerdict,
+}
+WRITERS = {"record", "update", "update_foreign", "create", "finish", "_finish", "finish_cancel"}
+
+
+def _modules() -> list[tuple[Path, ast.Module]]:
+    out = []
+    for folder in PACKAGE_DIRS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            out.append((path, ast.parse(path.read_text(), str(path))))
+    return out
+
+
+def _values(enum: type[Enum]) -> set[str]:
+    return {str(m.value) for m in enum}
+
+
+def _call_name(node: ast.Call) -> str | None:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None
+
+
+def test_task_json_is_written_only_by_the_store() -> None:
+    """The file name lives in core/record.py only; only core/taskstore.py writes through it."""
+    named, writes = [], []
+    for path, tree in _modules():
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "task.json" and rel != "core/record.py":
+                named.append(f"{rel}:{node.lineno}")
+            if isinstance(node, ast.Call) and _call_name(node) in ("atomic_write_json", "write_text", "write_bytes", "open"):
+                text = ast.unparse(node)
+                if ("RECORD_FILE" in text or "record_path" in text or ".path(" in text) and rel != "core/taskstore.py":
+                    writes.append(f"{rel}:{node.lineno}: {text[:100]}")
+    assert not named, f"the record's file name spelled outside core/record.py: {named}"
+    assert not writes, f"task.json written outside core/taskstore.py: {writes}"
+
+
+def test_every_closed_value_written_is_a_member_of_its_enum() -> None:
+    """Literal values of errorType, abortSource, phase, finalStatus, … passed to a record writer
+    (as keywords, dict entries or finish's positional status/error type) and the states of
+    status events are members of their enums."""
+    wrong = []
+    statuses = _values(TaskStatus)
+    for path, tree in _modules():
+        rel = path.relative_to(ROOT).as_posix()
+        for node in ast.walk(tree):
+            pairs: list[tuple[str, ast.AST]] = []
+            if isinstance(node, ast.Call) and _call_name(node) in WRITERS:
+                pairs += [(kw.arg, kw.value) for kw in node.keywords if kw.arg in ENUM_FIELDS]
+                if _call_name(node) in ("finish", "_finish") and len(node.args) >= 2:
+                    pairs.append(("finalStatus", node.args[1]))
+                    if len(node.args) >= 4:
+                        pairs.append(("errorType", node.args[3]))
+            if isinstance(node, ast.Call) and _call_name(node) in ("event", "emit") and len(node.args) >= 3:
+                state = node.args[2]
+                if isinstance(state, ast.Constant) and isinstance(state.value, str) and state.value not in statuses:
+                    wrong.append(f"{rel}:{node.lineno}: event state {state.value!r}")
+            if isinstance(node, ast.Call) and _call_name(node) in WRITERS:
+                for arg in node.args:
+                    if isinstance(arg, ast.Dict):  # create(task_id, {...})
+                        pairs += [(k.value, v) for k, v in zip(arg.keys, arg.values)
+                                  if isinstance(k, ast.Constant) and k.value in ENUM_FIELDS]
+            for name, value in pairs:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str) and \
+                        value.value not in _values(ENUM_FIELDS[name]):
+                    wrong.append(f"{rel}:{value.lineno}: {name}={value.value!r}")
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("path", RECORDS, ids=[p.stem for p in RECORDS])
+def test_records_of_the_current_format_load_unchanged(path: Path, tmp_path: Path) -> None:
+    raw = json.loads(path.read_text())
+    assert dump_record(load_record(raw)) == raw
+    assert set(raw) <= FIELDS, set(raw) - FIELDS  # every key of today's records is declared
+    # the store updates one without touching the rest
+    store = TaskStore(tmp_path)
+    store.dir(raw["taskId"]).mkdir(parents=True)
+    store.path(raw["taskId"]).write_text(json.dumps(raw))
+    out = store.update(raw["taskId"], lastMessage="changed")
+    assert {k: v for k, v in out.items() if k not in ("lastMessage", "updatedAt")} == \
+        {k: v for k, v in raw.items() if k not in ("lastMessage", "updatedAt")}
+
+
+def test_an_undeclared_field_or_a_value_outside_its_enum_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path)
+    rec = store.create("tsk_20261203000000_aaaaaa", {"projectPath": "/p", "agentId": "a", "task": "t"})
+    assert rec["recordVersion"] == 1 and rec["roundsUsed"] == 0
+    before = store.path(rec["taskId"]).read_bytes()
+    for fields in ({"errorTyp": "timeout"}, {"errorType": "exploded"}, {"phase": "thinking"}, {"roundsUsed": "many"},
+                   {"finalStatus": "done"}, {"changedFiles": "calc.py"}):
+        with pytest.raises(ValueError):
+            store.update(rec["taskId"], **fields)
+        assert store.path(rec["taskId"]).read_bytes() == before, fields
+    # enum members and their values are both accepted and written as the value
+    out = store.update(rec["taskId"], errorType=ErrorType.AGENT_FAILED, phase="fixing", abortSource=AbortSource.USER)
+    assert (out["errorType"], out["phase"], out["abortSource"]) == ("agent_failed", "fixing", "user")
+    assert json.loads(store.path(rec["taskId"]).read_text())["errorType"] == "agent_failed"
+
+
+def test_a_newer_workers_fields_are_kept_as_they_are(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path)
+    rec = store.create("tsk_20261203000000_bbbbbb", {"projectPath": "/p"})
+    out = store.update_foreign(rec["taskId"], {"futureField": {"x": 1}, "roundsUsed": 2})
+    assert out["futureField"] == {"x": 1} and out["roundsUsed"] == 2
+    assert load_record(out).model_extra == {"futureField": {"x": 1}}
+    # a value a newer version added to a closed set is kept in the file; the typed view refuses it
+    out = store.update_foreign(rec["taskId"], {"errorType": "a_newer_error"})
+    assert out["errorType"] == "a_newer_error" and store.read(rec["taskId"]) == out
+    with pytest.raises(ValueError):
+        load_record(out)
+    assert store.load(rec["taskId"]) is None
+
+
+def test_record_versions() -> None:
+    raw = json.loads(RECORDS[0].read_text())
+    assert migrate(raw) == raw and migrate({**raw, "recordVersion": 1}) == {**raw, "recordVersion": 1}
+    for bad in (2, 0, "1", True):
+        with pytest.raises(ValueError):
+            migrate({**raw, "recordVersion": bad})
