@@ -18,6 +18,7 @@ from . import webhooks
 from .files import append_jsonl, atomic_write_json, read_json_safe, read_jsonl_tail
 from .ids import is_record_id
 from .model import AGENT_EVENT_NAMES
+from .record import RECORD_FILE, RECORD_VERSION, TaskRecord, check_fields, load_record
 from .settings import data_home
 
 
@@ -55,21 +56,28 @@ class TaskStore:
     def _lock(self, task_id: str) -> FileLock:
         return FileLock(str(self.dir(task_id) / ".task.lock"), timeout=30)
 
-    def create(self, task_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-        """Create the task dir and its ``task.json`` (``createdAt``/``updatedAt`` set), append ``created``."""
+    def create(self, task_id: str, fields: dict[str, Any], foreign: bool = False) -> dict[str, Any]:
+        """Create the task dir and its ``task.json`` (``createdAt``/``updatedAt`` set), append ``created``.
+
+        Raises:
+            ValueError: a field :class:`core.record.TaskRecord` does not declare or a value of
+                the wrong type; with ``foreign`` (a record seeded from another host's) such
+                fields are kept as they are.
+        """
         d = self.dir(task_id)
         d.mkdir(parents=True, exist_ok=True)
         now = utc_now()
-        record = {"taskId": task_id, "roundsUsed": 0, "createdAt": now, "updatedAt": now, **fields}
+        record = {"taskId": task_id, "recordVersion": RECORD_VERSION, "roundsUsed": 0, "createdAt": now,
+                  "updatedAt": now, **{k: v for k, v in check_fields(fields, foreign).items() if v is not None}}
         with self._lock(task_id):
-            atomic_write_json(d / "task.json", record)
+            atomic_write_json(d / RECORD_FILE, record)
         self.event(task_id, "created", "queued", "task created")
         return record
 
     def read(self, task_id: str) -> dict[str, Any] | None:
         """Return ``task.json`` or None when the task does not exist (or the id is malformed)."""
         try:
-            value = read_json_safe(self.dir(task_id) / "task.json")
+            value = read_json_safe(self.dir(task_id) / RECORD_FILE)
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
@@ -100,7 +108,7 @@ class TaskStore:
     def exists(self, task_id: str) -> bool:
         """True when ``task.json`` exists for ``task_id``."""
         try:
-            return (self.dir(task_id) / "task.json").is_file()
+            return (self.dir(task_id) / RECORD_FILE).is_file()
         except ValueError:
             return False
 
@@ -111,17 +119,43 @@ class TaskStore:
         except ValueError:
             return False
 
+    def path(self, task_id: str) -> Path:
+        """The task's ``task.json`` path. Raises ValueError for a malformed id."""
+        return self.dir(task_id) / RECORD_FILE
+
+    def load(self, task_id: str) -> TaskRecord | None:
+        """The typed record (:func:`core.record.load_record`), None when absent, unreadable or
+        not a valid record."""
+        raw = self.read(task_id)
+        try:
+            return load_record(raw) if raw is not None else None
+        except ValueError:
+            return None
+
     def update(self, task_id: str, **fields: Any) -> dict[str, Any]:
         """Merge ``fields`` into ``task.json`` under the task lock; a None value deletes the key.
 
-        Returns the new record. Raises FileNotFoundError when the task does not exist.
+        Returns the new record.
+
+        Raises:
+            FileNotFoundError: the task does not exist.
+            ValueError: a field that :class:`core.record.TaskRecord` does not declare, or a value
+                of the wrong type (checked before anything is written).
         """
-        path = self.dir(task_id) / "task.json"
+        return self._merge(task_id, check_fields(fields))
+
+    def update_foreign(self, task_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`update` with fields copied from another record (a remote worker's, maybe of a
+        newer version): names and values this version does not know are kept as they are."""
+        return self._merge(task_id, check_fields(fields, foreign=True))
+
+    def _merge(self, task_id: str, checked: dict[str, Any]) -> dict[str, Any]:
+        path = self.dir(task_id) / RECORD_FILE
         with self._lock(task_id):
             record = read_json_safe(path)
             if not isinstance(record, dict):
                 raise FileNotFoundError(str(path))
-            for key, value in fields.items():
+            for key, value in checked.items():
                 if value is None:
                     record.pop(key, None)
                 else:

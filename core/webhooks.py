@@ -40,6 +40,7 @@ from filelock import FileLock, Timeout
 from .files import atomic_write_json, read_json_safe, read_jsonl_tail
 from .ids import TASK_ID_RE
 from .model import ACTIVE
+from .record import record_path
 from .settings import WebhookConfig, load_config
 
 log = logging.getLogger("tianshu_mcp")
@@ -179,7 +180,7 @@ def _enqueue(home: Path, task_id: str, status: str) -> Path | None:
     event = event_for(status)
     if event is None or not TASK_ID_RE.match(task_id):
         return None
-    record = read_json_safe(home / "tasks" / task_id / "task.json")
+    record = read_json_safe(record_path(home, task_id))
     record = record if isinstance(record, dict) else {}
     key = dedupe_key(task_id, status, record)
     if key in _read_ledger(home):  # before the config (spec): a repeat costs one small read

@@ -24,6 +24,7 @@ from typing import Any
 from ..core.files import read_json_safe
 from ..core.procs import ProcRecord, kill_recorded, pid_alive
 from ..core.settings import load_config
+from ..core.record import RECORD_FILE
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.common import AGENT_PROC_FILE, ALIVE_FILE, FLOW_PROC_FILE
 from .sweep import runs_in_states
@@ -38,7 +39,7 @@ def last_sign_of_life(task_dir: Path) -> float | None:
     """Newest mtime (epoch s) of the task's ``flow-alive`` stamp, ``task.json`` and
     ``flow-proc.json``; None when the directory has none of them."""
     times = []
-    for name in (ALIVE_FILE, "task.json", FLOW_PROC_FILE):
+    for name in (ALIVE_FILE, RECORD_FILE, FLOW_PROC_FILE):
         try:
             times.append((task_dir / name).stat().st_mtime)
         except OSError:

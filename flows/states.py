@@ -1,14 +1,22 @@
-"""Mapping flow-run states to task statuses (00-design §4).
+"""A task's status, derived in one place (docs/design-notes.md note 52; 00-design §4).
 
 The flow-run state is the only owner of a task's status. RUNNING is refined by the phase the flow
 wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` while verifying,
-``fixing`` while writing the repair plan).
+``fixing`` while writing the repair plan). A record whose flow run does not exist (not created
+yet, never created, deleted in the UI) is the only case where ``task.json`` says the status
+itself (``finalStatus``). :func:`derive_status` is the whole rule; :func:`state_for` is its
+inverse, used by the flows to end a task.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
+
+from ..core.model import TERMINAL
 
 if TYPE_CHECKING:
     from prefect.states import State
@@ -51,6 +59,64 @@ def status_from_state(state_type: str | None, state_name: str | None, phase: str
     if st == "CRASHED":
         return "interrupted"
     return "running"
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A flow run's state as read from Prefect: type (``RUNNING``…), name, message, timestamp."""
+
+    type: str
+    name: str
+    message: str | None = None
+    timestamp: str | None = None
+
+
+class Repair(str, Enum):
+    """What the reader writes back to ``task.json`` after deriving the status (the flow could
+    not: it was killed, deleted, never created, or its question was never answered)."""
+
+    NONE = "none"
+    RECORD_END = "record_end"  # the run is final but the record has no finishedAt: complete it from the state
+    UNANSWERED = "unanswered"  # a needs_user run failed by Prefect's pause timeout: failed / timeout
+    NEVER_SUBMITTED = "never_submitted"  # no flow run and no submission entry: interrupted
+    RUN_DELETED = "run_deleted"  # its flow run is gone (deleted in the UI): cancelled
+    DAMAGED_RUN_ID = "damaged_run_id"  # flowRunId is not a UUID: shown interrupted, nothing written
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The derived status and the repair to apply."""
+
+    status: str
+    repair: Repair = Repair.NONE
+
+
+def derive_status(task: Mapping[str, Any], run: RunState | None, *, run_id_valid: bool = True,
+                  waiting: bool = False) -> Derived:
+    """The status of a task or verification record (every row of the table in
+    docs/design-notes.md note 52).
+
+    Args:
+        task: its ``task.json``.
+        run: its flow run's state; None when it has no flow run or the run was not found.
+        run_id_valid: ``flowRunId`` is a UUID (a damaged one is shown, not trusted).
+        waiting: no flow run yet, but a submission entry waits for one (or it was accepted in
+            the last minute).
+    """
+    if task.get("flowRunId") and not run_id_valid:
+        return Derived("interrupted", Repair.DAMAGED_RUN_ID)
+    if run is None:
+        if task.get("finalStatus"):
+            return Derived(str(task["finalStatus"]))
+        if not task.get("flowRunId"):
+            return Derived("queued") if waiting else Derived("interrupted", Repair.NEVER_SUBMITTED)
+        return Derived("cancelled", Repair.RUN_DELETED)
+    status = status_from_state(run.type, run.name, task.get("phase"))
+    if status == "failed" and not task.get("finishedAt") and task.get("needsUserKey"):
+        return Derived(status, Repair.UNANSWERED)
+    if status in TERMINAL and not task.get("finishedAt"):
+        return Derived(status, Repair.RECORD_END)
+    return Derived(status)
 
 
 def state_for(status: str, message: str) -> State:

@@ -132,10 +132,11 @@ def config_acceptance(argv: list[str]) -> int:
     else:
         layers.append({"source": "project", "path": "(no projectPath given)", "present": False})
     if task_id is not None:
+        from ..core.record import record_path
         from ..core.taskstore import TaskStore
 
         snapshot = TaskStore(home).read(task_id)
-        tpath = str(home / "tasks" / task_id / "task.json")
+        tpath = str(record_path(home, task_id))
         if snapshot is None:
             layers.append({"source": "override", "path": tpath, "present": False})
             top_error = f"task snapshot unreadable or missing: {task_id}"

@@ -121,7 +121,7 @@ async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: State) 
         fields["remoteFinal"] = True
     if not fields:
         return t
-    t = service.store.update(task_id, **fields)
+    t = service.store.update_foreign(task_id, fields)  # the worker's record: maybe a newer version's
     if status in TERMINAL:
         service.store.event(task_id, status, status, str(t.get("lastMessage") or st_msg or status)[:500])
     return t

@@ -35,7 +35,7 @@ from ..core.procs import kill_recorded
 from ..core.settings import load_config
 from ..core.taskstore import TaskStore, age_s, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
-from ..flows.states import status_from_state
+from ..flows.states import Repair, RunState, derive_status
 from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE
 from .format import clip
@@ -229,12 +229,12 @@ class TaskService:
             if self.store.exists_dir(task_id):
                 raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT,
                                    _("task {taskId} exists but {path} is unreadable or corrupt").format(
-                                       taskId=task_id, path=self.store.dir(task_id) / "task.json"))
+                                       taskId=task_id, path=self.store.path(task_id)))
             raise TianshuError(ErrorCode.TASK_NOT_FOUND, _("task not found: {taskId}").format(taskId=clip(task_id)))
         problem = self.store.problem(task_id, task)
         if problem:
             raise TianshuError(ErrorCode.TASK_RECORD_CORRUPT, _("task {taskId}: {path} is damaged ({problem})").format(
-                taskId=task_id, path=self.store.dir(task_id) / "task.json", problem=problem))
+                taskId=task_id, path=self.store.path(task_id), problem=problem))
         return task
 
     async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
@@ -265,33 +265,33 @@ class TaskService:
         return [self._view_of(t, states) for t in tasks]
 
     def _view_of(self, t: dict[str, Any], states: dict[str, tuple[str, str, str | None, str | None]]) -> TaskView:
+        """The task's status (:func:`~tianshu_mcp.flows.states.derive_status`), with what the
+        derivation says to write back applied."""
         run_id = t.get("flowRunId")
-        if run_id and _uuid(run_id) is None:
-            return TaskView(t, "interrupted", "CRASHED", "Crashed")  # a damaged record: show it, don't sink the list
-        if not run_id:
-            if t.get("finalStatus"):
-                return TaskView(t, str(t["finalStatus"]))
-            if submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")):
-                if self.runtime.error is not None:
-                    t = {**t, "lastMessage": _("{waiting}, but the service cannot start: {error}").format(
-                        waiting=_(WAITING_FOR_SERVICE), error=self.runtime.error.render())}
-                return TaskView(t, "queued")
+        found = states.get(run_id) if run_id else None
+        run = RunState(*found) if found else None
+        waiting = not run_id and (submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")))
+        derived = derive_status(t, run, run_id_valid=_uuid(run_id) is not None if run_id else True, waiting=waiting)
+        status, repair = derived.status, derived.repair
+        st_type, st_name = (run.type, run.name) if run else (None, None)
+        if repair is Repair.DAMAGED_RUN_ID:
+            return TaskView(t, status, "CRASHED", "Crashed")  # a damaged record: show it, don't sink the list
+        if status == "queued" and waiting and self.runtime.error is not None:
+            t = {**t, "lastMessage": _("{waiting}, but the service cannot start: {error}").format(
+                waiting=_(WAITING_FOR_SERVICE), error=self.runtime.error.render())}
+        if repair is Repair.NEVER_SUBMITTED:
             fresh = self.store.read(t["taskId"]) or t  # its flow run may have been created since t was read
             if fresh.get("flowRunId"):
                 return TaskView(fresh, "queued")
-            return self._finish_missing(t, "interrupted", _("interrupted: the task was accepted but never submitted"))
-        if run_id not in states:
-            if t.get("finalStatus"):
-                return TaskView(t, str(t["finalStatus"]))
-            return self._finish_missing(t, "cancelled", _(DELETED_MESSAGE))
-        st_type, st_name, st_msg, st_ts = states[run_id]
-        status = status_from_state(st_type, st_name, t.get("phase"))
-        if status == "failed" and not t.get("finishedAt") and t.get("needsUserKey"):
-            return TaskView(self._finish_unanswered(t, st_ts), status, st_type, st_name)
-        if status in TERMINAL and not t.get("finishedAt"):
+            return self._finish_missing(t, status, _("interrupted: the task was accepted but never submitted"))
+        if repair is Repair.RUN_DELETED:
+            return self._finish_missing(t, status, _(DELETED_MESSAGE))
+        if repair is Repair.UNANSWERED:
+            return TaskView(self._finish_unanswered(t, run.timestamp if run else None), status, st_type, st_name)
+        if repair is Repair.RECORD_END and run is not None:
             # the run ended without the flow writing its details (killed, crashed, swept):
             # complete task.json from the final state so no stale "running" message remains
-            fields = {"finishedAt": st_ts or utc_now(), "lastMessage": st_msg or status, "phase": None}
+            fields = {"finishedAt": run.timestamp or utc_now(), "lastMessage": run.message or status, "phase": None}
             if status in ("interrupted", "cancelled") and not t.get("errorType"):
                 fields["errorType"] = status
             try:

@@ -364,7 +364,7 @@ def test_verify_round_task_passes_targets_and_holdout_checks(tmp_path: Path, mon
     verdict = tv.verify_round_task.fn(task_id, 0, baseline)
     assert list(seen[-1].target_tests) == ["stored::t"]
     assert [c.name for c in seen[-1].holdout_checks] == ["task", "project"]
-    assert verdict["integrity"] == {"testIntegrity": "protect",
+    assert verdict.integrity == {"testIntegrity": "protect",
                                     "unsupportedClaims": [{"claim": "all tests pass", "why": "2 failed"}]}
     tv.verify_round_task.fn(task_id, 1, baseline, target_tests=["own::t"], holdout_dir=str(st.dir(record_id)))
     assert list(seen[-1].target_tests) == ["own::t"]
@@ -372,7 +372,7 @@ def test_verify_round_task_passes_targets_and_holdout_checks(tmp_path: Path, mon
     integrity.clear()
     verdict = tv.verify_round_task.fn(record_id, 0, baseline, target_tests=[])
     assert list(seen[-1].target_tests) == [] and [c.name for c in seen[-1].holdout_checks] == ["call", "task", "project"]
-    assert verdict["integrity"] == {"testIntegrity": None, "unsupportedClaims": None}
+    assert verdict.integrity == {"testIntegrity": None, "unsupportedClaims": None}
 
 
 def test_integrity_fields_reach_the_meta_and_its_strict_schema() -> None:
