@@ -15,6 +15,7 @@ from filelock import FileLock
 
 from ..core.errors import TianshuError
 from ..core.i18n import _
+from ..core.record import Isolation, TaskRecord
 from ..core.settings import data_home
 from ..tasks.common import record, store
 from ..tasks.worktree import Workspace, close_worktree, hold, open_worktree
@@ -22,7 +23,7 @@ from ..tasks.worktree import Workspace, close_worktree, hold, open_worktree
 _held: dict[str, tuple[Workspace, FileLock]] = {}
 
 
-def open_workspace(task_id: str, project_path: str, meta: dict[str, Any]) -> str:
+def open_workspace(task_id: str, project_path: str, meta: TaskRecord) -> str:
     """Where the task works: ``project_path`` itself (``inplace``), else its worktree.
 
     Returns:
@@ -32,12 +33,12 @@ def open_workspace(task_id: str, project_path: str, meta: dict[str, Any]) -> str
         TianshuError: WORKTREE_UNAVAILABLE (not git, no commit), GIT_FAILED (git refused),
             INVALID_STATE (another process holds the task's worktree).
     """
-    if meta.get("isolation") != "worktree" or meta.get("dryRun"):
+    if meta.isolation != Isolation.WORKTREE or meta.dryRun:
         return project_path
     home = data_home()
     lock = hold(home, task_id)
     try:
-        ws = open_worktree(home, task_id, project_path, meta.get("worktreeBase"), meta.get("worktreeStart"))
+        ws = open_worktree(home, task_id, project_path, meta.worktreeBase, meta.worktreeStart)
     except TianshuError:
         lock.release()
         raise

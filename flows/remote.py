@@ -37,8 +37,16 @@ from prefect.states import Failed, State
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_text_tail
 from ..core.i18n import _
-from ..core.remotes import (CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, check_ref, check_repo_url, record_artifact_key,
-                             repo_key, repo_limit_name)
+from ..core.remotes import (
+    CALLER_KEYS,
+    PATH_KEYS,
+    RECORD_FORMAT,
+    check_ref,
+    check_repo_url,
+    record_artifact_key,
+    repo_key,
+    repo_limit_name,
+)
 from ..core.settings import data_home, load_config
 from ..tasks.common import record, store
 from ..tasks.remote_repo import push_result, sync_clone

@@ -17,14 +17,22 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed, State
 
-from ..acceptance.git import GitFailed
+from ..acceptance.git import Baseline, GitFailed
 from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
 from ..core.files import read_json_safe
 from ..core.i18n import _
 from ..core.model import TaskStatus, exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
-from ..core.record import AbortSource, ErrorType, Phase, VerificationSource
+from ..core.record import (
+    AbortSource,
+    ErrorType,
+    Phase,
+    RoundVerdict,
+    TaskRecord,
+    VerificationSource,
+    load_record,
+)
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
@@ -78,13 +86,13 @@ def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
         kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
 
 
-def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: dict[str, Any]) -> None:
+def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: TaskRecord) -> None:
     """The brief as a markdown artifact of the flow run (what the agent was asked, in the UI)."""
     try:
-        context = f"\n\n## Additional context\n\n{meta['context']}" if meta.get("context") else ""
+        context = f"\n\n## Additional context\n\n{meta.context}" if meta.context else ""
         create_markdown_artifact(key=artifact_key(task_id, "brief"),
                                  markdown=f"# Brief\n\n- project: `{project_path}`\n- agent: `{agent_id}`\n\n"
-                                          f"{meta.get('task', '')}{context}",
+                                          f"{meta.task or ''}{context}",
                                  description=f"The brief of {task_id}")
     except Exception:  # noqa: BLE001 - task.json holds the brief; the artifact is a view
         pass
@@ -201,16 +209,21 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     """The body of :func:`run_task_flow` (same arguments and result): prepare, find the first
     round, then run rounds until :func:`.policy.decide` ends the task."""
     st = store()
-    meta = st.read(task_id)
-    if meta is None:
+    raw = st.read(task_id)
+    if raw is None:
         return Failed(message=f"task {task_id} has no task.json under {st.root}")
+    try:
+        meta = load_record(raw)
+    except ValueError as exc:
+        return finish(task_id, TaskStatus.FAILED, f"task {task_id}: its task.json cannot be read ({exc})",
+                      ErrorType.INTERNAL)
     prepared = _prepare(task_id, project_path, agent_id, auto_verify, meta)
     if isinstance(prepared, State):
         return prepared
     first = _first_round(task_id, meta, prepared, auto_verify, auto_fix_rounds, feedback)
     if isinstance(first, State):
         return first
-    limits = _Limits(agent_id, auto_fix_rounds, task_timeout_ms, Policy(auto_verify, bool(meta.get("remoteCommit"))))
+    limits = _Limits(agent_id, auto_fix_rounds, task_timeout_ms, Policy(auto_verify, bool(meta.remoteCommit)))
     return _rounds(task_id, prepared, first, limits)
 
 
@@ -233,7 +246,7 @@ class _Start:
     answer: str | None = None
 
 
-def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, meta: dict[str, Any]) -> State | dict[str, Any]:
+def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, meta: TaskRecord) -> State | Baseline:
     """Before the first agent round: the workspace, the acceptance preflight, the git baseline,
     the visual snapshot and the baseline's own check run. Returns the baseline, or the final
     state of a task that cannot start (needs_attention, the agent never ran)."""
@@ -247,12 +260,12 @@ def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, 
         return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg,
                       ErrorType.GIT_FAILED if exc.code.value == "GIT_FAILED" else ErrorType.SETUP_FAILED)
     guard_run(task_id, work)
-    record(task_id, startedAt=meta.get("startedAt") or utc_now(), phase=Phase.RUNNING)
+    record(task_id, startedAt=meta.startedAt or utc_now(), phase=Phase.RUNNING)
     _publish_brief(task_id, project_path, agent_id, meta)
-    if meta.get("dryRun"):
+    if meta.dryRun:
         return _dry_run(task_id)
     if auto_verify:
-        problem = preflight_acceptance(work, meta.get("acceptanceOverride"), tdir, holdout_project=meta.get("projectPath"))
+        problem = preflight_acceptance(work, meta.acceptanceOverride, tdir, holdout_project=meta.projectPath)
         if problem:
             msg = _("acceptance configuration is broken, the agent was not started: {problem}").format(problem=problem)
             return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.VERIFY_FAILED)
@@ -269,30 +282,30 @@ def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, 
     return baseline
 
 
-def _first_round(task_id: str, meta: dict[str, Any], baseline: dict[str, Any], auto_verify: bool,
+def _first_round(task_id: str, meta: TaskRecord, baseline: Baseline, auto_verify: bool,
                  auto_fix_rounds: int, feedback: str | None) -> State | _Start:
     """The first round of this flow run: a resumed question's round with the answer, a visual
     re-verification (which may end the task), a manual rework's next round with its feedback
     and the last report's repair plan, or round ``roundsUsed`` with the caller's feedback."""
-    rnd = int(meta.get("roundsUsed") or 0)  # a manual rework continues the round count
+    rnd = meta.roundsUsed or 0  # a manual rework continues the round count
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
         return _Start(*answered)
     if auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, finish, feedback)) is not None:
         return resumed if isinstance(resumed, State) else _Start(rnd, "\n\n".join(p for p in (feedback, resumed) if p))
-    if rnd > 0 and meta.get("latestVerificationVerdict") == "failed" and meta.get("reportJson"):
+    if rnd > 0 and meta.latestVerificationVerdict == RoundVerdict.FAILED and meta.reportJson:
         # a manual rework of a task whose last round failed verification: the agent hears the
         # caller's hint and feedback first, then what failed, as an automatic round would
         try:
-            plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.get('reportRound')}")(
-                task_id, int(meta.get("reportRound") or 0), meta["reportJson"], meta.get("reportMd") or "")
+            plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.reportRound}")(
+                task_id, meta.reportRound or 0, meta.reportJson, meta.reportMd or "")
             return _Start(rnd, "\n\n".join(p for p in (feedback, plan["feedback"]) if p))
         except Exception as exc:  # noqa: BLE001 - the caller's feedback still goes to the agent
             get_run_logger().warning("the last report could not be turned into a repair plan: %s", exc)
     return _Start(rnd, feedback)
 
 
-def _rounds(task_id: str, baseline: dict[str, Any], start: _Start, limits: _Limits) -> State:
+def _rounds(task_id: str, baseline: Baseline, start: _Start, limits: _Limits) -> State:
     """Run rounds from ``start`` until the policy ends the task; returns its final state."""
     rnd, feedback, answer = start.round, start.feedback, start.answer
     while True:
@@ -352,7 +365,7 @@ def _outcome_of(result: RoundResult) -> RoundOutcome:
                         error_type=result.error_type)
 
 
-def _verify(task_id: str, rnd: int, baseline: dict[str, Any], result: RoundResult, remote: bool) -> Verdict:
+def _verify(task_id: str, rnd: int, baseline: Baseline, result: RoundResult, remote: bool) -> Verdict:
     """Verify the round as task run ``verify-round-<rnd>``; its verdict recorded and logged."""
     st = store()
     record(task_id, phase=Phase.VERIFY_START, lastMessage=_("round {round}: verifying").format(round=rnd))

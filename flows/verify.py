@@ -24,6 +24,7 @@ from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.i18n import _
+from ..core.record import Isolation
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, store
@@ -35,13 +36,13 @@ from .watch import guard_run
 quiet_orderly_ends()
 
 
-def baseline_at(project: str, ref: str, sha: str) -> dict[str, Any]:
+def baseline_at(project: str, ref: str, sha: str) -> Baseline:
     """A baseline that is commit ``sha`` with a clean worktree: every change since it counts."""
-    return Baseline(is_repo=True, head=sha, message=f"baseline {ref} = {sha[:7]} (clean worktree assumed)").to_json()
+    return Baseline(is_repo=True, head=sha, message=f"baseline {ref} = {sha[:7]} (clean worktree assumed)")
 
 
 @task(name="verify-baseline", retries=0)
-def verify_baseline(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None) -> dict[str, Any]:
+def verify_baseline(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None) -> Baseline:
     """Pick the baseline of a verification and store it as the record's ``baseline.json``.
 
     target task and no ref (or ``"task"``) → the task's pre-work baseline; a ``tsk_`` ref → that
@@ -56,13 +57,13 @@ def verify_baseline(record_id: str, project_path: str, target_task_id: str | Non
         sha = resolve_commit(project_path, baseline_ref)
         if sha is None:
             raise ValueError(_("baselineRef '{ref}' is not a commit of {path}").format(ref=baseline_ref, path=project_path))
-        data = baseline_at(project_path, baseline_ref, sha)
+        data = baseline_at(project_path, baseline_ref, sha).to_json()
     else:
         data = capture_baseline(project_path).to_json()
     if not isinstance(data, dict):
         raise ValueError(_("the baseline to verify against is missing"))
     atomic_write_json(st.dir(record_id) / "baseline.json", data)
-    return data
+    return Baseline.model_validate(data)
 
 
 @flow(name="verify", description="One acceptance round on demand (verify_task) or on a schedule.", log_prints=False)
@@ -86,9 +87,9 @@ def verify_flow(
     blocked (broken config, a check that cannot start), ``Failed`` otherwise.
     """
     st = store()
-    target = st.read(target_task_id) if target_task_id else None
+    target = st.load(target_task_id) if target_task_id else None
     work = project_path
-    if target_task_id and target and target.get("isolation") == "worktree":
+    if target_task_id and target and target.isolation == Isolation.WORKTREE:
         try:  # a worktree task is judged in its worktree, re-opened from its branch
             work = open_workspace(target_task_id, project_path, target)
         except TianshuError as exc:

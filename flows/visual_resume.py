@@ -14,6 +14,7 @@ from typing import Any
 
 from prefect.states import Completed, Failed, State
 
+from ..acceptance.git import Baseline
 from ..core.i18n import _
 from ..tasks.common import record, store
 from ..tasks.repair import write_repair_plan
@@ -21,7 +22,7 @@ from ..tasks.verify import run_verify_round
 from .states import NEEDS_ATTENTION, SUCCEEDED
 
 
-def reverify(task_id: str, rnd: int, baseline: dict[str, Any], auto_fix_rounds: int,
+def reverify(task_id: str, rnd: int, baseline: Baseline, auto_fix_rounds: int,
              finish: Any, feedback: str | None = None) -> State | str | None:
     """Re-verify a task with ``pendingVisualVerification`` at round ``rnd`` (= roundsUsed).
 

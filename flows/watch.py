@@ -85,8 +85,8 @@ def guard_run(record_id: str, project_path: str) -> None:
     host, watch its flow run (cancel/delete from the UI), and pass the project gate
     (:func:`~tianshu_mcp.core.gate.claim_project`: no leftover process of the previous run on
     this project is alive when this one starts work)."""
-    from ..core.paths import serial_key
     from ..core.gate import claim_project
+    from ..core.paths import serial_key
     from ..core.reaper import become_subreaper, exit_when_host_dies
     from ..core.settings import home_tag
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from prefect import task
 
@@ -10,19 +10,19 @@ from ..acceptance.git import Baseline, capture_baseline
 from ..acceptance.grading import maybe_capture_baseline_state
 from ..acceptance.pinning import pin_rules
 from ..core.errors import TianshuError
+from ..core.files import atomic_write_json, read_json_safe
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home
-from ..core.files import atomic_write_json, read_json_safe
 from .common import store
 
 
 @task(name="baseline", task_run_name="baseline", retries=0)
-def capture_baseline_task(task_id: str, project_path: str, work_path: str | None = None) -> dict[str, Any]:
+def capture_baseline_task(task_id: str, project_path: str, work_path: str | None = None) -> Baseline:
     """Capture (or reuse) ``<taskDir>/baseline.json`` before the agent starts.
 
     A rework round or a re-run of the flow reuses the stored baseline, so the judgement is always
     against the pre-work state; the project's acceptance rules are pinned with it
-    (:mod:`..acceptance.pinning`). Returns the baseline as JSON (camelCase keys).
+    (:mod:`..acceptance.pinning`). Returns the :class:`Baseline` (stored as JSON, camelCase keys).
 
     Args:
         project_path: the project (its ``projects.json`` entry).
@@ -36,9 +36,10 @@ def capture_baseline_task(task_id: str, project_path: str, work_path: str | None
     path = st.dir(task_id) / "baseline.json"
     existing = read_json_safe(path)
     if isinstance(existing, dict):
-        return existing
+        return Baseline.model_validate(existing)
     work = work_path or project_path
-    data = capture_baseline(work).model_dump(by_alias=True, mode="json")
+    baseline = capture_baseline(work)
+    data = baseline.model_dump(by_alias=True, mode="json")
     try:
         verify = (ProjectRegistry(data_home()).get(project_path) or {}).get("verify")
     except TianshuError:
@@ -48,9 +49,9 @@ def capture_baseline_task(task_id: str, project_path: str, work_path: str | None
     # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
     meta = st.read(task_id) or {}
     maybe_capture_baseline_state(work, st.dir(task_id), data_home(), meta.get("acceptanceOverride"))
-    return data
+    return baseline
 
 
-def load_baseline(data: dict[str, Any]) -> Baseline:
-    """Rebuild a :class:`Baseline` from its JSON form."""
-    return Baseline.model_validate(data)
+def load_baseline(data: Baseline | Mapping[str, object]) -> Baseline:
+    """The :class:`Baseline` itself, or rebuilt from its JSON form (``baseline.json``)."""
+    return data if isinstance(data, Baseline) else Baseline.model_validate(data)

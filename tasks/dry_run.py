@@ -13,8 +13,14 @@ from typing import Any
 
 from prefect import get_run_logger, task
 
-from ..acceptance.dry_run import (acceptance_preflight, check_plan, finding, git_preflight, next_dry_run_number,
-                                  write_report)
+from ..acceptance.dry_run import (
+    acceptance_preflight,
+    check_plan,
+    finding,
+    git_preflight,
+    next_dry_run_number,
+    write_report,
+)
 from ..adapters.cli import AgentRunContext, build_invocation
 from ..adapters.profiles import resolve_agent
 from ..core.errors import TianshuError

@@ -22,8 +22,8 @@ import os
 import re
 import subprocess
 import threading
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Self
 
 from ..acceptance.git_changes import owned_by_cli

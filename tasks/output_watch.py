@@ -21,7 +21,14 @@ import logging
 from pathlib import Path
 from typing import Self
 
-from ..adapters.output.events import FinalMessage, GaveUp, ModelRetry, ToolUse, Usage, UsageTotals
+from ..adapters.output.events import (
+    FinalMessage,
+    GaveUp,
+    ModelRetry,
+    ToolUse,
+    Usage,
+    UsageTotals,
+)
 from ..adapters.output.formats import OutputReader
 from ..adapters.output.liveness import Liveness, Stuck
 from ..core.i18n import _

@@ -13,6 +13,7 @@ from prefect.states import Cancelled, Failed, State
 
 from ..acceptance.baseline_warm import WarmSpec, start_in_child
 from ..acceptance.engine import VerifyRequest, verify_round
+from ..acceptance.git import Baseline
 from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
 from ..acceptance.integrity.reasons import is_agent_failure
@@ -126,7 +127,7 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
         pass
 
 
-def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baseline: dict[str, Any],  # noqa: A002
+def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baseline: Baseline,  # noqa: A002
              extra_checks: list[dict[str, Any]] | None = None, checks_mode: str = "append",
              acceptance_override: Any = _UNSET, baseline_dir: str | None = None, agent_work: bool = True,
              agent_run: dict[str, Any] | None = None, target_tests: list[str] | None = None,
@@ -176,7 +177,7 @@ _warm_runs: dict[str, tuple[threading.Thread, threading.Event]] = {}
 _warm_lock = threading.Lock()
 
 
-def start_baseline_run(task_id: str, baseline: dict[str, Any]) -> None:
+def start_baseline_run(task_id: str, baseline: Baseline) -> None:
     """Start the task's baseline run in a child process of the flow-run process, while the agent
     works (:func:`..acceptance.baseline_warm.start_in_child`: the test checks on the baseline
     worktree, cached for the rounds). At most one per task; it ends with :func:`stop_baseline_run`
@@ -212,7 +213,7 @@ def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
 def verify_round_task(
     task_id: str,
     round: int,  # noqa: A002
-    baseline: dict[str, Any],
+    baseline: Baseline,
     extra_checks: list[dict[str, Any]] | None = None,
     checks_mode: str = "append",
     acceptance_override: Any = _UNSET,
