@@ -11,12 +11,13 @@ inverse, used by the flows to end a task.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..core.model import TERMINAL
+from ..tasks.results import Issue
 
 if TYPE_CHECKING:
     from prefect.states import State
@@ -139,10 +140,10 @@ def state_for(status: str, message: str) -> State:
     return makers[status]()
 
 
-def blocked_error_type(blocking: list[dict[str, Any]]) -> str:
+def blocked_error_type(blocking: Sequence[Issue]) -> str:
     """``errorType`` of a round blocked by ``blocking`` issues: ``git_failed`` when git refused
     (the repository needs a person, not the acceptance config), else ``verify_failed``."""
-    return "git_failed" if any(i.get("code") == "GIT_FAILED" for i in blocking) else "verify_failed"
+    return "git_failed" if any(i.code == "GIT_FAILED" for i in blocking) else "verify_failed"
 
 
 class OrderlyEndFilter(logging.Filter):

@@ -15,6 +15,23 @@ from pydantic import BaseModel, ConfigDict
 from ..core.record import ErrorType
 
 
+class Usage(BaseModel):
+    """Tokens and cost an agent's structured output reported for a round (None fields: not said)."""
+
+    inputTokens: Optional[int] = None
+    outputTokens: Optional[int] = None
+    costUsd: Optional[float] = None
+
+
+class Issue(BaseModel):
+    """A blocking or integrity issue of a report: ``{code, message}`` (more keys kept)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    code: str
+    message: str = ""
+
+
 class RoundResult(BaseModel):
     """What one agent round did (docs/agents-tasks.md §1.3 process fields, plus what its output said).
 
@@ -58,7 +75,7 @@ class RoundResult(BaseModel):
     fatal_line: Optional[str] = None
     agent_stuck: bool = False
     exit_meaning: Optional[str] = None
-    usage: Optional[dict[str, Any]] = None
+    usage: Optional[Usage] = None
     final_message: Optional[str] = None
     tool_calls: int = 0
     question: Optional[str] = None
@@ -74,7 +91,8 @@ class RoundResult(BaseModel):
         """What the report says about the agent (the verification's ``agent_run`` input):
         ``{exitCode, durationMs, outputTail, fatalLine, exitMeaning, usage, finalMessage, toolCalls}``."""
         return {"exitCode": self.exit_code, "durationMs": self.duration_ms, "outputTail": self.output_tail,
-                "fatalLine": self.fatal_line, "exitMeaning": self.exit_meaning, "usage": self.usage,
+                "fatalLine": self.fatal_line, "exitMeaning": self.exit_meaning,
+                "usage": self.usage.model_dump() if self.usage else None,
                 "finalMessage": self.final_message, "toolCalls": self.tool_calls}
 
 
@@ -105,8 +123,8 @@ class Verdict(BaseModel):
     json_path: str
     html_path: Optional[str] = None
     failed_checks: list[str] = []
-    blocking_issues: list[dict[str, Any]] = []
-    integrity_issues: list[dict[str, Any]] = []
+    blocking_issues: list[Issue] = []
+    integrity_issues: list[Issue] = []
     changed_files: list[str] = []
     diffstat: str = "+0 -0"
     message: str = ""
@@ -124,4 +142,4 @@ class Verdict(BaseModel):
 
     def blocking_text(self, separator: str) -> str:
         """``[CODE] message`` of every blocking issue, joined by ``separator``."""
-        return separator.join(f"[{i.get('code')}] {i.get('message')}" for i in self.blocking_issues)
+        return separator.join(f"[{i.code}] {i.message}" for i in self.blocking_issues)

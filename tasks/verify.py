@@ -274,8 +274,8 @@ def verify_round_task(
         return verdict
     if cancelled:  # stopped by a cancel: no verdict on the work
         return Cancelled(message=f"round {outcome.round} stopped by a cancel", data=verdict)
-    failed = ", ".join([*verdict.failed_checks, *(str(i.get("code")) for i in own)]) or ", ".join(
-        str(i.get("code")) for i in blocking)
+    failed = ", ".join([*verdict.failed_checks, *(i.code for i in verdict.integrity_issues)]) or ", ".join(
+        i.code for i in verdict.blocking_issues)
     return Failed(message=f"round {outcome.round} did not pass" + (f": {failed}" if failed else ""), data=verdict)
 
 
