@@ -45,6 +45,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .check_result import CheckResult
 from .git_baseline import (
     CACHE_PATH_RE,
     DELETED_HASH,
@@ -135,18 +136,7 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
         GitFailed: git failed for another reason than whitespace problems (exit 2).
     """
     if not baseline.is_repo or not is_git_repo(project):
-        return {
-            "name": GIT_CHECK_NAME,
-            "cmd": "git diff --check",
-            "passed": True,
-            "durationMs": 0,
-            "exitCode": None,
-            "outputTail": "",
-            "timeout": False,
-            "skipped": True,
-            "reason": "not a git repository, skipped",
-            "aborted": False,
-        }
+        return CheckResult.skip(GIT_CHECK_NAME, "git diff --check", "not a git repository, skipped").to_json()
     base = baseline.head if baseline.head and _valid_commit(project, baseline.head) else None
     cmd = f"git diff --check (base={base[:7]})" if base else "git diff --check"
     cur_head = _rev(project, "HEAD")
@@ -164,13 +154,12 @@ def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[
         r2 = _checked(["diff", "--check", "-M", *_DIFF_OPTS, target, "--"], project, ok_status=(0, 2))
         total_ms += r2.duration_ms
         result = r2
-    return {
-        "name": GIT_CHECK_NAME,
-        "cmd": cmd,
-        "passed": result.status == 0,
-        "durationMs": total_ms,
-        "exitCode": result.status,
-        "outputTail": result.stdout[-2000:] + result.stderr[-2000:],
-        "timeout": result.timed_out,
-        "aborted": False,
-    }
+    return CheckResult(
+        name=GIT_CHECK_NAME,
+        cmd=cmd,
+        passed=result.status == 0,
+        duration_ms=total_ms,
+        exit_code=result.status,
+        output_tail=result.stdout[-2000:] + result.stderr[-2000:],
+        timeout=result.timed_out,
+    ).to_json()

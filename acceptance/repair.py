@@ -179,7 +179,6 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
     """
     checks = report.get("checks") or []
     failing = failing_checks(report)
-    optional_failing = [c for c in failing_checks(report, include_optional=True) if c.get("optional")]
     passed = [c for c in checks if c.get("passed") and not c.get("skipped")]
     skipped = [c for c in checks if c.get("skipped")]
     failed_round = int(report.get("round", 0))
@@ -200,6 +199,36 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
         "## 2. Failing checks (must fix)",
         "",
     ]
+    lines += _plan_failures(report, failing, visual)
+    lines += _plan_directives(_directives(report))
+    lines += ["", "## 3. Passed checks (do not break)", ""]
+    lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in passed] or ["(none)"]
+    lines += ["", "## 3.1 Skipped checks", ""]
+    lines += [f"- {c.get('name')} — {c.get('reason', '')}" for c in skipped] or ["(none)"]
+    optional_failing = [c for c in failing_checks(report, include_optional=True) if c.get("optional")]
+    if optional_failing:
+        lines += ["", "Optional checks that failed (do not affect the verdict):"]
+        lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in optional_failing]
+    lines += _plan_analysis(report.get("analysis") or {})
+    lines += [
+        "",
+        "## 5. Repair requirements",
+        "",
+        "1. Fix every item in section 2 at its root cause; make targeted changes, do not refactor broadly.",
+        "2. Keep every check in section 3 passing; run the failing commands yourself before finishing.",
+        "3. Do not delete, skip or weaken tests or checks, and do not edit the acceptance configuration, to make them pass.",
+        "4. When the fixes are done, end the round normally; acceptance re-runs automatically.",
+        "",
+        f"> Full acceptance report: `{report_md}`",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _plan_failures(report: Mapping[str, Any], failing: list[dict[str, Any]], visual: list[str]) -> list[str]:
+    """Section 2's body: blocking issues, visual defects, then per failing check its command, exit
+    code, duration (ms), reason and output tail (last :data:`PLAN_TAIL_CHARS` characters)."""
+    lines: list[str] = []
     blocking = report.get("blockingIssues") or []
     for issue in blocking:
         lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
@@ -224,40 +253,40 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
         if tail:
             lines += ["- Output tail:", "", *_block(tail)]
         lines.append("")
-    rd = _directives(report)
+    return lines
+
+
+def _plan_directives(rd: Mapping[str, Any]) -> list[str]:
+    """Section 2.5: the structured repair directives, or why there are none."""
     items = rd.get("items") or []
-    if items:
-        lines += [
-            "## 2.5 Structured repair directives (directly actionable)",
-            "",
-            "Parsed from the failing checks' output (sources: "
-            f"{', '.join(rd.get('sources') or []) or 'n/a'}); fix them first, most important first:",
-            "",
-        ]
-        lines += [
-            f"- {_loc(it)} — {it.get('issue')} → **{it.get('action')}** ({it.get('source')})" for it in items
-        ]
-        if rd.get("omitted"):
-            lines.append(f"- … {rd['omitted']} more not listed: see the output tails in section 2")
-    else:
+    if not items:
         reason = rd.get("fallbackReason") or "this round's report has no structured directives"
-        lines += [
+        return [
             "## 2.5 Structured repair directives (unavailable, fall back to the full report)",
             "",
             f"Reason: {reason}",
             "",
             "Read the full failing output in section 2 and fix the root cause.",
         ]
-    lines += ["", "## 3. Passed checks (do not break)", ""]
-    lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in passed] or ["(none)"]
-    lines += ["", "## 3.1 Skipped checks", ""]
-    lines += [f"- {c.get('name')} — {c.get('reason', '')}" for c in skipped] or ["(none)"]
-    if optional_failing:
-        lines += ["", "Optional checks that failed (do not affect the verdict):"]
-        lines += [f"- {c.get('name')} — `{c.get('cmd')}`" for c in optional_failing]
-    a = report.get("analysis") or {}
-    ds = a.get("diffstat") or {}
+    lines = [
+        "## 2.5 Structured repair directives (directly actionable)",
+        "",
+        "Parsed from the failing checks' output (sources: "
+        f"{', '.join(rd.get('sources') or []) or 'n/a'}); fix them first, most important first:",
+        "",
+    ]
     lines += [
+        f"- {_loc(it)} — {it.get('issue')} → **{it.get('action')}** ({it.get('source')})" for it in items
+    ]
+    if rd.get("omitted"):
+        lines.append(f"- … {rd['omitted']} more not listed: see the output tails in section 2")
+    return lines
+
+
+def _plan_analysis(a: Mapping[str, Any]) -> list[str]:
+    """Section 4: changed files, diffstat, the §4.4 marker counts, warnings and notes."""
+    ds = a.get("diffstat") or {}
+    lines = [
         "",
         "## 4. Code analysis",
         "",
@@ -274,19 +303,7 @@ def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, 
         )
     lines += [f"- [WARN] {w}" for w in a.get("warnings") or []]
     lines += [f"- [INFO] {n}" for n in a.get("notes") or []]
-    lines += [
-        "",
-        "## 5. Repair requirements",
-        "",
-        "1. Fix every item in section 2 at its root cause; make targeted changes, do not refactor broadly.",
-        "2. Keep every check in section 3 passing; run the failing commands yourself before finishing.",
-        "3. Do not delete, skip or weaken tests or checks, and do not edit the acceptance configuration, to make them pass.",
-        "4. When the fixes are done, end the round normally; acceptance re-runs automatically.",
-        "",
-        f"> Full acceptance report: `{report_md}`",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def write_repair_plan(

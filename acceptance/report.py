@@ -218,6 +218,32 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     ``## Structured repair directives``; ``visual_section`` (markdown from the visual package,
     empty when none); ``---`` and the message.
     """
+    lines = _md_header(report)
+    agent = report.get("agent")
+    if isinstance(agent, Mapping):
+        lines += _md_agent(agent)
+    lines += ["## " + _("Command checks"), ""]
+    lines += _md_checks(report.get("checks") or [])
+    if lines[-1] != "":
+        lines.append("")
+    lines += _md_baseline(report)
+    lines += _md_integrity(report)
+    lines += ["## " + _("Code analysis"), ""]
+    a = report.get("analysis") or {}
+    lines += _md_changes(a)
+    lines += _md_signals(a)
+    notes = a.get("notes") or []
+    if notes:
+        lines.append("")
+    lines += [f"- [INFO] {note}" for note in notes]
+    lines += ["", "## " + _("Structured repair directives"), ""]
+    lines += _md_directives(report.get("repairDirectives") or {})
+    lines += ["", "", visual_section, "", "---", "", str(report.get("message", "")), ""]
+    return "\n".join(lines)
+
+
+def _md_header(report: Mapping[str, Any]) -> list[str]:
+    """The title, the task/project/times/verdict bullets and the blocking issues."""
     n = report.get("round", 0)
     verdict = "[PASS]" if report.get("passed") else "[CANCELLED]" if report.get("verdict") == "cancelled" else "[FAIL]"
     lines: list[str] = [
@@ -234,31 +260,39 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         lines.append(f"- [BLOCKED] {issue.get('code')}: {issue.get('message')}")
     if report.get("blockingIssues"):
         lines.append("")
-    agent = report.get("agent")
-    if isinstance(agent, Mapping):
-        code = agent.get("exitCode")
-        lines += ["## " + _("Agent"), "", "- " + _("Exit code: {code}").format(code=code if code is not None else _("none (stopped)"))
-                  + (_(" after {ms} ms").format(ms=agent.get("durationMs")) if agent.get("durationMs") is not None else "")]
-        if agent.get("exitMeaning"):
-            lines.append("- " + _("Exit code meaning: {meaning}").format(meaning=agent["exitMeaning"]))
-        if agent.get("fatalLine"):
-            lines.append("- " + _("Recognised failure line: `{line}`").format(line=agent["fatalLine"]))
-        usage = agent.get("usage")
-        if isinstance(usage, Mapping):
-            cost = usage.get("costUsd")
-            lines.append("- " + _("Tokens: {input} in, {output} out").format(input=usage.get("inputTokens"),
-                                                                          output=usage.get("outputTokens"))
-                         + (_(", cost ${cost}").format(cost=f"{cost:.4f}") if isinstance(cost, (int, float)) else ""))
-        if agent.get("toolCalls"):
-            lines.append("- " + _("Tool calls: {n}").format(n=agent["toolCalls"]))
-        if agent.get("finalMessage"):
-            lines += ["", _("Final message:"), "", "> " + str(agent["finalMessage"]).strip().replace("\n", "\n> ")]
-        tail = str(agent.get("outputTail") or "").rstrip() or _("(no output)")
-        lines += ["", _("Output (last lines):"), "", fence(tail), tail, fence(tail), ""]
-    lines += ["## " + _("Command checks"), ""]
-    checks = report.get("checks") or []
+    return lines
+
+
+def _md_agent(agent: Mapping[str, Any]) -> list[str]:
+    """``## Agent``: exit code and duration, its meaning, a recognised failure line, tokens and
+    cost, tool calls, the final message and the output's last lines."""
+    code = agent.get("exitCode")
+    lines = ["## " + _("Agent"), "", "- " + _("Exit code: {code}").format(code=code if code is not None else _("none (stopped)"))
+             + (_(" after {ms} ms").format(ms=agent.get("durationMs")) if agent.get("durationMs") is not None else "")]
+    if agent.get("exitMeaning"):
+        lines.append("- " + _("Exit code meaning: {meaning}").format(meaning=agent["exitMeaning"]))
+    if agent.get("fatalLine"):
+        lines.append("- " + _("Recognised failure line: `{line}`").format(line=agent["fatalLine"]))
+    usage = agent.get("usage")
+    if isinstance(usage, Mapping):
+        cost = usage.get("costUsd")
+        lines.append("- " + _("Tokens: {input} in, {output} out").format(input=usage.get("inputTokens"),
+                                                                      output=usage.get("outputTokens"))
+                     + (_(", cost ${cost}").format(cost=f"{cost:.4f}") if isinstance(cost, (int, float)) else ""))
+    if agent.get("toolCalls"):
+        lines.append("- " + _("Tool calls: {n}").format(n=agent["toolCalls"]))
+    if agent.get("finalMessage"):
+        lines += ["", _("Final message:"), "", "> " + str(agent["finalMessage"]).strip().replace("\n", "\n> ")]
+    tail = str(agent.get("outputTail") or "").rstrip() or _("(no output)")
+    return [*lines, "", _("Output (last lines):"), "", fence(tail), tail, fence(tail), ""]
+
+
+def _md_checks(checks: list[Mapping[str, Any]]) -> list[str]:
+    """One line per check with its test counts; a failed check (not skipped, not aborted) also
+    gets timeout, exit code, reason and its output's last :data:`MD_TAIL_LINES` lines."""
     if not checks:
-        lines += [_("(no runnable checks)"), ""]
+        return [_("(no runnable checks)"), ""]
+    lines: list[str] = []
     for c in checks:
         lines.append(_check_line(c))
         lines += _md_tests(c)
@@ -276,12 +310,12 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
                 lines += ["  - " + _("Output tail:"), "", f"    {f}"]
                 lines += [f"    {ln}" for ln in shown.split("\n")]
                 lines += [f"    {f}", ""]
-    if lines[-1] != "":
-        lines.append("")
-    lines += _md_baseline(report)
-    lines += _md_integrity(report)
-    lines += ["## " + _("Code analysis"), ""]
-    a = report.get("analysis") or {}
+    return lines
+
+
+def _md_changes(a: Mapping[str, Any]) -> list[str]:
+    """The changed files (tracked, then untracked), renames, submodules and the diffstat."""
+    lines: list[str] = []
     changed = a.get("changedFiles") or []
     untracked = a.get("untrackedFiles") or []
     renames = a.get("renames") or []
@@ -309,6 +343,13 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
             lines.append(
                 f"- {row.get('file')}: +{row.get('add', 0)} -{row.get('del', 0)}{' (binary)' if row.get('binary') else ''}"
             )
+    return lines
+
+
+def _md_signals(a: Mapping[str, Any]) -> list[str]:
+    """``### Suspicious markers and warnings`` (marker counts, big files, warnings) and
+    ``### Agent tampering signals`` (counts in bold, then each hit), each only when non-empty."""
+    lines: list[str] = []
     sig = a.get("signals") or {}
     big = a.get("bigFileChanges") or []
     warnings = a.get("warnings") or []
@@ -322,22 +363,20 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
         lines += ["", "### " + _("Agent tampering signals"), ""]
         lines += [f"- **{_(SIGNAL_LABELS[k])}: {sig[k]}**" for k in TAMPERING_KINDS if (sig.get(k) or 0) > 0]
         lines += [f"- [TAMPER] {t.get('kind')} — `{t.get('file')}`: {t.get('detail')}" for t in tampering]
-    notes = a.get("notes") or []
-    if notes:
-        lines.append("")
-    lines += [f"- [INFO] {note}" for note in notes]
-    lines += ["", "## " + _("Structured repair directives"), ""]
-    rd = report.get("repairDirectives") or {}
+    return lines
+
+
+def _md_directives(rd: Mapping[str, Any]) -> list[str]:
+    """The repair directive items (file:line, issue → action, source), or why there are none."""
     items = rd.get("items") or []
-    if items:
-        for it in items:
-            loc = f"`{it['file']}{':' + str(it['line']) if it.get('line') else ''}`" if it.get("file") else _("(no specific file)")
-            lines.append(f"- {loc} — {it.get('issue')} → {it.get('action')} " + _("(source {source})").format(source=it.get("source")))
-    else:
+    if not items:
         reason = rd.get("fallbackReason") or _("this round's report has no structured directives")
-        lines.append(_("(unavailable; read the output tails of the checks above) Reason: {reason}").format(reason=reason))
-    lines += ["", "", visual_section, "", "---", "", str(report.get("message", "")), ""]
-    return "\n".join(lines)
+        return [_("(unavailable; read the output tails of the checks above) Reason: {reason}").format(reason=reason)]
+    lines: list[str] = []
+    for it in items:
+        loc = f"`{it['file']}{':' + str(it['line']) if it.get('line') else ''}`" if it.get("file") else _("(no specific file)")
+        lines.append(f"- {loc} — {it.get('issue')} → {it.get('action')} " + _("(source {source})").format(source=it.get("source")))
+    return lines
 
 
 def write_report(

@@ -41,17 +41,38 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from ..core.i18n import N_, _
-from ..core.procs import run_process, stop_requested
+from ..core.i18n import _
+from ..core.procs import RunResult, run_process, stop_requested
+from .check_result import (
+    ALL_SKIPPED_MARK,
+    ALL_SKIPPED_REASON,
+    CONTRADICTION_MARK,
+    CONTRADICTION_REASON,
+    FAIL_CLOSED_REASONS,
+    NO_COUNT_MARK,
+    NO_COUNT_REASON,
+    NO_REPORT_MARK,
+    NO_REPORT_REASON,
+    OUTPUT_LIMIT_REASON,
+    SKIP_CANCELLED,
+    SKIP_EMPTY,
+    SKIP_EXPLICIT,
+    SPAWN_REASON_PREFIX,
+    ZERO_TEST_MARK,
+    ZERO_TEST_REASON,
+    CheckResult,
+    check_tag,
+    display_reason,
+)
 from .config import CheckDef
 from .directives import output_findings, strip_ansi
 from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
@@ -82,6 +103,7 @@ __all__ = [
     "SKIP_CANCELLED",
     "OUTPUT_TAIL_CHARS",
     "display_reason",
+    "check_tag",
 ]
 
 log = logging.getLogger("tianshu_mcp")
@@ -97,41 +119,6 @@ JSON report) longer than :data:`PARSE_TAIL_BYTES`, or has no count in its last 1
 about 30,000 Go tests; a report's start must be inside it)."""
 _FALLBACK_TIMEOUT_MS = 300_000
 
-# A result's ``reason`` stays this English text (code and stored reports compare it);
-# :func:`display_reason` shows it in the current locale.
-ZERO_TEST_REASON = N_("fail-closed: the command exited 0 but ran no test case")
-ZERO_TEST_MARK = "\n[fail-closed] the command exited 0 but ran no test case"
-ALL_SKIPPED_REASON = N_("fail-closed: the command exited 0 but every test was skipped")
-ALL_SKIPPED_MARK = "\n[fail-closed] the command exited 0 but every test was skipped"
-CONTRADICTION_REASON = N_("fail-closed: the command exited 0 but its output reports failed tests or errors")
-CONTRADICTION_MARK = "\n[fail-closed] the command exited 0 but its output reports failed tests or errors"
-NO_REPORT_REASON = N_("fail-closed: the command exited 0 but wrote no JUnit XML report that could be read (junitXml)")
-NO_REPORT_MARK = "\n[fail-closed] the command exited 0 but wrote no JUnit XML report that could be read (junitXml)"
-NO_COUNT_REASON = N_("fail-closed: a known test runner exited 0 but reported no test count")
-NO_COUNT_MARK = "\n[fail-closed] a known test runner exited 0 but reported no test count"
-FAIL_CLOSED_REASONS = (ZERO_TEST_REASON, ALL_SKIPPED_REASON, CONTRADICTION_REASON, NO_COUNT_REASON)
-"""Every reason a mandatory test check that exited 0 can be failed with."""
-SKIP_EMPTY = N_("empty command")
-SKIP_EXPLICIT = N_("explicit skip command")
-SKIP_CANCELLED = N_("task cancelled, not run")
-SPAWN_REASON_PREFIX = "cannot start command: "
-_OUTPUT_LIMIT_REASON = N_("output limit: the check wrote more than {n} MiB and was stopped")
-_SHOWN_PREFIXES = ((SPAWN_REASON_PREFIX, N_("cannot start command: {detail}")),
-                   ("internal runner error: ", N_("internal runner error: {detail}")))
-
-
-def display_reason(reason: Any) -> str:
-    """A check result's ``reason`` in the current locale (the stored reason keeps its English
-    constants, which code compares: :data:`ZERO_TEST_REASON`, :data:`SPAWN_REASON_PREFIX` …).
-    Unknown text is returned as it is."""
-    text = str(reason)
-    if text in (*FAIL_CLOSED_REASONS, NO_REPORT_REASON, SKIP_EMPTY, SKIP_EXPLICIT, SKIP_CANCELLED):
-        return _(text)
-    for prefix, template in _SHOWN_PREFIXES:
-        if text.startswith(prefix):
-            return _(template).format(detail=text[len(prefix):])
-    m = re.fullmatch(r"output limit: the check wrote more than (\d+) MiB and was stopped", text)
-    return _(_OUTPUT_LIMIT_REASON).format(n=m.group(1)) if m else text
 MAX_OUTPUT_BYTES = 256 << 20  # a check writing more is stopped (a runaway `yes` must not fill the disk)
 
 
@@ -141,27 +128,7 @@ def _now_iso() -> str:
 
 def skip_result(name: str, cmd: str, reason: str, optional: bool = False) -> dict[str, Any]:
     """A skipped CheckResult (20-acceptance §3.2): ``passed`` True, ``exitCode`` None, durationMs 0."""
-    out: dict[str, Any] = {
-        "name": name,
-        "cmd": cmd,
-        "passed": True,
-        "durationMs": 0,
-        "exitCode": None,
-        "outputTail": "",
-        "timeout": False,
-        "skipped": True,
-        "reason": reason,
-    }
-    if optional:
-        out["optional"] = True
-    out["aborted"] = False
-    return out
-
-
-def check_tag(c: Mapping[str, Any]) -> str:
-    """A check result's outcome as one word: ``SKIP``, ``PASS``, ``ABORTED`` (stopped by a cancel:
-    no verdict on the work) or ``FAIL`` — in the reports, the flow-run log and the checks table."""
-    return "SKIP" if c.get("skipped") else "PASS" if c.get("passed") else "ABORTED" if c.get("aborted") else "FAIL"
+    return CheckResult.skip(name, cmd, reason, optional).to_json()
 
 
 TOOL_DIRS = (".venv/bin", "node_modules/.bin")
@@ -283,20 +250,8 @@ def run_check(
                     tool_dirs, extra_env)
     except Exception as exc:  # noqa: BLE001 - a check must never raise
         log.exception("check %s crashed in the runner", name)
-        out: dict[str, Any] = {
-            "name": name,
-            "cmd": display,
-            "passed": False,
-            "durationMs": 0,
-            "exitCode": None,
-            "outputTail": f"[runner-error] {exc}",
-            "timeout": False,
-            "reason": f"internal runner error: {exc}",
-        }
-        if check.optional:
-            out["optional"] = True
-        out["aborted"] = False
-        return out
+        return CheckResult(name=name, cmd=display, passed=False, output_tail=f"[runner-error] {exc}",
+                           reason=f"internal runner error: {exc}", optional=bool(check.optional)).to_json()
 
 
 def _run(
@@ -312,18 +267,10 @@ def _run(
     tool_dirs: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    part = parts_dir_for(log_path) / part_file_name(index, check.name)
-    log_note = ""
-    try:
-        part.parent.mkdir(parents=True, exist_ok=True)
-        with open(part, "wb"):
-            pass
-    except OSError as exc:
-        log_note = f"[log-error] {exc}\n"
-        fd, tmp = tempfile.mkstemp(prefix="tianshu-check-", suffix=".log")
-        os.close(fd)
-        part = Path(tmp)
-        merge = True
+    """Run the check into its part file (a temporary file with a ``[log-error]`` note when the part
+    cannot be created), read its output back, merge the part into ``log_path`` (``merge``) and
+    build the result (see :func:`run_check`)."""
+    part, log_note, merge = _open_part(log_path, index, check.name, merge)
     header = f"\n=== check: {check.name} — {' '.join(argv)} @ {_now_iso()} ===\n"
     start = len(header.encode("utf-8"))
     env = check_env(project, tool_dirs=tool_dirs, extra_env=extra_env)
@@ -339,11 +286,58 @@ def _run(
         max_output_bytes=MAX_OUTPUT_BYTES,
     )
     tail = strip_ansi(log_note + _read_tail(part, start))[-OUTPUT_TAIL_CHARS:]
+    output = _read_output(check, argv, project, part, start, res, started_at)
+    if output.junit is not None:
+        tail = (tail + f"\n[junit-xml] {output.junit.note}")[-OUTPUT_TAIL_CHARS:]
+    if log_note and part.parent == Path(tempfile.gettempdir()):
+        part.unlink(missing_ok=True)
+    elif merge:
+        _merge_part(part, log_path)
+        _remove_dir_if_empty(part.parent)
+    return _result(check, argv, display, project, env, res, tail, output).to_json()
+
+
+def _open_part(log_path: Path, index: int, name: str, merge: bool) -> tuple[Path, str, bool]:
+    """``(part file, log note, merge)``: the check's part file, created empty; when it cannot be,
+    a temporary file instead, a ``[log-error]`` note for the tail and ``merge`` forced on."""
+    part = parts_dir_for(log_path) / part_file_name(index, name)
+    try:
+        part.parent.mkdir(parents=True, exist_ok=True)
+        with open(part, "wb"):
+            pass
+    except OSError as exc:
+        fd, tmp = tempfile.mkstemp(prefix="tianshu-check-", suffix=".log")
+        os.close(fd)
+        return Path(tmp), f"[log-error] {exc}\n", True
+    return part, "", merge
+
+
+@dataclass
+class _Output:
+    """What a check's output says beyond its tail.
+
+    Attributes:
+        is_test: the check runs tests (``junitXml``, or a test command) and could start.
+        counts: the test counts (the JUnit XML's before any text heuristic), or None.
+        junit: the JUnit XML reports this run wrote (``junitXml`` set and the check started), or None.
+        wide: the output's last :data:`PARSE_TAIL_BYTES` (:data:`MACHINE_TAIL_BYTES` for a
+            machine-readable form) for a test check or a failed one, else ``""``: what the counts
+            and the repair directives of a failed check come from (more than the tail).
+    """
+
+    is_test: bool
+    counts: TestCounts | None
+    junit: JUnitResult | None
+    wide: str
+
+
+def _read_output(check: CheckDef, argv: list[str], project: str | os.PathLike[str], part: Path, start: int,
+                 res: RunResult, started_at: float) -> _Output:
+    """The counts and the wide output of a check run (see :class:`_Output`); a parser bug is logged,
+    never raised."""
     counts: TestCounts | None = None
     junit = _junit(check, project, started_at) if res.error is None and check.junit_xml else None
     is_test = res.error is None and (bool(check.junit_xml) or is_test_check(check.name, argv))
-    # the output's last PARSE_TAIL_BYTES (MACHINE_TAIL_BYTES for a machine-readable form): what the
-    # counts come from, and the repair directives of a failed check (more than the tail)
     wide = _read_tail(part, start, PARSE_TAIL_BYTES) if is_test or (res.error is None and not res.ok) else ""
     if junit is not None and junit.counts is not None:
         counts = junit.counts  # the XML before any text heuristic
@@ -355,49 +349,50 @@ def _run(
                 counts = parse_tests(wide, argv) or counts
         except Exception:  # noqa: BLE001 - a parser bug must not break the check
             log.exception("could not parse the test output of check %s", check.name)
-    if junit is not None:
-        tail = (tail + f"\n[junit-xml] {junit.note}")[-OUTPUT_TAIL_CHARS:]
-    if log_note and part.parent == Path(tempfile.gettempdir()):
-        part.unlink(missing_ok=True)
-    elif merge:
-        _merge_part(part, log_path)
-        _remove_dir_if_empty(part.parent)
-    result: dict[str, Any] = {
-        "name": check.name,
-        "cmd": display,
-        "passed": res.ok,
-        "durationMs": res.duration_ms,
-        "exitCode": None if (res.error is not None or res.timed_out or res.killed or res.output_limited) else res.exit_code,
-        "outputTail": tail,
-        "timeout": res.timed_out,
-    }
+    return _Output(is_test=is_test, counts=counts, junit=junit, wide=wide)
+
+
+def _result(check: CheckDef, argv: list[str], display: str, project: str | os.PathLike[str], env: Mapping[str, str],
+            res: RunResult, tail: str, output: _Output) -> CheckResult:
+    """The check's result: a spawn failure gets its reason (``cannot start command: …``); a
+    mandatory test check that exited 0 may be failed closed (:func:`_fail_closed`; with
+    ``junitXml``, no readable report fails it); a failed check gets ``findings`` from its wide
+    output (not when its JUnit XML names the failures)."""
+    junit = output.junit
+    result = CheckResult(
+        name=check.name,
+        cmd=display,
+        passed=res.ok,
+        duration_ms=res.duration_ms,
+        exit_code=None if (res.error is not None or res.timed_out or res.killed or res.output_limited) else res.exit_code,
+        output_tail=tail,
+        timeout=res.timed_out,
+        optional=bool(check.optional),
+        aborted=res.killed,
+        tests=output.counts.to_json() if output.counts is not None else None,
+        junit=junit.to_json() if junit is not None else None,
+    )
     if res.output_limited:
-        result["reason"] = _OUTPUT_LIMIT_REASON.format(n=MAX_OUTPUT_BYTES // (1 << 20))
+        result.reason = OUTPUT_LIMIT_REASON.format(n=MAX_OUTPUT_BYTES // (1 << 20))
     if res.error is not None:
         if "[spawn-error]" not in tail:
-            result["outputTail"] = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
-        result["reason"] = f"{SPAWN_REASON_PREFIX}{_spawn_hint(argv[0], project, env)} ({res.error})"
-    elif not check.optional and result["passed"] and result["exitCode"] == 0 and is_test:
+            result.output_tail = (tail + f"\n[spawn-error] {res.error}")[-OUTPUT_TAIL_CHARS:]
+        result.reason = f"{SPAWN_REASON_PREFIX}{_spawn_hint(argv[0], project, env)} ({res.error})"
+    elif not check.optional and result.passed and result.exit_code == 0 and output.is_test:
         if junit is not None and junit.counts is None:
             closed: tuple[str, str] | None = (NO_REPORT_REASON, NO_REPORT_MARK)  # declared, none usable
         else:
-            closed = _fail_closed(tail, counts, from_xml=junit is not None, known=names_runner(argv))
+            closed = _fail_closed(tail, output.counts, from_xml=junit is not None, known=names_runner(argv))
         if closed is not None:
             reason, mark = closed
-            result["passed"] = False
-            result["outputTail"] = (tail + mark)[-OUTPUT_TAIL_CHARS:]
-            result["reason"] = reason
-    if check.optional:
-        result["optional"] = True
-    result["aborted"] = res.killed
-    if counts is not None:
-        result["tests"] = counts.to_json()
-    if not result["passed"] and wide and not (junit is not None and junit.failures):
-        findings = output_findings(wide, counts.runner if counts else "", str(project), check.name, display)
+            result.passed = False
+            result.output_tail = (tail + mark)[-OUTPUT_TAIL_CHARS:]
+            result.reason = reason
+    if not result.passed and output.wide and not (junit is not None and junit.failures):
+        counts = output.counts
+        findings = output_findings(output.wide, counts.runner if counts else "", str(project), check.name, display)
         if findings:  # read from more of the output than outputTail holds
-            result["findings"] = findings
-    if junit is not None:
-        result["junit"] = junit.to_json()
+            result.findings = findings
     return result
 
 

@@ -5,7 +5,7 @@ pytest). :func:`ignored_snapshot` records the ignored entries when the task star
 since. The pristine tree never contains them, so they force a pristine run.
 
 Bytecode caches are not read here: verification's runs load no bytecode from the tree
-(``PYTHONPYCACHEPREFIX`` points to verification's own cache, see :func:`.judge.pycache_home`).
+(``PYTHONPYCACHEPREFIX`` points to verification's own cache, see :func:`.pycache.pycache_home`).
 """
 
 from __future__ import annotations

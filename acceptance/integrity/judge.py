@@ -28,8 +28,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import tempfile
 import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -54,6 +52,7 @@ from .infra import InfraKind, id_argv, infra_rules
 from .inventory import Evidence, compare
 from .models import HoldoutCheck, IntegrityPolicy
 from .pristine import AgentChanges, PristineTree, agent_changes, pristine_tree
+from .pycache import prune_pycache, pycache_home
 from .targets import Target, TargetStatus, brief_targets, describe, judge_target, match
 
 __all__ = ["IntegritySession", "IntegrityOutcome", "pycache_home", "test_check_indices"]
@@ -89,6 +88,39 @@ def test_check_indices(defs: Sequence[CheckDef], project: str | os.PathLike[str]
     agent, so it is judged too)."""
     return [i for i, d in enumerate(defs) if not d.optional and (
         d.junit_xml or is_test_check(d.name, d.cmd) or infra_rules([d.cmd], Path(project)).argv_files)]
+
+
+@dataclass
+class _RoundEvidence:
+    """The evidence of a round's test checks, by check index, as :meth:`IntegritySession._judge`
+    gathers and judges it.
+
+    Attributes:
+        main: the round's checks as run (:meth:`IntegritySession.main_defs`).
+        agent: evidence on the agent's tree.
+        base: evidence at the baseline (the baseline run's cached entries).
+        pristine: evidence on the pristine tree (when the test checks ran there).
+        pristine_results: the pristine run's check results.
+        excused_agent: checks whose failure on the agent's tree is excused as a known flake.
+        excused_pristine: the same on the pristine tree.
+        judged: the evidence each check is judged by (pristine when it ran there, else the agent's).
+        lost: checks whose baseline tests no longer all ran where judged.
+    """
+
+    main: list[CheckDef]
+    agent: dict[int, Evidence]
+    base: dict[int, Evidence]
+    pristine: dict[int, Evidence] = field(default_factory=dict)
+    pristine_results: dict[int, Mapping[str, Any]] = field(default_factory=dict)
+    excused_agent: set[int] = field(default_factory=set)
+    excused_pristine: set[int] = field(default_factory=set)
+    judged: dict[int, Evidence] = field(default_factory=dict)
+    lost: set[int] = field(default_factory=set)
+
+
+def _ok(ev: Evidence | None, excused: bool) -> bool:
+    """Passed, or failed only as an excused flake."""
+    return ev is not None and (ev.status == "passed" or excused)
 
 
 class IntegritySession:
@@ -236,7 +268,7 @@ class IntegritySession:
         for t in self._threads:
             t.join()
         self._stack.close()
-        _prune_pycache(self._pycache)
+        prune_pycache(self._pycache)
 
     def _evidence(self, defs: Sequence[CheckDef], results: Sequence[Mapping[str, Any]], log_path: Path,
                   wt: str | None = None) -> list[Evidence]:
@@ -249,18 +281,43 @@ class IntegritySession:
         return out
 
     def _judge(self, results: Sequence[Mapping[str, Any]], log_path: Path, out: IntegrityOutcome) -> None:
+        """Judge the round into ``out``, report keys in this order: policy and test checks, changed
+        test infrastructure, the pristine run, flakes, the inventory, targets, test-aware production
+        code, assertions, holdout checks, claims."""
         rep = out.report
-        protect = self.policy is IntegrityPolicy.PROTECT
         rep.update(policy=self.policy.value, testChecks=[self.defs[i].name for i in self.tests])
         infra_changed = sorted(self.changes.infra)
         rep["changedTestInfra"] = infra_changed[:100]
+        ev = self._gather(results, log_path, out, infra_changed)
+        rep["flaky"] = self._flakes(ev, out)
+        self._judge_pristine(ev, out)
+        rep["inventory"] = self._inventory(ev, out)
+        rep["targets"] = self._targets(ev, out)
+        top = Path(self._top())
+        rep["testAware"] = self._test_aware(top, out)
+        rep["assertions"] = self._assertions(top)  # test files the agent edited: assertions before and after
+        if self.holdout:  # holdout checks, on the pristine tree, after the visible ones
+            rows_h, failed_areas = run_holdout(self.holdout, self.tree, holdout_log_path(self.task_dir, self.round),
+                                               self.timeout_ms, self.should_stop)
+            rep["holdout"] = rows_h
+            for area in failed_areas:
+                out.blocking.append({"code": "HOLDOUT_FAILED", "message": _(
+                    "a hidden check failed (behaviour area: {area})").format(area=area)})
+        self._claims(results, ev, out)
+        if not self.tests:
+            self.notes.append(_("no test check ran: the test inventory and the pristine tree had nothing to compare"))
+
+    def _gather(self, results: Sequence[Mapping[str, Any]], log_path: Path, out: IntegrityOutcome,
+                infra_changed: list[str]) -> _RoundEvidence:
+        """The test checks' evidence on the agent's tree, at the baseline and on the pristine tree
+        (``report["pristine"]``). Under ``protect``, changed test infrastructure without a pristine
+        tree to judge on is ``TAMPERING``."""
         main = self.main_defs()
         a_ev = self._evidence([main[i] for i in self.tests], [results[i] for i in self.tests], log_path)
-        a_by = dict(zip(self.tests, a_ev))
-        b_by = {i: Evidence.from_entry(self._base[check_key(self.defs[i])])
-                for i in self.tests if check_key(self.defs[i]) in self._base}
-        p_by: dict[int, Evidence] = {}
-        p_res: dict[int, Mapping[str, Any]] = {}
+        ev = _RoundEvidence(main=main, agent=dict(zip(self.tests, a_ev)), base={
+            i: Evidence.from_entry(self._base[check_key(self.defs[i])])
+            for i in self.tests if check_key(self.defs[i]) in self._base})
+        rep = out.report
         if self.tree is not None:
             rep["pristine"] = {"built": True, "differs": self.tree.differs, "restored": self.tree.restored[:100],
                                "ignoredPlanted": self.changes.ignored[:100],
@@ -269,27 +326,30 @@ class IntegritySession:
             self.notes.extend(self.tree.notes)
         if self._pristine is not None and self.tree is not None:
             p_ev = self._evidence(self._pristine_defs, self._pristine, self._log("pristine"), wt=str(self.tree.project))
-            p_by = dict(zip(self.tests, p_ev))
-            p_res = dict(zip(self.tests, self._pristine))
+            ev.pristine = dict(zip(self.tests, p_ev))
+            ev.pristine_results = dict(zip(self.tests, self._pristine))
             rep["pristine"]["checks"] = [
                 {"name": r.get("name"), "passed": bool(r.get("passed")), "exitCode": r.get("exitCode"),
                  "reason": r.get("reason"), "tests": r.get("tests")} for r in self._pristine]
-        elif protect and infra_changed and self.tests and self.tree is None:
+        elif self.policy is IntegrityPolicy.PROTECT and infra_changed and self.tests and self.tree is None:
             out.blocking.append({"code": "TAMPERING", "message": _(
                 "the agent changed test infrastructure ({files}) and the pristine tree to judge without those "
                 "changes could not be built").format(files=", ".join(infra_changed[:10]))})
-        # flakes: re-run failing checks on the tree where they failed
+        return ev
+
+    def _flakes(self, ev: _RoundEvidence, out: IntegrityOutcome) -> list[dict[str, Any]]:
+        """Re-run failing test checks on the tree where they failed (:func:`.flakes.judge_flakes`):
+        ``report["flaky"]``. A failure already flaky at the baseline is excused (on the agent's tree:
+        not counted, with a note); a new flake is noted and counted."""
         flakes: list[dict[str, Any]] = []
-        excused_a: set[int] = set()
-        excused_p: set[int] = set()
         for i in self.tests:
-            for where, ev, cwd, d in (("agent", a_by.get(i), self.project, main[i]),
-                                      ("pristine", p_by.get(i), self.tree.project if self.tree else None,
-                                       self._pristine_defs[self.tests.index(i)] if p_by else None)):
-                if ev is None or cwd is None or d is None or ev.status != "failed":
+            for where, e, cwd, d in (("agent", ev.agent.get(i), self.project, ev.main[i]),
+                                     ("pristine", ev.pristine.get(i), self.tree.project if self.tree else None,
+                                      self._pristine_defs[self.tests.index(i)] if ev.pristine else None)):
+                if e is None or cwd is None or d is None or e.status != "failed":
                     continue
                 v: FlakeVerdict = judge_flakes(
-                    d, cwd, ev, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS, self.extra_env,
+                    d, cwd, e, self._log("flaky"), self.timeout_ms, self.should_stop, FLAKE_RERUNS, self.extra_env,
                     base_entry=self._base.get(check_key(self.defs[i])), project=self.project,
                     baseline_dir=self.baseline_dir, baseline=self.baseline, base_def=self.defs[i],
                     wt=str(cwd) if where == "pristine" else None)
@@ -297,25 +357,25 @@ class IntegritySession:
                     flakes.append({"check": self.defs[i].name, "tree": where, "ids": v.flaky[:50],
                                    "flakyAtBaseline": v.at_baseline[:50], "excused": v.excused})
                 if v.excused:
-                    (excused_a if where == "agent" else excused_p).add(i)
+                    (ev.excused_agent if where == "agent" else ev.excused_pristine).add(i)
                     if where == "agent":
                         out.not_counted.add(i)
                         out.check_notes[i] = _("flaky: failed, then passed on retry; already flaky at the baseline")
                 elif v.flaky and where == "agent":
                     out.check_notes[i] = _("flaky: passed on retry, but was not flaky at the baseline (counted)")
-        rep["flaky"] = flakes
+        return flakes
 
-        def ok(ev: Evidence | None, excused: bool) -> bool:
-            return ev is not None and (ev.status == "passed" or excused)
-
-        judged: dict[int, Evidence] = {}
+    def _judge_pristine(self, ev: _RoundEvidence, out: IntegrityOutcome) -> None:
+        """Where each test check is judged (``ev.judged``): the pristine tree when it ran there, else
+        the agent's tree. Passing on the agent's tree but failing on the pristine one is ``TAMPERING``."""
         for i in self.tests:
-            a_ok = ok(a_by.get(i), i in excused_a)
-            if i in p_by:
-                judged[i] = p_by[i]
-                if a_ok and not ok(p_by[i], i in excused_p):
-                    failing = p_by[i].ids.failed_ids[:5] if p_by[i].ids else []
-                    why = str(p_res[i].get("reason") or "")
+            a_ok = _ok(ev.agent.get(i), i in ev.excused_agent)
+            if i in ev.pristine:
+                p = ev.pristine[i]
+                ev.judged[i] = p
+                if a_ok and not _ok(p, i in ev.excused_pristine):
+                    failing = p.ids.failed_ids[:5] if p.ids else []
+                    why = str(ev.pristine_results[i].get("reason") or "")
                     out.blocking.append({"code": "TAMPERING", "message": _(
                         "check '{check}' passes on the agent's tree but fails with the baseline's tests{ids}{why}; "
                         "the test infrastructure the agent changed is not used to judge: {files}").format(
@@ -323,80 +383,78 @@ class IntegritySession:
                             why=f" ({why})" if why and not failing else "",
                             files=", ".join([*self.tree.restored, *self.tree.excluded, *self.tree.merged][:10])
                             if self.tree else "")})
-            elif i in a_by:
-                judged[i] = a_by[i]
-        # inventory: baseline tests that no longer ran where the round is judged
+            elif i in ev.agent:
+                ev.judged[i] = ev.agent[i]
+
+    def _inventory(self, ev: _RoundEvidence, out: IntegrityOutcome) -> list[dict[str, Any]]:
+        """Baseline tests that no longer ran where the round is judged (``report["inventory"]``,
+        ``ev.lost``): ``TESTS_REMOVED`` under ``protect`` when the check passes now, else a note."""
+        protect = self.policy is IntegrityPolicy.PROTECT
         inv = []
-        lost: set[int] = set()
-        for i, now in judged.items():
-            base = b_by.get(i)
+        for i, now in ev.judged.items():
+            base = ev.base.get(i)
             if base is None:
                 continue
             res = compare(base, now)
             row = res.to_json(self.defs[i].name)
-            row["tree"] = "pristine" if i in p_by else "agent"
+            row["tree"] = "pristine" if i in ev.pristine else "agent"
             inv.append(row)
             if not res.lost:
                 continue
-            lost.add(i)
+            ev.lost.add(i)
             what = (", ".join(res.removed[:10]) + (_(" … {n} more").format(n=len(res.removed) - 10)
                                                    if len(res.removed) > 10 else "")) if res.level == "ids" else \
                 _("{b} ran at the baseline, {n} now").format(b=res.baseline_ran, n=res.now_ran or 0)
             msg = _("tests of check '{check}' that ran at the baseline no longer run (removed, skipped, xfail, "
                     "deselected or filtered): {what}").format(check=self.defs[i].name, what=what)
-            passed_now = ok(now, (i in excused_p) if i in p_by else (i in excused_a))
+            passed_now = _ok(now, (i in ev.excused_pristine) if i in ev.pristine else (i in ev.excused_agent))
             if protect and passed_now:
                 out.blocking.append({"code": "TESTS_REMOVED", "message": msg})
             else:
                 self.notes.append(msg)
             row["blocking"] = protect and passed_now
-        rep["inventory"] = inv
-        # targets
-        base_ids = {t for ev in b_by.values() for t in ev.ran}
+        return inv
+
+    def _targets(self, ev: _RoundEvidence, out: IntegrityOutcome) -> list[dict[str, Any]]:
+        """The named targets (``targetTests``, then those of the brief): ``report["targets"]``; one
+        that did not pass is ``TARGET_FAILED`` (unless integrity is off)."""
+        base_ids = {t for e in ev.base.values() for t in e.ran}
         targets = [Target(t, "targetTests") for t in self.target_tests] + [
             t for t in brief_targets(self.task_text, base_ids) if not any(t.target == x for x in self.target_tests)]
         rows = []
         for t in targets:
-            status, where, ids = self._target(t, judged, a_by, b_by, lost)
+            status, where, ids = self._target(t, ev.judged, ev.agent, ev.base, ev.lost)
             rows.append({"target": t.target, "source": t.source, "status": status, "where": where, "ids": ids[:10]})
             if status != TargetStatus.PASSED and self.policy is not IntegrityPolicy.OFF:
                 out.blocking.append({"code": "TARGET_FAILED", "message": _("target test {target} {status}").format(
                     target=t.target, status=describe(status))})
-        rep["targets"] = rows
-        # production code that detects the test run
-        top = Path(self._top())
+        return rows
+
+    def _test_aware(self, top: Path, out: IntegrityOutcome) -> list[dict[str, Any]]:
+        """Production code the agent changed that detects the test run (``report["testAware"]``):
+        ``TAMPERING``."""
         prod = [p for p in self.changes.paths if self.changes.infra.get(p) in (None, InfraKind.EMBEDDED)]
         untracked = set(self.baseline.pre_existing_untracked)
         r = run_git(["ls-files", "--others", "--exclude-standard", "-z"], top)
         untracked |= {p for p in r.stdout.split("\0") if p} if r.ok else set()
         hits = scan_added_lines(top, self.baseline.head, prod, untracked, self.rules)
-        rep["testAware"] = [h.to_json() for h in hits]
         if hits:
             out.blocking.append({"code": "TAMPERING", "message": _(
                 "production code the agent changed detects the test run or defeats its assertions: {where}").format(
                     where="; ".join(f"{h.file}:{h.line}: {h.text.strip()[:80]}" for h in hits[:5]))})
-        # test files the agent edited: assertions before and after (reported)
-        rep["assertions"] = self._assertions(top)
-        # holdout checks, on the pristine tree, after the visible ones
-        if self.holdout:
-            rows_h, failed_areas = run_holdout(self.holdout, self.tree, holdout_log_path(self.task_dir, self.round),
-                                               self.timeout_ms, self.should_stop)
-            rep["holdout"] = rows_h
-            for area in failed_areas:
-                out.blocking.append({"code": "HOLDOUT_FAILED", "message": _(
-                    "a hidden check failed (behaviour area: {area})").format(area=area)})
-        # claims (advisory)
+        return [h.to_json() for h in hits]
+
+    def _claims(self, results: Sequence[Mapping[str, Any]], ev: _RoundEvidence, out: IntegrityOutcome) -> None:
+        """The agent's claims compared with the evidence (advisory): ``claims``, ``unsupportedClaims``."""
         failing = [str(results[i].get("name")) for i in range(len(results))
                    if not results[i].get("passed") and not results[i].get("skipped") and i not in out.not_counted]
-        failing += [t for ev in judged.values() if ev.ids for t in ev.ids.failed_ids]
+        failing += [t for e in ev.judged.values() if e.ids for t in e.ids.failed_ids]
         passed = sum(int((results[i].get("tests") or {}).get("passed") or 0) for i in self.tests)
-        ran_ids = {t for ev in [*a_by.values(), *p_by.values()] for t in ev.ran}
+        ran_ids = {t for e in [*ev.agent.values(), *ev.pristine.values()] for t in e.ran}
         claims = check_claims(self.agent_message, failing=failing, passed_count=passed if self.tests else None,
                               ran_ids=ran_ids, changed_files=self.changes.paths)
-        rep["claims"] = [c.to_json() for c in claims]
-        rep["unsupportedClaims"] = [c.to_json() for c in claims if c.why]
-        if not self.tests:
-            self.notes.append(_("no test check ran: the test inventory and the pristine tree had nothing to compare"))
+        out.report["claims"] = [c.to_json() for c in claims]
+        out.report["unsupportedClaims"] = [c.to_json() for c in claims if c.why]
 
     def _target(self, t: Target, judged: Mapping[int, Evidence], a_by: Mapping[int, Evidence],
                 b_by: Mapping[int, Evidence], lost: set[int]) -> tuple[str, str, list[str]]:
@@ -442,35 +500,3 @@ class IntegritySession:
                 self.notes.append(_("test files lost assertions: {files}").format(files=", ".join(
                     f"{r['file']} ({r['before']} → {r['after'] or 0})" for r in lost[:10])))
         return rows[:50]
-
-
-def pycache_home() -> Path:
-    """Verification's bytecode cache: ``<system temp>/tianshu-pycache-<uid>``, made mode 0700.
-    A directory of that name owned by another user (who could plant bytecode in it) is not used:
-    a fresh private temporary directory is, for this process. Never raises."""
-    path = Path(tempfile.gettempdir()) / f"tianshu-pycache-{os.getuid()}"
-    try:
-        path.mkdir(mode=0o700, exist_ok=True)
-        st = path.lstat()
-        if st.st_uid == os.getuid() and not path.is_symlink() and not st.st_mode & 0o022:
-            return path
-    except OSError:
-        pass
-    global _private_pycache
-    if _private_pycache is None:
-        _private_pycache = Path(tempfile.mkdtemp(prefix="tianshu-pycache-"))
-    return _private_pycache
-
-
-_private_pycache: Path | None = None
-
-
-def _prune_pycache(prefix: Path) -> None:
-    """Drop the bytecode of worktrees that are gone (their temporary paths never come back)."""
-    mirror = prefix / Path(tempfile.gettempdir()).resolve().relative_to("/")
-    try:
-        for entry in mirror.glob("tianshu-baseline-*"):
-            if not (Path("/") / entry.relative_to(prefix)).exists():
-                shutil.rmtree(entry, ignore_errors=True)
-    except OSError:
-        pass

@@ -1,6 +1,6 @@
 """The per-language rules of the change signals (20-acceptance §4.4, issue §6): what a test file is,
 and the patterns and line tests of ``debugLeftover``, ``skippedOrOnlyTests``, ``deletedTests``,
-``weakenedTests`` and ``acceptanceTampering``. :func:`.signals.scan_changes` applies them.
+``weakenedTests`` and ``acceptanceTampering``. The steps of :func:`.scan.scan_changes` apply them.
 Plain Python, no I/O.
 """
 
