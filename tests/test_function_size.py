@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_FUNCTION_LINES = 80
 
 CHECKED_PATHS: tuple[str, ...] = (
+    "flows",
+    "tasks",
     "acceptance/engine",
     "acceptance/git_changes",
     "acceptance/signals",

@@ -1,5 +1,7 @@
-"""Layering: a layer never imports the layers above it (README "Layout"). Acceptance is plain
-Python that judges work: it never imports adapters, tasks, flows, mcp_server or deployments.
+"""Layering: a layer never imports the layers above it (README "Layout"): mcp_server →
+deployments → flows → tasks → {adapters, acceptance} → core, one way (so no cycle between layers),
+and adapters and acceptance never import each other. Acceptance is plain Python that judges
+work: it never imports adapters, tasks, flows, mcp_server or deployments.
 
 Pure ``ast`` over the source files (relative imports resolved against the file's package):
 nothing is imported or run.
@@ -14,7 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "tianshu_mcp"
 
 FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
+    "core": ("adapters", "acceptance", "tasks", "flows", "deployments", "mcp_server"),
+    "adapters": ("acceptance", "tasks", "flows", "deployments", "mcp_server"),
     "acceptance": ("adapters", "tasks", "flows", "mcp_server", "deployments"),
+    "tasks": ("flows", "deployments", "mcp_server"),
+    "flows": ("deployments", "mcp_server"),
+    "deployments": ("mcp_server",),
 }
 """Per layer (a top-level folder), the layers its modules may not import."""
 
