@@ -240,6 +240,9 @@ def check_fields(fields: Mapping[str, Any], foreign: bool = False) -> dict[str, 
         foreign: True for fields copied from another record (a remote worker's, which may be a
             newer version): undeclared names are kept as they are instead of refused.
 
+    Values are validated in pydantic's lax mode: an unambiguous form is written as the field's
+    type (``"3"`` → 3 for an integer); an enum value must be a member.
+
     Raises:
         ValueError: an undeclared field name (unless ``foreign``), or a value that is not of the
             field's type (e.g. an ``errorType`` outside :class:`ErrorType`).
@@ -297,6 +300,37 @@ def load_record(raw: Mapping[str, Any]) -> TaskRecord:
         ValueError: not a record (see :func:`migrate`; pydantic's ValidationError is a ValueError).
     """
     return TaskRecord.model_validate(migrate(raw))
+
+
+def read_record(raw: Mapping[str, Any]) -> tuple[TaskRecord, dict[str, Any]]:
+    """The typed view of a record as a reader needs it, whatever else is in the file: a value
+    this version cannot read (a newer worker's enum member, a damaged type) is left out of the
+    view instead of sinking the whole record, and so is a newer ``recordVersion`` (its fields
+    are read as far as they are this version's). The file itself is never changed here.
+
+    Returns:
+        ``(record, unread)``: the view and the declared fields left out of it, with their values.
+
+    Raises:
+        ValueError: not a record at all (no ``taskId``/``createdAt`` string).
+    """
+    data = dict(raw)
+    unread: dict[str, Any] = {}
+    try:
+        data = migrate(data)
+    except ValueError:
+        unread["recordVersion"] = data.pop("recordVersion", None)
+    for _ in range(len(FIELDS)):
+        try:
+            return TaskRecord.model_validate(data), unread
+        except ValidationError as exc:
+            names = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+            bad = names & (FIELDS - {"taskId", "createdAt"})
+            if not bad:
+                raise ValueError(f"not a task record: {exc.errors()[0]['msg']}") from None
+            for name in bad:
+                unread[name] = data.pop(name)
+    raise ValueError("not a task record")  # pragma: no cover - every pass removes a field
 
 
 def dump_record(record: TaskRecord) -> dict[str, Any]:

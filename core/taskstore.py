@@ -18,7 +18,7 @@ from . import webhooks
 from .files import append_jsonl, atomic_write_json, read_json_safe, read_jsonl_tail
 from .ids import is_record_id
 from .model import AGENT_EVENT_NAMES
-from .record import RECORD_FILE, RECORD_VERSION, TaskRecord, check_fields, load_record
+from .record import RECORD_FILE, RECORD_VERSION, TaskRecord, check_fields, read_record
 from .settings import data_home
 
 
@@ -124,11 +124,12 @@ class TaskStore:
         return self.dir(task_id) / RECORD_FILE
 
     def load(self, task_id: str) -> TaskRecord | None:
-        """The typed record (:func:`core.record.load_record`), None when absent, unreadable or
-        not a valid record."""
+        """The typed view of the record (:func:`core.record.read_record`: a value this version
+        cannot read, such as a newer worker's enum member, is left out of the view, never
+        sinking the record); None when absent, unreadable or not a record at all."""
         raw = self.read(task_id)
         try:
-            return load_record(raw) if raw is not None else None
+            return read_record(raw)[0] if raw is not None else None
         except ValueError:
             return None
 

@@ -31,7 +31,6 @@ from ..core.record import (
     RoundVerdict,
     TaskRecord,
     VerificationSource,
-    load_record,
 )
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
@@ -209,14 +208,9 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     """The body of :func:`run_task_flow` (same arguments and result): prepare, find the first
     round, then run rounds until :func:`.policy.decide` ends the task."""
     st = store()
-    raw = st.read(task_id)
-    if raw is None:
-        return Failed(message=f"task {task_id} has no task.json under {st.root}")
-    try:
-        meta = load_record(raw)
-    except ValueError as exc:
-        return finish(task_id, TaskStatus.FAILED, f"task {task_id}: its task.json cannot be read ({exc})",
-                      ErrorType.INTERNAL)
+    meta = st.load(task_id)
+    if meta is None:
+        return Failed(message=f"task {task_id} has no readable task.json under {st.root}")
     prepared = _prepare(task_id, project_path, agent_id, auto_verify, meta)
     if isinstance(prepared, State):
         return prepared

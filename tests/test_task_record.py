@@ -23,6 +23,7 @@ from tianshu_mcp.core.record import (
     dump_record,
     load_record,
     migrate,
+    read_record,
 )
 from tianshu_mcp.core.taskstore import TaskStore
 
@@ -140,12 +141,28 @@ def test_a_newer_workers_fields_are_kept_as_they_are(tmp_path: Path) -> None:
     out = store.update_foreign(rec["taskId"], {"futureField": {"x": 1}, "roundsUsed": 2})
     assert out["futureField"] == {"x": 1} and out["roundsUsed"] == 2
     assert load_record(out).model_extra == {"futureField": {"x": 1}}
-    # a value a newer version added to a closed set is kept in the file; the typed view refuses it
-    out = store.update_foreign(rec["taskId"], {"errorType": "a_newer_error"})
+    # a value a newer version added to a closed set is kept in the file; the strict load refuses
+    # it, the reader's view leaves just that value out (the rest of the record still counts)
+    out = store.update_foreign(rec["taskId"], {"errorType": "a_newer_error", "isolation": "worktree"})
     assert out["errorType"] == "a_newer_error" and store.read(rec["taskId"]) == out
     with pytest.raises(ValueError):
         load_record(out)
-    assert store.load(rec["taskId"]) is None
+    view = store.load(rec["taskId"])
+    assert view is not None and view.errorType is None and view.isolation == "worktree" and view.roundsUsed == 2
+
+
+def test_the_readers_view_survives_damaged_values_and_newer_versions() -> None:
+    """Breaker finding: one unreadable value (errorType "exploded", recordVersion 2) made the
+    whole record unreadable, so verify_task judged a worktree task's project instead of its
+    worktree and a rework ended failed/internal."""
+    raw = json.loads((Path(__file__).parent / "data" / "task_records" / "worktree-merged.json").read_text())
+    for damage in ({"errorType": "exploded"}, {"recordVersion": 2}, {"recordVersion": "two"}, {"reportRound": "x"},
+                   {"changedFiles": 5}, {"phase": "cloning", "latestVerificationVerdict": "flaky"}):
+        view, unread = read_record({**raw, **damage})
+        assert unread == damage, damage
+        assert view.isolation == "worktree" and view.worktreeBase == raw["worktreeBase"], damage
+    with pytest.raises(ValueError):
+        read_record({"taskId": "tsk_20261203000000_aaaaaa"})  # no createdAt: not a record at all
 
 
 def test_record_versions() -> None:

@@ -193,7 +193,11 @@ async def test_a_reworked_and_a_verified_worktree_task_work_in_its_worktree_agai
         assert done["status"] == "succeeded" and done["round"] == 2, done
         assert git(repo, "show", f"tianshu/{task_id}:calc.py") == RIGHT_FIX
         assert git(repo, "rev-list", "--count", f"HEAD..tianshu/{task_id}").strip() == "2"  # one commit per run
-        # verify_task by taskId judges the branch in a re-opened worktree, against the task's baseline
+        # verify_task by taskId judges the branch in a re-opened worktree, against the task's baseline,
+        # even when a value of its record is one this version cannot read (a breaker finding: the
+        # project's own tree was judged instead)
+        rec_path = ts_home / "tasks" / task_id / "task.json"
+        rec_path.write_text(json.dumps({**json.loads(rec_path.read_text()), "errorType": "exploded"}))
         v = meta_of(await client.call_tool("verify_task", {"taskId": task_id}))
         if v["status"] not in ("succeeded", "failed", "needs_attention"):
             v = meta_of(await client.call_tool("wait_task", {"taskId": v["taskId"], "timeoutMs": 180000}))
