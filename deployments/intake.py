@@ -22,6 +22,8 @@ order too.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -40,6 +42,8 @@ pool, not per task; forgotten when the deployment turns out to be gone)."""
 
 LOCK_POLL_S = 0.02
 """How often a submitter that waits for an entry's lock tries again, s."""
+CREATE_BUDGET_S = 30.0
+"""How long :func:`create_flow_run` retries a 503 (the API's "database is locked"), s."""
 
 
 @dataclass(frozen=True)
@@ -73,18 +77,22 @@ class Round:
     deployments: dict[str, Any] = field(default_factory=dict)
 
 
-async def submit_one(client: Any, home: Path, record_id: str, wait_s: float = 0.0) -> str | None:
+async def submit_one(client: Any, home: Path, record_id: str, wait_s: float = 0.0,
+                     first_only: bool = False) -> str | None:
     """Create the flow run of ``record_id``'s entry after every older pending entry of its queue,
     in acceptance order; return its id.
 
     Args:
         client: a Prefect client (async). wait_s: how long to wait, per entry, for a lock another
-            submitter holds (0: do not wait).
+            submitter holds (0: do not wait). first_only: do nothing when an older entry of the
+            queue is pending (the accepting client's inline attempt: a backlog is the background
+            rounds' work, and an attempt cut short by the client's time budget would only hold the
+            queue's first entry from them).
 
     Returns:
         The flow run's id; None when ``record_id`` has no pending entry, ended without a flow run
         (refused, damaged, withdrawn), or was left for later because an older entry of its queue
-        (or its own) is held by another process.
+        is pending (``first_only``) or (like its own) held by another process.
 
     Raises:
         httpx.TransportError and Prefect's HTTP errors other than a 4xx refusal: the API is not
@@ -96,7 +104,10 @@ async def submit_one(client: Any, home: Path, record_id: str, wait_s: float = 0.
         return None
     done = Round()
     if mine.queue is not None:
-        for older in (e for e in entries if e.queue == mine.queue and e.order < mine.order):
+        older_ones = [e for e in entries if e.queue == mine.queue and e.order < mine.order]
+        if older_ones and first_only:
+            return None
+        for older in older_ones:
             if (await submit_entry(client, home, older.id, wait_s, done)).kind == "busy":
                 log.info("%s waits for %s, accepted before it on the same queue", record_id, older.id)
                 return None
@@ -180,8 +191,8 @@ async def submit_entry(client: Any, home: Path, record_id: str, wait_s: float = 
                     _READY_POOLS.discard(ready)  # deleted meanwhile: made again on the next attempt
                     raise
             at = submissions.accepted_at(entry)
-            run = await client.create_flow_run_from_deployment(
-                done.deployments[name], name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
+            run = await create_flow_run(
+                client, done.deployments[name], name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
                 tags=list(entry["tags"]), work_queue_name=queue,
                 idempotency_key=f"{entry['deployment']}:{record_id}",
                 # the work pool hands a queue's runs out by scheduled time: acceptance order
@@ -208,6 +219,56 @@ async def submit_entry(client: Any, home: Path, record_id: str, wait_s: float = 
         return Outcome("created", str(run.id))
     finally:
         lock.release()
+
+
+async def create_flow_run(client: Any, deployment_id: Any, **kwargs: Any) -> Any:
+    """``client.create_flow_run_from_deployment(deployment_id, **kwargs)``, retrying a 503 within
+    a fraction of a second for up to :data:`CREATE_BUDGET_S`; returns the flow run.
+
+    On SQLite the API answers a creation 503 at once when another writer committed while its
+    transaction was reading ("database is locked"), which happens on most attempts while runs are
+    busy writing; Prefect's client would retry after 2, 4, 8, 16 and 32 s (measured: 2–15 s per
+    creation beside running flows). Creations of one queue go one at a time, so those waits would
+    add up. The idempotency key makes a repeated attempt return the same run.
+
+    Raises:
+        PrefectHTTPStatusError: a 503 past the budget, or any other HTTP error (at once).
+        httpx.TransportError: the API does not answer.
+    """
+    import random
+
+    import anyio
+    from prefect.exceptions import PrefectHTTPStatusError
+
+    deadline = anyio.current_time() + CREATE_BUDGET_S
+    delay = 0.05
+    while True:
+        try:
+            with _without_client_retries():
+                return await client.create_flow_run_from_deployment(deployment_id, **kwargs)
+        except PrefectHTTPStatusError as exc:
+            if exc.response.status_code != 503 or anyio.current_time() + delay > deadline:
+                raise
+        await anyio.sleep(delay * random.uniform(0.8, 1.2))
+        delay = min(1.0, delay * 2)
+
+
+_NO_RETRIES: list[Any] = []
+"""``[current settings, the same with PREFECT_CLIENT_MAX_RETRIES=0]`` (made once, not per call:
+copying Prefect's settings costs ≈40 ms)."""
+
+
+@contextmanager
+def _without_client_retries() -> Iterator[None]:
+    """Prefect's client settings, without its own retries, for the calls made inside."""
+    import prefect.context
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES
+
+    current = prefect.context.get_settings_context()
+    if not _NO_RETRIES or _NO_RETRIES[0] is not current.settings:
+        _NO_RETRIES[:] = [current.settings, current.settings.copy_with_update(updates={PREFECT_CLIENT_MAX_RETRIES: 0})]
+    with prefect.context.SettingsContext(profile=current.profile, settings=_NO_RETRIES[1]):
+        yield
 
 
 async def _acquire(lock: FileLock, wait_s: float) -> bool:

@@ -21,6 +21,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -111,6 +112,34 @@ def test_old_entries_go_first_and_a_lost_counter_continues_after_the_waiting_one
     assert not submissions.has_pending(tmp_path) and submissions.has_pending(home)
 
 
+def test_a_creation_refused_503_is_retried_within_a_fraction_of_a_second() -> None:
+    """The API's "database is locked" 503 comes back at once; Prefect's client would wait 2 s, then 4 s."""
+    import httpx
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.settings import PREFECT_CLIENT_MAX_RETRIES
+    from tianshu_mcp.deployments.intake import create_flow_run
+
+    class Locked:
+        """A client whose first two creations meet a locked database."""
+
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        async def create_flow_run_from_deployment(self, deployment_id: str, **kwargs: Any) -> str:
+            self.calls.append(PREFECT_CLIENT_MAX_RETRIES.value())  # the client's own retries are off
+            if len(self.calls) < 3:
+                request = httpx.Request("POST", "http://api/deployments/x/create_flow_run")
+                response = httpx.Response(503, request=request, json={"exception_message": "Service Unavailable"})
+                raise PrefectHTTPStatusError("locked", request=request, response=response)
+            return f"run of {deployment_id} {kwargs}"
+
+    client, usual = Locked(), PREFECT_CLIENT_MAX_RETRIES.value()
+    t0 = time.monotonic()
+    assert anyio.run(lambda: create_flow_run(client, "d", name="n")) == "run of d {'name': 'n'}"
+    assert client.calls == [0, 0, 0] and time.monotonic() - t0 < 1.5
+    assert PREFECT_CLIENT_MAX_RETRIES.value() == usual > 0  # everyone else's calls keep them
+
+
 # --- against the session's Prefect API: who creates what, and what the pool hands out ---------------
 def _submitter(api: str, auth: str, home: Path, own: list[str], stop: threading.Event, errors: list[BaseException]) -> None:
     """A client that submits its own entries, youngest first (the old race), until none waits."""
@@ -147,6 +176,20 @@ def _service(api: str, auth: str, home: Path, stop: threading.Event, errors: lis
         errors.append(exc)
 
 
+class StubService:
+    """What ``mcp_server.cancel._withdraw`` uses of a TaskService: the home, the store, reads."""
+
+    def __init__(self, home: Path) -> None:
+        self.runtime = SimpleNamespace(home=home)
+        self.store = TaskStore(home)
+
+    def read_task(self, record_id: str) -> dict[str, Any]:
+        return self.store.read(record_id)
+
+    async def view(self, record_id: str) -> dict[str, Any]:
+        return self.store.read(record_id)
+
+
 @pytest.mark.prefect
 def test_racing_submitters_create_each_queue_in_acceptance_order_and_the_pool_hands_it_out_so(
         ts_daemon: dict[str, Any], tmp_path: Path) -> None:
@@ -156,6 +199,7 @@ def test_racing_submitters_create_each_queue_in_acceptance_order_and_the_pool_ha
     from tianshu_mcp.deployments import intake
     from tianshu_mcp.deployments.setup import drop_zombie_automation
     from tianshu_mcp.deployments.topology import pool_deployment
+    from tianshu_mcp.mcp_server.cancel import _withdraw
 
     home = tmp_path / "home"
     home.mkdir()
@@ -169,15 +213,18 @@ def test_racing_submitters_create_each_queue_in_acceptance_order_and_the_pool_ha
         accept(home, record_id, "a" if record_id in serial else "b-wt", 1 if record_id in serial else 3, pool,
                pool_deployment(pool))
     wt = [i for i in order if i not in serial]
-    withdrawn, damaged, unreadable = serial[1], serial[2], serial[3]
+    withdrawn, damaged, unreadable, cancelled = serial[1], serial[2], serial[3], serial[4]
     bad = submissions.read(home, damaged)
     submissions.entry_path(home, damaged).write_text(json.dumps({**bad, "parameters": ["not", "a", "mapping"]}))
     submissions.entry_path(home, unreadable).write_text("{half an entry")
     store = TaskStore(home)
+    anyio.run(_withdraw, StubService(home), cancelled, "changed my mind")  # manage_task(cancel) of a queued task
+    assert not submissions.is_pending(home, cancelled)
 
     async def check(client: Any) -> None:
         runs = await client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[tag])))
-        for key, expected in (("a", [i for i in serial if i not in (withdrawn, damaged, unreadable)]), ("b-wt", wt)):
+        for key, expected in (("a", [i for i in serial if i not in (withdrawn, damaged, unreadable, cancelled)]),
+                              ("b-wt", wt)):
             mine = [r for r in runs if r.work_queue_name == f"project-{key}"]
             assert [r.name for r in sorted(mine, key=lambda r: r.created)] == expected  # created in order
             for run in mine:  # scheduled at acceptance
@@ -235,6 +282,7 @@ def test_racing_submitters_create_each_queue_in_acceptance_order_and_the_pool_ha
             t.join(60)
         anyio.run(check_and_clean_up, checking)
     assert store.read(withdrawn)["finalStatus"] == "cancelled"
+    assert store.read(cancelled)["finalStatus"] == "cancelled" and not store.read(cancelled).get("flowRunId")
     for record_id in (damaged, unreadable):
         task = store.read(record_id)
         assert task["finalStatus"] == "failed" and "is damaged" in task["lastMessage"] and not task.get("flowRunId")
@@ -311,19 +359,25 @@ async def test_fifty_tasks_from_three_stdio_servers_start_in_acceptance_order_un
     started = [stamp(run_of[i]["start_time"]) for i in by_seq]
     recorded = [stamp(tasks[i]["startedAt"]) for i in by_seq if tasks[i].get("startedAt")]
     lag = [(stamp(run_of[i]["created"]) - stamp(tasks[i]["acceptedAt"])).total_seconds() for i in by_seq]
+    ended = [stamp(run_of[i]["end_time"]) for i in by_seq]
     out_of_order = [(by_seq[n], by_seq[n + 1]) for n in range(49) if not started[n] < started[n + 1]]
+    # did ordered creation ever leave the project's queue idle? (its next run did not exist yet when the last ended)
+    starved = [(created[n + 1] - ended[n]).total_seconds() for n in range(49) if created[n + 1] > ended[n]]
+    gaps = [(started[n + 1] - ended[n]).total_seconds() for n in range(49)]
     print(f"\nFIFO e2e: 50 tasks accepted in {accepted_in:.1f} s from 3 stdio servers beside 2 busy loops "
           f"(1-min load average {load[0]:.1f} before, {load[-1]:.1f} at the end, 2 cores); "
           f"acceptance -> flow run created: max {max(lag):.2f} s, median {statistics.median(lag):.2f} s; "
-          f"all ended {time.monotonic() - t0:.0f} s after the first call; "
+          f"all ended {time.monotonic() - t0:.0f} s after the first call; the queue waited for a flow run to be "
+          f"created {len(starved)} time(s) (max {max(starved, default=0):.2f} s); end of one run -> start of the next: "
+          f"median {statistics.median(gaps):.2f} s, max {max(gaps):.2f} s; "
           f"start order = acceptance order: {not out_of_order} (out of order: {out_of_order})")
     first = stamp(tasks[by_seq[0]]["acceptedAt"])
-    print("seq  server  accepted  created  started  (s after the first acceptance)")
-    for i in by_seq:
+    print("seq  server  accepted  created  started    ended  (s after the first acceptance)")
+    for n, i in enumerate(by_seq):
         server = next(k for k, own in enumerate(sent) if i in own)
         print(f"{seq[i]:>3}  {server:>6}  {(stamp(tasks[i]['acceptedAt']) - first).total_seconds():8.2f}  "
-              f"{(stamp(run_of[i]['created']) - first).total_seconds():7.2f}  "
-              f"{(stamp(run_of[i]['start_time']) - first).total_seconds():7.2f}")
+              f"{(created[n] - first).total_seconds():7.2f}  {(started[n] - first).total_seconds():7.2f}  "
+              f"{(ended[n] - first).total_seconds():7.2f}")
     assert all(a < b for a, b in itertools.pairwise(created)), "flow runs created out of acceptance order"
     assert not out_of_order, "flow runs started out of acceptance order"
     assert len(recorded) == 50 and all(a < b for a, b in itertools.pairwise(recorded))
