@@ -234,7 +234,7 @@ class HomeService:
 
             while not self._stop.is_set():
                 drainer.kick()  # also drains what a previous service left pending
-                if submissions.pending(self.home):
+                if submissions.has_pending(self.home):
                     try:
                         await submit_pending(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - retried next tick
@@ -273,7 +273,7 @@ class HomeService:
 
         from .sweep import runs_in_states
 
-        if submissions.pending(self.home) or live_clients(self.home):
+        if submissions.has_pending(self.home) or live_clients(self.home):
             return False
         if await runs_in_states(client, _ACTIVE, limit=1):
             return False

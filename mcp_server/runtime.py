@@ -181,7 +181,7 @@ class Runtime:
             self._kick.clear()
             if self._closing:
                 return
-            if self._error is None and submissions.pending(self.home):
+            if self._error is None and submissions.has_pending(self.home):
                 try:
                     anyio.run(self._submit_pending)
                 except httpx.TransportError as exc:
@@ -189,7 +189,7 @@ class Runtime:
                     self.invalidate()
                 except Exception as exc:  # noqa: BLE001 - the service retries too
                     log.warning("submitting pending tasks failed: %s", exc)
-            elif self._error is not None and submissions.pending(self.home) and self._retry_due():
+            elif self._error is not None and submissions.has_pending(self.home) and self._retry_due():
                 self._reconnect()
 
     async def _submit_pending(self) -> None:

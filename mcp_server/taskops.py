@@ -203,6 +203,12 @@ class TaskService:
         """Create the flow run now if the API is up and answers within ≈0.7 s; else leave the
         entry to the background submitters. Returns the current ``task.json``.
 
+        Flow runs of one queue are created in acceptance order
+        (:func:`~tianshu_mcp.deployments.intake.submit_one`): while an entry of the same queue
+        accepted before this one is pending, this one is left to the service's rounds, which
+        submit the queue in order. With a remote API this call submits those older entries first
+        itself (waiting ≤ 10 s for one another process is submitting).
+
         With a remote Prefect server no service drains the entries — a host that starts a server
         per call would leave them forever — so this call waits for the API (≤ 25 s) and the
         creation (≤ 20 s) itself."""
@@ -214,7 +220,8 @@ class TaskService:
 
             with anyio.move_on_after(20.0 if remote else 0.7):
                 try:
-                    await submit_one(await self.client(0.1), self.runtime.home, record_id)
+                    await submit_one(await self.client(0.1), self.runtime.home, record_id,
+                                     wait_s=10.0 if remote else 0.5, first_only=not remote)
                 except Exception as exc:  # noqa: BLE001 - the background submitters retry
                     log.info("flow run of %s not created inline (%s); submitting in the background", record_id, exc)
         if submissions.is_pending(self.runtime.home, record_id):
