@@ -1,4 +1,4 @@
-"""acceptance layer of tianshu-mcp: how the work is judged (00-design §2, 20-acceptance).
+"""acceptance layer of tianshu-mcp: how the work is judged (docs/architecture.md §2, docs/acceptance.md).
 
 Plain Python (no Prefect, no adapters):
 

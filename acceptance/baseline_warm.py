@@ -1,4 +1,4 @@
-"""The baseline run started with the task, while the agent works (issue 23; design note 50).
+"""The baseline run started with the task, while the agent works (docs/integrity.md; design note 50).
 
 Verification integrity compares a round with the test checks' results on the baseline. Run
 inside the first round, that baseline run competes with the round's own checks for the
@@ -130,7 +130,7 @@ def start_in_child(spec: WarmSpec, stop: threading.Event) -> threading.Thread:
 
 
 def warm_baseline_run(req: VerifyRequest) -> list[str]:
-    """Run the round's test checks on the baseline now, while the agent works (issue 23, speed).
+    """Run the round's test checks on the baseline now, while the agent works (docs/integrity.md, speed).
 
     Resolves the checks as :func:`verify_round` will (the same layers, pinned rules and extra
     checks of ``req``), and when verification integrity will judge the round, runs the test checks
@@ -173,7 +173,8 @@ def _main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     spec = WarmSpec.model_validate_json(sys.stdin.read())
     notes = warm_baseline_run(spec.request(lambda: stopped.is_set() or os.getppid() != parent))
-    # stderr, never stdout (00-design §6); both go to baseline-warm.log, the child has no MCP stream
+    # stderr, never stdout (docs/architecture.md §6); both go to baseline-warm.log, the child has no MCP
+    # stream
     sys.stderr.write(json.dumps({"notes": notes}, ensure_ascii=False) + "\n")
     return 0
 

@@ -2,7 +2,7 @@
 
 A check may write files (a formatter, a snapshot update, a coverage or build file that is not
 ignored, a submodule checkout, even a commit). Such changes must not let an agent that did nothing
-pass the zero-change gate (20-acceptance §3.4), neither in the round whose checks made them nor
+pass the zero-change gate (docs/acceptance.md §3.4), neither in the round whose checks made them nor
 in any later verification of the project.
 
 Snapshots (:func:`snapshot`: HEAD plus the fingerprint of every path ``git status`` lists) are
@@ -18,7 +18,7 @@ before the checks was one the task did not make:
 A path the task had changed and the checks then rewrote (a formatter reformatting the agent's
 file) stays the task's output. The ledger ``<home>/check-outputs/<repository key>.json``
 ``{"files": {path: fingerprint}}`` remembers check output per repository, across rounds, tasks
-and verify_task runs (input issue: a verify_task between two rounds rewrote a check's file and the
+and verify_task runs (docs/robustness.md §10: a verify_task between two rounds rewrote a check's file and the
 next round counted it): a path still holding the fingerprint the checks left is check output;
 once anyone else changes it, it is no longer.
 

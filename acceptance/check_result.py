@@ -1,4 +1,4 @@
-"""One check's result, the ``checks[]`` entry of a report (20-acceptance §1.3).
+"""One check's result, the ``checks[]`` entry of a report (docs/acceptance.md §1.3).
 
 :class:`CheckResult` is what the runner (:mod:`.runner`), the built-in ``git-diff-check``
 (:mod:`.git`) and the engine's own gate results (:mod:`.engine`) build; :meth:`CheckResult.to_json`
@@ -12,7 +12,7 @@ Keys added to a result later (``notCounted``, ``integrityNote``, ``baseline``: v
 integrity and baseline grading) are added to that dict by the engine, after these.
 
 The module also holds a result's vocabulary: the English ``reason`` constants code and stored
-reports compare (shown in the current locale by :func:`display_reason`, 20-acceptance §3.2–§3.3)
+reports compare (shown in the current locale by :func:`display_reason`, docs/acceptance.md §3.2–§3.3)
 and the one-word outcome of the reports (:func:`check_tag`). :mod:`.runner` re-exports them.
 
 Plain Python, no I/O.
@@ -93,7 +93,7 @@ def check_tag(c: Mapping[str, Any]) -> str:
 
 @dataclass
 class CheckResult:
-    """A check's result (20-acceptance §1.3).
+    """A check's result (docs/acceptance.md §1.3).
 
     Attributes:
         name: the check's name (``git-diff-check``, ``requireChanges`` gate, a configured check).
@@ -131,7 +131,7 @@ class CheckResult:
 
     @classmethod
     def skip(cls, name: str, cmd: str, reason: str, optional: bool = False) -> CheckResult:
-        """A skip result (20-acceptance §3.2): ``passed`` True, ``exitCode`` None, ``durationMs`` 0."""
+        """A skip result (docs/acceptance.md §3.2): ``passed`` True, ``exitCode`` None, ``durationMs`` 0."""
         return cls(name=name, cmd=cmd, passed=True, skipped=True, reason=reason, optional=optional)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Acceptance configuration: the three config layers, the derived checks, the resolved check set.
 
-Source: 20-acceptance §2 (layers, merge, base check set, extraChecks, derived defaults). The check
+Source: docs/acceptance.md §2 (layers, merge, base check set, extraChecks, derived defaults). The check
 and layer models and ``split_cmd`` (§1.1–§1.2) are in :mod:`.config_model` and re-exported here.
 Deliberate deviation from §2.3: every registered toolchain derives its checks
 (:mod:`.toolchains`), and a project's tests are **mandatory** whatever its language (pytest, go,
@@ -126,7 +126,7 @@ def parse_layer_bytes(raw: bytes, layer: str, path: str) -> AcceptanceConfig:
 
 
 def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | None:
-    """Read one acceptance layer file (20-acceptance §2.1 ``readAcceptanceLayer``).
+    """Read one acceptance layer file (docs/acceptance.md §2.1 ``readAcceptanceLayer``).
 
     Returns:
         The parsed layer, or None when the file does not exist (ENOENT only).
@@ -142,7 +142,7 @@ def read_layer(path: str | os.PathLike[str], layer: str) -> AcceptanceConfig | N
 
 @dataclass(frozen=True)
 class PinnedRules:
-    """The acceptance rules as they were at the task's baseline (input issue: an agent rewrote
+    """The acceptance rules as they were at the task's baseline (docs/robustness.md §10: an agent rewrote
     the files it is judged by and passed). Made and stored by :mod:`.pinning`.
 
     Attributes:
@@ -162,7 +162,7 @@ class PinnedRules:
 
 
 def merge_configs(base: AcceptanceConfig, over: AcceptanceConfig) -> AcceptanceConfig:
-    """Shallow merge (20-acceptance §2.1): every key ``over`` defines replaces ``base``'s wholesale.
+    """Shallow merge (docs/acceptance.md §2.1): every key ``over`` defines replaces ``base``'s wholesale.
 
     ``checks`` lists replace (never concatenate); ``visual`` replaces (no deep merge).
     """
@@ -187,7 +187,7 @@ def resolve_layers(
     override: Mapping[str, Any] | AcceptanceConfig | None,
     pinned: PinnedRules | None = None,
 ) -> tuple[AcceptanceConfig, list[dict[str, str]]]:
-    """Fold global → project → override (20-acceptance §2.1 ``resolveAcceptanceLayers``).
+    """Fold global → project → override (docs/acceptance.md §2.1 ``resolveAcceptanceLayers``).
 
     ``pinned`` replaces the global and project files with their content at the task's baseline.
 
@@ -231,7 +231,7 @@ def resolve_layers(
 
 
 def derive_default_checks(project: str | os.PathLike[str]) -> tuple[list[CheckDef], list[str]]:
-    """Default checks from the project's tech stack (20-acceptance §2.3, extended).
+    """Default checks from the project's tech stack (docs/acceptance.md §2.3, extended).
 
     Every registered toolchain (:mod:`.toolchains.registry`, in its order) may derive checks:
     ``package.json`` scripts → ``npm run <s>`` for each of typecheck/lint/test/build (mandatory);
@@ -284,7 +284,7 @@ class ResolvedChecks:
         baseline_checks: run the command checks on the baseline too and grade against it
             (``baselineChecks``, default False).
         baseline_policy: ``baselinePolicy`` (default :data:`DEFAULT_BASELINE_POLICY`).
-        test_integrity: ``testIntegrity`` (default ``protect``, issue 23).
+        test_integrity: ``testIntegrity`` (default ``protect``, docs/integrity.md).
         warnings: warnings for ``analysis.warnings`` (the task changed the project layer), in the
             current locale.
     """
@@ -303,7 +303,7 @@ class ResolvedChecks:
 
 
 def summarize_resolved(resolved: ResolvedChecks, checks_defined: bool | None = None) -> str:
-    """One-line summary logged per round (``summarizeResolved``, 20-acceptance §2.1), English.
+    """One-line summary logged per round (``summarizeResolved``, docs/acceptance.md §2.1), English.
 
     Example: ``layers=global>project checks=2 requireChanges=true verifyConcurrency=(server config) visual=(not configured)``.
     """
@@ -328,7 +328,7 @@ def resolve_checks(
     project_verify: Sequence[AcceptanceCheck | CheckDef | Mapping[str, Any]] | None = None,
     pinned: PinnedRules | None = None,
 ) -> ResolvedChecks:
-    """Resolve the command checks and switches of one verify round (20-acceptance §2.1–§2.3).
+    """Resolve the command checks and switches of one verify round (docs/acceptance.md §2.1–§2.3).
 
     Base set (skipped when ``checks_mode == "replace"`` and extra checks exist): merged layer
     ``checks`` when defined (even ``[]``), else ``project_verify`` (projects.json ``verify``) when

@@ -2,7 +2,7 @@
 acceptance.json schema), their parsing with coded errors, ``split_cmd`` and the normalised
 :class:`CheckDef`.
 
-Source: 20-acceptance §1.1–§1.2 (check definition, ``split_cmd``), §2.1 (layer fields). The layers,
+Source: docs/acceptance.md §1.1–§1.2 (check definition, ``split_cmd``), §2.1 (layer fields). The layers,
 derived checks and the resolved check set are in :mod:`.config`, which re-exports all of this.
 
 Plain Python: no Prefect, no adapters.
@@ -38,16 +38,17 @@ BASELINE_POLICIES = ("tolerate-untargeted", "strict", "regressions-only")
 """
 DEFAULT_BASELINE_POLICY = "tolerate-untargeted"
 TEST_INTEGRITY_POLICIES = ("protect", "allow-test-edits", "off")
-"""Values of ``testIntegrity`` (issue 23; see :mod:`tianshu_mcp.acceptance.integrity`), default ``protect``."""
+"""Values of ``testIntegrity`` (docs/integrity.md; see :mod:`tianshu_mcp.acceptance.integrity`), default
+``protect``."""
 MAX_CHECKS = 100
-"""At most this many checks per layer or per ``extraChecks`` (input issue: 200,000 extra checks were
-accepted and ran for 48 s; 20,000 override checks all ran)."""
+"""At most this many checks per layer or per ``extraChecks`` (docs/robustness.md §10: 200,000 extra checks
+were accepted and ran for 48 s; 20,000 override checks all ran)."""
 
 _SPLIT_RE = re.compile(r'"([^"]*)"|\'([^\']*)\'|(\S+)')
 
 
 def split_cmd(s: str) -> list[str]:
-    """Split a command string into argv exactly like the original ``splitCmd`` (20-acceptance §1.2).
+    """Split a command string into argv exactly like the original ``splitCmd`` (docs/acceptance.md §1.2).
 
     Left to right, first match wins: ``"…"`` → inside, ``'…'`` → inside, else a maximal run of
     non-whitespace verbatim. No escapes, no error on an unclosed quote (it stays part of a plain
@@ -119,11 +120,11 @@ SHELL_OPERATORS = frozenset({"&&", "||", "|", ";", "&", ">", ">>", "<", "2>", "2
 
 
 class AcceptanceCheck(BaseModel):
-    """One raw check of an acceptance layer (20-acceptance §1.1, 10-tools AcceptanceCheck).
+    """One raw check of an acceptance layer (docs/acceptance.md §1.1, docs/tools.md AcceptanceCheck).
 
     ``{name: str≥1, cmd: str≥1 | [str≥1, …≥1], timeoutMs?: int>0 (ms), optional?: bool,
     junitXml?: str}``; unknown keys are dropped. ``junitXml`` is a project-relative glob of the JUnit
-    XML reports the command writes (issue 13): the counts, failed ids and directives then come from
+    XML reports the command writes (docs/toolchains.md): the counts, failed ids and directives then come from
     them, before any text heuristic; a report older than the check's start is ignored and said so.
     """
 
@@ -215,13 +216,13 @@ def _one_of(value: Any, allowed: Sequence[str], name: str) -> Any:
 
 
 class AcceptanceConfig(BaseModel):
-    """One acceptance layer, partial: no defaults are materialised (20-acceptance §2.1).
+    """One acceptance layer, partial: no defaults are materialised (docs/acceptance.md §2.1).
 
     ``{checks?: [AcceptanceCheck], requireChanges?: bool, verifyConcurrency?: number, visual?: object,
     baselineChecks?: bool, baselinePolicy?: "tolerate-untargeted"|"strict"|"regressions-only",
     testIntegrity?: "protect"|"allow-test-edits"|"off"}``.
     ``verifyConcurrency`` is normalised: non-finite → 1, else ``clamp(round(n), 1, 4)``. ``visual`` is
-    validated with :func:`.visual.config.parse_visual` (30-visual §1) and kept as the raw object.
+    validated with :func:`.visual.config.parse_visual` (docs/visual.md §1) and kept as the raw object.
     ``None`` means "not defined by this layer"; explicit JSON ``null`` is rejected. Unknown top-level
     keys are dropped.
     """
@@ -277,7 +278,7 @@ class AcceptanceConfig(BaseModel):
     @field_validator("visual", mode="before")
     @classmethod
     def _visual_obj(cls, value: Any) -> Any:
-        # 30-visual §1: the whole block is validated (rule 2 even when disabled) but stored raw, since
+        # docs/visual.md §1: the whole block is validated (rule 2 even when disabled) but stored raw, since
         # layers replace it wholesale; the message names the path below "visual", e.g.
         # "visual: pages[0].source.readyUrl: host must be exactly localhost, 127.0.0.1 or [::1]"
         if value is None:
@@ -325,7 +326,7 @@ def _format_validation(exc: ValidationError) -> str:
 
 
 def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
-    """Validate one layer's decoded JSON with the partial schema (20-acceptance §2.1).
+    """Validate one layer's decoded JSON with the partial schema (docs/acceptance.md §2.1).
 
     Raises:
         AcceptanceConfigError: ``CONFIG_INVALID``, message
@@ -351,7 +352,7 @@ def parse_layer(data: Any, layer: str, path: str) -> AcceptanceConfig:
 
 @dataclass(frozen=True)
 class CheckDef:
-    """A normalised check (20-acceptance §1.1 ``AcceptanceCheckDef``).
+    """A normalised check (docs/acceptance.md §1.1 ``AcceptanceCheckDef``).
 
     ``cmd`` is argv (never run through a shell); ``display_cmd`` = ``" ".join(cmd)``;
     ``timeout_ms`` in ms (None → the engine default); ``optional`` checks never fail the round.

@@ -1,8 +1,8 @@
 """Repair directives: turn the output of failing checks into ``file:line`` instructions.
 
-Source: 20-acceptance §6 (``extractRepairDirectives``). The original had two sources (a tsc line
+Source: docs/acceptance.md §6 (``extractRepairDirectives``). The original had two sources (a tsc line
 parser and the diffstat signals) and sent every test and lint failure to the fallback; the port
-(issue "Repair directives for failed rounds, beyond the original's tsc-only parser") reads the
+(docs/acceptance.md §8.7) reads the
 output of every registered toolchain that declares a directive parser (:mod:`.toolchains`: tsc,
 eslint, ruff, mypy, pytest, jest, vitest, go, cargo, git diff --check, …; each module's docstring
 says which output forms it reads), plus the report source ``diffstat`` (big files, lockfiles,
@@ -19,7 +19,7 @@ at :data:`MAX_ITEMS`.
 
 A check whose JUnit XML reports name failed cases (``junitXml``) gets its directives from them
 (the report source ``junit``), and the text parsers skip that check's output: the XML takes
-precedence over text heuristics (issue 13).
+precedence over text heuristics (docs/toolchains.md).
 
 Plain Python: no Prefect, no adapters; reads no file itself (a toolchain's parser may read a small
 project file, e.g. the Go module path).
@@ -110,7 +110,7 @@ class ReportSource:
 
 
 def collect_diffstat(report: Mapping[str, Any]) -> list[Finding]:
-    """Big files, lockfiles and TODO / console / secret-like signals (20-acceptance §6, English)."""
+    """Big files, lockfiles and TODO / console / secret-like signals (docs/acceptance.md §6, English)."""
     a = report.get("analysis") or {}
     out: list[Finding] = []
     for entry in a.get("bigFileChanges") or []:
@@ -163,7 +163,7 @@ def output_findings(text: str, runner: str, project: str, name: str, cmd: str,
     more for a machine-readable form). A failure printed early (a Go test followed by many passing
     ones, RSpec's ``Failures:`` header) and a Jest/Vitest report (one long line) or ``go test -json``
     stream do not fit the tail; the runner stores these items as the check's ``findings`` and
-    :func:`extract_directives` reads them instead of the tail (issue 13, break-test).
+    :func:`extract_directives` reads them instead of the tail (docs/toolchains.md, break-test).
 
     Args:
         text: the output (ANSI is stripped here). runner: the ``TestCounts.runner`` of the check's
@@ -304,7 +304,7 @@ def _without_own_name(message: str, title: str) -> str:
 def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
     """The failed cases the failing checks' JUnit XML reports name (``checks[].junit.failures``,
     :mod:`.toolchains.formats.junit`): ``test '<id>' failed: <message>`` at the case's
-    ``file``/``line`` when the report gives them (issue 13: from the XML, before any text)."""
+    ``file``/``line`` when the report gives them (docs/toolchains.md: from the XML, before any text)."""
     project = str(report.get("projectPath") or "")
     out: list[Finding] = []
     for c in _checks(report):

@@ -1,8 +1,8 @@
 """Dry run: what a task would do, judged statically — nothing runs, nothing in the project changes
-(10-tools §3.7, 20-acceptance §7; lifecycle issue, must-show 5).
+(docs/tools.md §3.7, docs/acceptance.md §7; docs/lifecycle.md §5).
 
 The original let an agent write a plan (``.tianshu-mcp/dry-run-plan.json``) under a read-only
-instruction and checked it. Here (the lifecycle issue wins: no agent) the dry run is a preflight
+instruction and checked it. Here (docs/lifecycle.md §5 wins: no agent) the dry run is a preflight
 of the real run plus, when the project holds such a plan, the same static checks of it:
 
 * the acceptance that would judge the task — every layer parses, the checks that would run, and
@@ -36,7 +36,7 @@ from .git import GitFailed, is_git_repo, worktree_status
 from .runner import check_env
 
 PLAN_FILE = ".tianshu-mcp/dry-run-plan.json"
-"""Where a project may hold a change plan for the dry run to check (20-acceptance §7)."""
+"""Where a project may hold a change plan for the dry run to check (docs/acceptance.md §7)."""
 FORBIDDEN_DIRS = (".git", ".tianshu-mcp")
 _ACTIONS = ("create", "modify", "delete")
 _MAX_PLAN_BYTES = 1 << 20
@@ -160,7 +160,7 @@ def _check_edits(path: str, target: Path, edits: Any) -> list[dict[str, Any]]:
 
 
 def check_plan(project: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-    """Statically check ``<project>/.tianshu-mcp/dry-run-plan.json`` when it exists (20-acceptance §7).
+    """Statically check ``<project>/.tianshu-mcp/dry-run-plan.json`` when it exists (docs/acceptance.md §7).
 
     Returns:
         ``(None, [])`` without a plan; else ``({"path", "summary", "files": [{"path",

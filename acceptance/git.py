@@ -1,4 +1,4 @@
-"""Git baseline, change analysis and the built-in ``git-diff-check`` (20-acceptance §4).
+"""Git baseline, change analysis and the built-in ``git-diff-check`` (docs/acceptance.md §4).
 
 This module holds :func:`git_diff_check` and re-exports the git side of acceptance, split by
 concept (imports point one way, down this list):
@@ -124,7 +124,7 @@ GIT_CHECK_NAME = "git-diff-check"
 
 
 def git_diff_check(project: str | os.PathLike[str], baseline: Baseline) -> dict[str, Any]:
-    """The built-in whitespace check (20-acceptance §4.3), a CheckResult dict (§1.3).
+    """The built-in whitespace check (docs/acceptance.md §4.3), a CheckResult dict (§1.3).
 
     With a valid baseline commit: ``git diff --check <base> HEAD`` when HEAD moved (returned if it
     fails), then ``git diff --check HEAD``. Without one: ``git diff --check HEAD`` (port: against the

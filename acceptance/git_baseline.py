@@ -1,4 +1,4 @@
-"""Porcelain status and the pre-work baseline (20-acceptance §4.1).
+"""Porcelain status and the pre-work baseline (docs/acceptance.md §4.1).
 
 :func:`capture_baseline` snapshots the project's git state before work starts (HEAD, the dirty
 entries, a fingerprint of every pre-existing changed file and of the first 5000 untracked files);
@@ -21,7 +21,7 @@ from .git_files import _fingerprint
 from .git_run import _checked, _rev, _toplevel, is_git_repo
 
 UNTRACKED_HASH_CAP = 5000
-"""Only the first 5000 untracked files are hashed at baseline (20-acceptance §4.1)."""
+"""Only the first 5000 untracked files are hashed at baseline (docs/acceptance.md §4.1)."""
 DELETED_HASH = "deleted"
 """port: hash recorded for a pre-existing deletion (the file is absent at baseline)."""
 
@@ -76,7 +76,7 @@ def worktree_status(project: str | os.PathLike[str]) -> tuple[str | None, list[t
 
 
 def parse_porcelain(entries: Iterable[tuple[str, str]]) -> tuple[list[str], list[str], list[str]]:
-    """Classify status entries (20-acceptance §4.1 ``parsePorcelain``).
+    """Classify status entries (docs/acceptance.md §4.1 ``parsePorcelain``).
 
     Returns:
         ``(changed, untracked, others)``: ``??`` → untracked; a code with any of ``MADRCTU`` →
@@ -108,7 +108,7 @@ def list_untracked(project: str | os.PathLike[str]) -> list[str]:
 
 
 class Baseline(BaseModel):
-    """Pre-work git snapshot, persisted as ``<taskDir>/baseline.json`` (20-acceptance §4.1).
+    """Pre-work git snapshot, persisted as ``<taskDir>/baseline.json`` (docs/acceptance.md §4.1).
 
     JSON (camelCase, via ``model_dump(by_alias=True)``): ``isRepo, head (None when the repo has no
     commit), dirty, dirtyFiles (raw ``XY path`` entries), preExistingChanged, preExistingUntracked,
@@ -140,7 +140,7 @@ NON_REPO_MESSAGE = N_("Not a git repository: change list/diffstat unavailable (c
 
 
 def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
-    """Snapshot the project's git state before work starts (20-acceptance §4.1). Never modifies
+    """Snapshot the project's git state before work starts (docs/acceptance.md §4.1). Never modifies
     the repository; a non-repo yields ``isRepo: False``.
 
     Raises:

@@ -17,7 +17,7 @@ from pathlib import Path
 from .git_run import run_git
 
 MAX_HASH_BYTES = 4 * 1024 * 1024
-"""Files larger than this (4 MiB) get no baseline hash (20-acceptance §4.1)."""
+"""Files larger than this (4 MiB) get no baseline hash (docs/acceptance.md §4.1)."""
 
 _BINARY_EXT = frozenset(
     "png jpg jpeg gif webp ico bmp zip gz tar 7z rar exe dll so dylib bin wasm class jar pyc pdf doc docx "
@@ -60,7 +60,7 @@ def _fingerprint(root: Path, rel: str) -> str | None:
       dangling link or a link to a directory is a file to git);
     * a submodule / nested repository → ``gitlink:<HEAD>``;
     * a regular file → SHA-1 of its bytes (:func:`file_sha1`), or ``stat:<size>:<mtime ns>`` for
-      one over 4 MiB (input issue: unhashed pre-existing files were counted as the agent's change);
+      one over 4 MiB (docs/robustness.md §10: unhashed pre-existing files were counted as the agent's change);
     * anything else (a plain directory, a missing path) → None.
     """
     path = root / rel.rstrip("/")
@@ -82,7 +82,7 @@ def _fingerprint(root: Path, rel: str) -> str | None:
 
 
 def _probe(path: Path) -> tuple[bool, bool]:
-    """``(binary, text_for_signals)`` of a file (20-acceptance §4.2 step 4)."""
+    """``(binary, text_for_signals)`` of a file (docs/acceptance.md §4.2 step 4)."""
     ext = path.suffix[1:].lower() if path.suffix else ""
     bin_ext = ext in _BINARY_EXT
     try:

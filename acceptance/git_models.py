@@ -1,4 +1,4 @@
-"""The shapes of a change analysis: ``report.json.analysis`` (20-acceptance §1.4, §4.2).
+"""The shapes of a change analysis: ``report.json.analysis`` (docs/acceptance.md §1.4, §4.2).
 
 :class:`Analysis` (changed and untracked files, :class:`Diffstat` of :class:`FileStat` rows,
 :class:`Rename` and :class:`Submodule` entries, the signal counts and tampering hits of
@@ -56,7 +56,7 @@ class Submodule(BaseModel):
 
 
 class Analysis(BaseModel):
-    """``report.json.analysis`` (20-acceptance §1.4 plus port fields).
+    """``report.json.analysis`` (docs/acceptance.md §1.4 plus port fields).
 
     JSON: ``changedFiles, untrackedFiles, diffstat, signals, bigFileChanges, warnings, notes`` and
     ``renames [{from, to, similarity}]``, ``submodules [{path, before, after}]``, ``tampering
@@ -79,7 +79,7 @@ class Analysis(BaseModel):
 
     @property
     def has_changes(self) -> bool:
-        """The zero-change gate's test (20-acceptance §3.4; port: a moved submodule counts)."""
+        """The zero-change gate's test (docs/acceptance.md §3.4; port: a moved submodule counts)."""
         return bool(
             self.changed_files
             or self.untracked_files

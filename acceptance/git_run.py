@@ -1,4 +1,4 @@
-"""Running ``git`` and asking it about the repository (20-acceptance §3.3 git helper).
+"""Running ``git`` and asking it about the repository (docs/acceptance.md §3.3 git helper).
 
 Everything runs plain ``git`` argv (no shell, no GitPython): stdin at EOF, own session, output to
 temp files (never a pipe a grandchild could hold), a timeout (default 120000 ms) that kills the
@@ -28,7 +28,7 @@ from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
 
 GIT_TIMEOUT_MS = 120_000
-"""Default timeout of one git call, ms (20-acceptance §3.3 git helper)."""
+"""Default timeout of one git call, ms (docs/acceptance.md §3.3 git helper)."""
 GIT_MAX_OUTPUT = 64 * 1024 * 1024
 """At most this many bytes of a git call's stdout/stderr are read (64 MiB)."""
 
@@ -114,7 +114,7 @@ def _read_capped(fh: Any, limit: int) -> str:
 
 
 def run_git(args: Sequence[str], cwd: str | os.PathLike[str], timeout_ms: int = GIT_TIMEOUT_MS) -> GitResult:
-    """Run ``git <args>`` in ``cwd`` (20-acceptance §3.3 git helper). Never raises.
+    """Run ``git <args>`` in ``cwd`` (docs/acceptance.md §3.3 git helper). Never raises.
 
     stdin is ``/dev/null``; the child gets its own session; stdout/stderr go to temp files (at most
     :data:`GIT_MAX_OUTPUT` bytes each are read back). On timeout (ms) the group is killed and

@@ -257,7 +257,7 @@ def maybe_capture_baseline_state(
     except Exception:  # noqa: BLE001
         return None
     if not merged.baseline_checks and (merged.test_integrity or "protect") == "off":
-        return None  # neither baseline grading nor verification integrity (issue 23) needs the state
+        return None  # neither baseline grading nor verification integrity (docs/integrity.md) needs the state
     existing = load_baseline_state(task_dir)
     return existing if existing is not None else capture_baseline_state(project, task_dir)
 

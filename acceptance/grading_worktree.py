@@ -436,7 +436,7 @@ def _run_in_worktree(
 def rerun_on_baseline(project: Path, tdir: Path, baseline: Baseline, check: CheckDef, times: int,
                       default_timeout_ms: int, should_stop: Callable[[], bool] | None) -> dict[str, Any] | None:
     """Run ``check`` on a fresh baseline worktree once and, when it fails, ``times`` more times
-    (flake detection, issue 23 §6; not cached). Returns its entry (``reruns``: ``[{status,
+    (flake detection, docs/integrity.md §6; not cached). Returns its entry (``reruns``: ``[{status,
     tests}]``) or None when no worktree could be made."""
     ran, _notes = _run_in_worktree(project, tdir, baseline, [check], default_timeout_ms, 1, should_stop, times)
     return ran.get(check_key(check))

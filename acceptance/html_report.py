@@ -1,4 +1,4 @@
-"""``report-<N>.html``: the acceptance report as one self-contained offline page (issue §8).
+"""``report-<N>.html``: the acceptance report as one self-contained offline page (docs/acceptance.md §8.8).
 
 Same content as ``report-<N>.md`` (:func:`tianshu_mcp.acceptance.report.render_markdown`): verdict,
 blocking issues, the command checks (PASS/FAIL/SKIP badges, timings, test counts, collapsible output
@@ -359,7 +359,7 @@ def _visual(report: Mapping[str, Any], visual_html: str) -> str:
 
 
 def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
-    """Render ``report-<N>.html`` from a report dict (20-acceptance §1.5 shape).
+    """Render ``report-<N>.html`` from a report dict (docs/acceptance.md §1.5 shape).
 
     Args:
         report: the report (``checks[].tests``, ``baselineGrading``, ``analysis.renames``,

@@ -1,4 +1,4 @@
-"""The acceptance rules as they were when the task started (input issue).
+"""The acceptance rules as they were when the task started (docs/robustness.md §10).
 
 An agent must not be judged by rules it rewrote: ``.tianshu-mcp/acceptance.json`` turned into
 ``{"checks": [], "requireChanges": false}``, the global ``acceptance.default.json`` or the

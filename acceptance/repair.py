@@ -1,6 +1,6 @@
 """Repair directives, the repair plan and the next round's feedback text.
 
-Sources: 20-acceptance §6 (``extractRepairDirectives``, English text), 40-agents-tasks §3 "Repair
+Sources: docs/acceptance.md §6 (``extractRepairDirectives``, English text), docs/agents-tasks.md §3 "Repair
 plan" and "Feedback text" (English). The directives themselves come from :mod:`.directives`
 (port: parsers for tsc, eslint, ruff, mypy, pytest, jest, vitest, go, cargo and git diff --check
 beyond the original's tsc-only source). The feedback text leads with the directives, then always
@@ -52,7 +52,7 @@ def failing_checks(report: Mapping[str, Any], include_optional: bool = False) ->
 
 
 def extract_repair_directives(report: Mapping[str, Any]) -> dict[str, Any]:
-    """Structured repair directives of a failed round (20-acceptance §6, extended). Never raises.
+    """Structured repair directives of a failed round (docs/acceptance.md §6, extended). Never raises.
 
     Args:
         report: the round's report (``checks``, ``analysis``, ``projectPath``).
@@ -116,7 +116,7 @@ def _directives(report: Mapping[str, Any]) -> dict[str, Any]:
 
 
 OUTSIDE_NOTE = " (outside the project: do not edit it; fix the project's code that leads there)"
-"""Said after a directive location outside the project (a tool printed it; 20-acceptance §6 keeps it)."""
+"""Said after a directive location outside the project (a tool printed it; docs/acceptance.md §6 keeps it)."""
 
 
 def _where(item: Mapping[str, Any], quote: str = "") -> str:
@@ -139,12 +139,12 @@ def _block(text: str) -> list[str]:
 
 
 def repair_plan_path(task_dir: str | os.PathLike[str], task_id: str, failed_round: int) -> Path:
-    """``<task_dir>/rework-<taskId>-r<failedRound>.md`` (40-agents-tasks §3)."""
+    """``<task_dir>/rework-<taskId>-r<failedRound>.md`` (docs/agents-tasks.md §3)."""
     return Path(task_dir) / f"rework-{task_id}-r{failed_round}.md"
 
 
 def visual_defects(report: Mapping[str, Any]) -> list[str]:
-    """One markdown bullet per failed, non-optional visual result (30-visual §6.5): the page and
+    """One markdown bullet per failed, non-optional visual result (docs/visual.md §6.5): the page and
     viewport, code and message, where the screenshot differs (bounds and the largest regions, in
     screenshot px) and the evidence images to look at (actual, baseline, diff, regions)."""
     out = []
@@ -168,7 +168,7 @@ def visual_defects(report: Mapping[str, Any]) -> list[str]:
 
 
 def render_repair_plan(report: Mapping[str, Any], task_id: str, task_text: str, report_md: str | os.PathLike[str]) -> str:
-    """The repair plan markdown for the round after a failed one (40-agents-tasks §3, English).
+    """The repair plan markdown for the round after a failed one (docs/agents-tasks.md §3, English).
 
     Sections: title ``# Repair plan (rework round <N+1>)`` + bullets (task, project, time, verdict
     counts); ``## 1. Original task goal`` (task[:2000]); ``## 2. Failing checks (must fix)`` with
@@ -320,7 +320,7 @@ def write_repair_plan(
 
 
 def feedback_text(report: Mapping[str, Any], plan_path: str | os.PathLike[str]) -> str:
-    """The feedback fed into the next round's prompt (40-agents-tasks §3 "Feedback text", English).
+    """The feedback fed into the next round's prompt (docs/agents-tasks.md §3 "Feedback text", English).
 
     Starts with the structured directives (a one-line heading, then at most
     :data:`FEEDBACK_MAX_DIRECTIVES` lines ``- <file>:<line> — <issue> → <action>``, then how many

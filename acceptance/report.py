@@ -1,8 +1,8 @@
 """Report artifacts: ``report-<N>.json``, ``report-<N>.md``, ``report-<N>.html`` and the tool summary.
 
-Source: 20-acceptance §1.5 (report.json keys and order), §5.1 (markdown layout, here in English),
-§5.2 (``summarizeReport``, English), issue §8 (test counts, baseline classification, renames and
-submodules, signals with the agent-tampering ones highlighted). Writes are atomic
+Source: docs/acceptance.md §1.5 (report.json keys and order), §5.1 (markdown layout, here in English),
+§5.2 (``summarizeReport``, English), docs/acceptance.md §8.8 (test counts, baseline classification, renames
+and submodules, signals with the agent-tampering ones highlighted). Writes are atomic
 (``core.files.atomic_write_*``).
 
 port: ``report-<N>.html`` (:mod:`.html_report`) is written for every round, not only with visual
@@ -53,11 +53,11 @@ REPORT_KEY_ORDER = (
     "baselineGrading",
     "integrity",
 )
-"""report.json top-level keys in write order (20-acceptance §1.5); from ``blockingIssues`` on only
-when present (``integrity``: issue 23)."""
+"""report.json top-level keys in write order (docs/acceptance.md §1.5); from ``blockingIssues`` on only
+when present (``integrity``: docs/integrity.md)."""
 
 CANCELLED_MARK = "task cancelled"
-"""A report whose message contains this was interrupted by cancellation (20-acceptance §5.2)."""
+"""A report whose message contains this was interrupted by cancellation (docs/acceptance.md §5.2)."""
 
 MD_TAIL_LINES = 40
 MD_MAX_LISTED = 50
@@ -157,7 +157,7 @@ def _md_baseline(report: Mapping[str, Any]) -> list[str]:
 
 
 def _md_integrity(report: Mapping[str, Any]) -> list[str]:
-    """``## Verification integrity`` (issue 23): the policy, the pristine tree, removed tests,
+    """``## Verification integrity`` (docs/integrity.md): the policy, the pristine tree, removed tests,
     targets, flaky tests, visible versus hidden checks, test-aware code, unsupported claims."""
     g = report.get("integrity")
     if not isinstance(g, Mapping):
@@ -208,7 +208,8 @@ def _md_integrity(report: Mapping[str, Any]) -> list[str]:
 
 
 def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
-    """Render ``report-<N>.md`` (20-acceptance §5.1 layout, English text; issue §8 additions).
+    """Render ``report-<N>.md`` (docs/acceptance.md §5.1 layout, English text; docs/acceptance.md §8.8
+    additions).
 
     Sections: title + bullets (task, project, started, finished, verdict); blocking issues;
     ``## Command checks`` (status, timing, test counts when a check carries ``tests``; failing
@@ -386,7 +387,7 @@ def write_report(
     visual_html: str = "",
 ) -> tuple[Path, Path]:
     """Write ``report-<N>.json``, ``report-<N>.md`` and ``report-<N>.html`` atomically
-    (20-acceptance §1.5, §5.1; issue §8).
+    (docs/acceptance.md §1.5, §5.1; docs/acceptance.md §8.8).
 
     Sets ``report["files"] = {"md", "json", "html"}`` (absolute paths, in that order) before
     writing, so the JSON names all three files. ``N`` = ``report["round"]``.
@@ -416,7 +417,7 @@ def write_report(
 
 
 def summarize_report(report: Mapping[str, Any]) -> str:
-    """The tool summary text of a report (20-acceptance §5.2, English).
+    """The tool summary text of a report (docs/acceptance.md §5.2, English).
 
     Head: ``[PASS] Acceptance passed (round N): p/t command checks passed[, k skipped].`` |
     ``[FAIL] Acceptance incomplete (round N): task cancelled, verification interrupted[, k not run].`` |

@@ -1,4 +1,4 @@
-"""Command-check runner (20-acceptance §3.2–§3.3).
+"""Command-check runner (docs/acceptance.md §3.2–§3.3).
 
 Each check runs through :func:`tianshu_mcp.core.procs.run_process`: argv only (no shell), its own
 session, stdin at EOF, output to a file, the whole process tree killed on timeout or cancellation.
@@ -109,7 +109,7 @@ __all__ = [
 log = logging.getLogger("tianshu_mcp")
 
 OUTPUT_TAIL_CHARS = 4000
-"""``outputTail`` keeps the last 4000 characters (20-acceptance §1.3)."""
+"""``outputTail`` keeps the last 4000 characters (docs/acceptance.md §1.3)."""
 
 PARSE_TAIL_BYTES = 1 << 20
 """Bytes of a test check's output (from the end) given to :func:`parse_tests` (1 MiB)."""
@@ -127,7 +127,7 @@ def _now_iso() -> str:
 
 
 def skip_result(name: str, cmd: str, reason: str, optional: bool = False) -> dict[str, Any]:
-    """A skipped CheckResult (20-acceptance §3.2): ``passed`` True, ``exitCode`` None, durationMs 0."""
+    """A skipped CheckResult (docs/acceptance.md §3.2): ``passed`` True, ``exitCode`` None, durationMs 0."""
     return CheckResult.skip(name, cmd, reason, optional).to_json()
 
 
@@ -208,7 +208,7 @@ def run_check(
     tool_dirs: Sequence[str] | None = None,
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run one command check and return its CheckResult dict (20-acceptance §1.3, §3.2, §3.3).
+    """Run one command check and return its CheckResult dict (docs/acceptance.md §1.3, §3.2, §3.3).
 
     Args:
         check: the normalised check.
@@ -404,7 +404,7 @@ def _output_bytes(part: Path, start: int) -> int:
 
 
 def _junit(check: CheckDef, project: str | os.PathLike[str], started_at: float) -> JUnitResult:
-    """The check's JUnit XML reports (``junitXml``, issue 13): files this run wrote, counted; stale
+    """The check's JUnit XML reports (``junitXml``, docs/toolchains.md): files this run wrote, counted; stale
     and refused ones named in ``note``. A bad glob (the config layer refuses it already) becomes
     a note, never an exception."""
     try:
@@ -429,7 +429,7 @@ def _fail_closed(tail: str, counts: TestCounts | None, from_xml: bool = False,
     In this order: nothing ran (zero-test text rules on the tail — not when the counts come from
     JUnit XML, which take precedence —, or parsed total 0); a ``known`` runner (its command names
     a toolchain with count formats: pytest, go test, cargo test, node --test, jest …) printed no
-    count at all (issue 23: an ``os._exit(0)`` in a conftest prints nothing and exits 0); the
+    count at all (docs/integrity.md: an ``os._exit(0)`` in a conftest prints nothing and exits 0); the
     parsed counts report failures or errors; every parsed test was skipped.
     """
     if (not from_xml and detect_zero_tests(tail)) or (counts is not None and counts.total == 0):
@@ -454,7 +454,7 @@ def run_checks(
     extra_env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Run checks serially (``concurrency`` ≤ 1 or one check) or with a bounded worker pool
-    (20-acceptance §3.2 parallel mode). Results are in declaration order.
+    (docs/acceptance.md §3.2 parallel mode). Results are in declaration order.
 
     In parallel mode workers claim indices in order; once ``should_stop`` returns True no new check
     is started and the unclaimed ones become skips (``task cancelled, not run``). ``extra_env`` is

@@ -1,4 +1,4 @@
-"""The check log of a verify round: per-check part files and their merge (20-acceptance §3.2).
+"""The check log of a verify round: per-check part files and their merge (docs/acceptance.md §3.2).
 
 A check's output goes to ``verify-<round>.parts/<NNN>-<safe>.log`` (:func:`parts_dir_for`,
 :func:`part_file_name`); :func:`_read_tail` reads its end back without holding the file, and
@@ -30,7 +30,7 @@ def parts_dir_for(log_path: str | os.PathLike[str]) -> Path:
 
 def part_file_name(index: int, name: str) -> str:
     """``<NNN>-<safe>.log``: 3-digit index; runs outside ``[A-Za-z0-9._-]`` → ``_``, ≤40 chars,
-    ``check`` if empty (20-acceptance §3.2)."""
+    ``check`` if empty (docs/acceptance.md §3.2)."""
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:40] or "check"
     return f"{index:03d}-{safe}.log"
 

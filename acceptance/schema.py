@@ -20,7 +20,7 @@ SCHEMA_ID = "https://tianshu-mcp.invalid/schemas/acceptance.schema.json"
 
 def acceptance_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of one acceptance layer (camelCase keys, unknown top-level keys
-    allowed); ``visual`` refers to the full ``VisualConfig`` definition (30-visual §1, strict)."""
+    allowed); ``visual`` refers to the full ``VisualConfig`` definition (docs/visual.md §1, strict)."""
     schema = AcceptanceConfig.model_json_schema(by_alias=True, mode="validation")
     visual = visual_json_schema()
     defs = schema.setdefault("$defs", {})

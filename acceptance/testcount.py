@@ -1,6 +1,6 @@
 """Test-output heuristics: is a check a test command, did it run zero tests, what did it count.
 
-Source: 20-acceptance §3.2 (``is_test_check``, ``detect_zero_tests`` and its four regexes). The port
+Source: docs/acceptance.md §3.2 (``is_test_check``, ``detect_zero_tests`` and its four regexes). The port
 deliberately goes beyond the original's four regexes (which let ``Ran 0 tests``, vitest's
 ``No test files found``, go's ``[no test files]`` and cargo's ``running 0 tests`` pass): every
 toolchain adds its own zero-test rule (:mod:`.toolchains`), each written so that a real run
@@ -27,7 +27,7 @@ __all__ = ["TestCounts", "MAX_IDS", "is_test_check", "detect_zero_tests", "parse
 
 
 def is_test_check(name: str, argv: Sequence[str]) -> bool:
-    """True when a check runs tests (20-acceptance §3.2).
+    """True when a check runs tests (docs/acceptance.md §3.2).
 
     ``"test" in name.lower()`` (so ``latest-build`` counts, as in the original) or the lower-cased,
     space-joined argv matches a registered toolchain's ``test_command`` (``node --test``,
@@ -40,7 +40,7 @@ def is_test_check(name: str, argv: Sequence[str]) -> bool:
     return any(tc.test_command is not None and tc.test_command.search(joined) for tc in toolchains())
 
 
-# The original's four rules (20-acceptance §3.2), any match → zero tests.
+# The original's four rules (docs/acceptance.md §3.2), any match → zero tests.
 _SPEC_ZERO_RES = [
     re.compile(r"#\s+tests\s+0\b", re.I),  # node:test / TAP summary
     re.compile(r"\bno tests (?:were )?found\b", re.I),  # jest
@@ -50,7 +50,7 @@ _SPEC_ZERO_RES = [
 
 
 def detect_zero_tests(output: str) -> bool:
-    """True when a test command's output shows that no test ran (20-acceptance §3.2, extended).
+    """True when a test command's output shows that no test ran (docs/acceptance.md §3.2, extended).
 
     The original's rules (any match): ``# tests 0``, ``no tests (were) found``, ``no tests ran``,
     ``0 tests ran|executed|found``; then each toolchain's ``zero`` rule (e.g. pytest's

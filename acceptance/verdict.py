@@ -1,4 +1,4 @@
-"""The verdict message of a verify round (20-acceptance §3.5): :func:`build_message`.
+"""The verdict message of a verify round (docs/acceptance.md §3.5): :func:`build_message`.
 
 Used by :mod:`.engine`, which re-exports :func:`build_message` and :data:`NO_CHANGES_CHECK`.
 """
@@ -20,7 +20,7 @@ def build_message(
     zero_test: Sequence[str],
     grading_bits: Sequence[str] = (),
 ) -> str:
-    """The verdict message (20-acceptance §3.5, English; visual/content bits omitted).
+    """The verdict message (docs/acceptance.md §3.5, English; visual/content bits omitted).
 
     Applicable bits joined by ``"; "`` and ended with ``"."``; none → ``"Acceptance passed."``.
     Checks marked ``notCounted`` (baseline grading excused them) are not listed as failed;

@@ -1,4 +1,4 @@
-"""adapters layer of tianshu-mcp (see 00-design §2): who does the work.
+"""adapters layer of tianshu-mcp (see docs/architecture.md §2): who does the work.
 
 Plain Python (no Prefect, no acceptance import): the profile registry
 (:mod:`.profiles`, ``agent-profiles.json``) and the generic CLI agent runner (:mod:`.cli`).

@@ -1,4 +1,5 @@
-"""The Agent Client Protocol driver: an agent spoken to over JSON-RPC on its stdio (issue 9 §3).
+"""The Agent Client Protocol driver: an agent spoken to over JSON-RPC on its stdio (docs/agent-adapters.md
+§3).
 
 ACP (by Zed) is how editors drive coding agents with structured events: ``gemini --acp``,
 ``claude-agent-acp``, ``codex-acp``, ``opencode acp``. A profile with ``"driver": "acp"`` names
@@ -463,8 +464,8 @@ def _drive(ctx: AgentRunContext, session: AcpSession, text: str, hooks: RoundHoo
         response = future.result()
     except Exception as exc:  # noqa: BLE001 - an error answer to session/prompt, a closed pipe
         if getattr(exc, "code", None) == -32000:  # auth_required mid-turn: the model refused the key or login
-            # (issue 24: an agent failure with the agent's own line, not a login question; a session
-            # that cannot even start without a login still asks the user, see run_acp_round)
+            # (docs/real-agents.md: an agent failure with the agent's own line, not a login question; a
+            # session that cannot even start without a login still asks the user, see run_acp_round)
             end_acp_session(ctx.task_id)
             append_log(log_file, f"[acp] authentication required: {exc}\n")
             return _result(log_file, started, exit_code=1, error=f"session/prompt failed: authentication required ({exc})")

@@ -1,4 +1,4 @@
-"""run_task's agent-specific argument gates (10-tools §1.3 step 8 and the project-less order).
+"""run_task's agent-specific argument gates (docs/tools.md §1.3 step 8 and the project-less order).
 
 Desktop agents take hints a CLI does not (``mode``, ``modelSource``, ``designDirection`` …) and
 each accepts only its own; a hint sent to the wrong agent is refused with a coded
@@ -23,7 +23,7 @@ VENDOR_NAMES = {"zcode": "ZCode", "codex": "Codex", "kimicode": "Kimi Code", "mi
 """Display names of the desktop adapters, as the gate messages say them."""
 
 QODER_ONLY_REASONING = frozenset({"极高", "xhigh", "最大", "关闭思考"})
-"""reasoningLevel aliases only the Qoder CN adapter understands (10-tools §1.3)."""
+"""reasoningLevel aliases only the Qoder CN adapter understands (docs/tools.md §1.3)."""
 
 _PROVIDER_MODEL = re.compile(r"^[^/\s]+/[^/\s].*$")
 
@@ -41,7 +41,7 @@ def _bad(message: str) -> None:
 
 
 def check_agent_args(agent_id: str, profile: AgentProfile | None, args: dict[str, Any], project: str) -> None:
-    """Refuse run_task arguments ``agent_id``'s adapter does not take (10-tools §1.3 (8)).
+    """Refuse run_task arguments ``agent_id``'s adapter does not take (docs/tools.md §1.3 (8)).
 
     Args:
         agent_id: the resolved agent id (for the messages).
@@ -84,7 +84,7 @@ def check_agent_args(agent_id: str, profile: AgentProfile | None, args: dict[str
 
 
 def check_project_less(agent_id: str, profile: AgentProfile | None, args: dict[str, Any]) -> None:
-    """The project-less order of 10-tools §1.3, after the agent resolved: only ZCode works in its
+    """The project-less order of docs/tools.md §1.3, after the agent resolved: only ZCode works in its
     default workspace, and then without verification, rework, mode, acceptanceOverride or dryRun.
 
     Raises:

@@ -1,5 +1,5 @@
-"""The built-in Agent Client Protocol agents (issue 9 §3): agents that speak ACP on stdio, driven
-by :mod:`.acp` (40-agents-tasks §1.7). Data only; :mod:`.profiles` merges them with the other
+"""The built-in Agent Client Protocol agents (docs/agent-adapters.md §3): agents that speak ACP on stdio,
+driven by :mod:`.acp` (docs/agents-tasks.md §1.7). Data only; :mod:`.profiles` merges them with the other
 built-ins and the user's ``agent-profiles.json``.
 """
 
@@ -11,14 +11,16 @@ from typing import Any
 from .builtin_cli import COMMON_BIN_DIRS, SYSTEM_BIN_DIRS
 
 GEMINI_ACP_SETTINGS = Path(__file__).resolve().parent / "data" / "gemini-acp-system-settings.json"
-"""Gemini CLI system settings of the ``gemini-acp`` profile: ``general.maxAttempts`` only (issue 24)."""
+"""Gemini CLI system settings of the ``gemini-acp`` profile: ``general.maxAttempts`` only
+(docs/real-agents.md)."""
 
 ACP_DOCS_TARGETED = "2026-11"
 """When the built-in ACP command lines were last checked against each agent's docs."""
 
 
 def _acp_profile(display: str, names: list[str], args: list[str], auth: str, note: str, **facts: Any) -> dict[str, Any]:
-    """One built-in ACP profile; ``facts`` are further profile keys in their JSON spelling (issue 24)."""
+    """One built-in ACP profile; ``facts`` are further profile keys in their JSON spelling
+    (docs/real-agents.md)."""
     env = facts.pop("env", {})
     return {**facts,
         "displayName": display,

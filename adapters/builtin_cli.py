@@ -1,5 +1,5 @@
-"""The built-in CLI agents (issue 9): each CLI's current non-interactive command line as profile
-data (40-agents-tasks §1.7). :mod:`.profiles` merges them with the other built-ins and the user's
+"""The built-in CLI agents (docs/agent-adapters.md): each CLI's current non-interactive command line as
+profile data (docs/agents-tasks.md §1.7). :mod:`.profiles` merges them with the other built-ins and the user's
 ``agent-profiles.json`` (a user entry of the same id replaces the whole profile).
 """
 
@@ -30,7 +30,7 @@ CLI_DOCS_TARGETED = "2026-08"
 def _cli_profile(display: str, command: str, args: list[str], prompt_mode: str, auth: str, note: str,
                  fatal: list[str], extra_dirs: tuple[str, ...] = (), **facts: Any) -> dict[str, Any]:
     """One built-in CLI profile; ``facts`` are further profile keys in their JSON spelling
-    (``outputFormat``, ``testedVersions``, ``authSources``, …, issue 24)."""
+    (``outputFormat``, ``testedVersions``, ``authSources``, …, docs/real-agents.md)."""
     env = facts.pop("env", {})
     return {**facts,
         "displayName": display,
@@ -69,7 +69,7 @@ GEMINI_EXIT_CODES: dict[str, str] = {
     "244": "the model API answered 500 after its retries (HTTP status mod 256)",
 }
 """What Gemini CLI 0.61's exit codes mean (packages/core exit codes, each provoked against the
-scripted endpoint, issue 24)."""
+scripted endpoint, docs/real-agents.md)."""
 
 
 def _env(name: str, note: str) -> dict[str, str]:
@@ -81,7 +81,7 @@ def _file(path: str, note: str) -> dict[str, str]:
 
 
 def cli_builtin_data() -> dict[str, dict[str, Any]]:
-    """The built-in CLI agents (issue 9): each CLI's current non-interactive command line.
+    """The built-in CLI agents (docs/agent-adapters.md): each CLI's current non-interactive command line.
 
     Sources and versions are in each profile's ``note``; the reasons for every flag are in
     docs/design-notes.md ("Built-in CLI agents"). A user entry of the same id in

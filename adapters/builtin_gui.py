@@ -1,13 +1,14 @@
 """Built-in desktop (``gui``) agent profiles: chat apps driven over CDP by :mod:`.cdp`
-(40-agents-tasks §1.7, §1.11).
+(docs/agents-tasks.md §1.7, §1.11).
 
 Data only: :mod:`.profiles` merges these with the CLI and ACP built-ins and the user's file.
 The facts (debugging ports and ranges, launch budgets, activation, install locations, the
-user-data-dir rule, selectors where they were measured) come from the spec and from the original
-TypeScript project's profiles and selector tables; each profile's ``note`` names its platform.
+user-data-dir rule, selectors where they were measured) come from docs/agents-tasks.md §1.7 and §1.11 and from
+the( )profiles and selector tables of the original TypeScript tianshu-mcp; each profile's ``note`` names its
+platform.
 
 Every one of these apps is a Windows/macOS Electron app, and this build runs on Linux: they are
-``status: research`` (listed, never dispatched; 40-agents-tasks §1.8). To drive one where it
+``status: research`` (listed, never dispatched; docs/agents-tasks.md §1.8). To drive one where it
 does run, copy its entry into ``agent-profiles.json`` under the same id, set ``"status":
 "ready"`` and ``command`` to the app's executable, and adjust ``gui`` (its ``selectors`` follow
 the semantic keys of :data:`tianshu_mcp.adapters.cdp_config.DEFAULT_SELECTORS`).

@@ -1,5 +1,5 @@
 """The ``gui`` driver: a desktop chat agent app driven over the Chrome DevTools Protocol
-(40-agents-tasks §1.11; issue 9).
+(docs/agents-tasks.md §1.11; docs/agent-adapters.md).
 
 One generic, profile-driven driver for every vendor: what differs between apps (how to launch
 them, which port, what their window looks like) is the profile's ``gui`` object
@@ -83,14 +83,14 @@ ANSWER_HEADER = "## The user's answer"
 
 
 def marker(task_id: str, rnd: int, attempt: str) -> str:
-    """``【tianshu:<taskId>:r<round>:<attempt>】`` (40-agents-tasks §1.11.7)."""
+    """``【tianshu:<taskId>:r<round>:<attempt>】`` (docs/agents-tasks.md §1.11.7)."""
     return f"【tianshu:{task_id}:r{rnd}:{attempt}】"
 
 
 def attempt_of(ctx: AgentRunContext) -> str:
     """``continue:<sha256(answer or "confirmed")[:8]>`` when the round re-runs after asking the
     user (``ctx.answer``, or the answer section of the feedback), ``rework`` for a later round or
-    any feedback, else ``initial`` (40-agents-tasks §1.11.7)."""
+    any feedback, else ``initial`` (docs/agents-tasks.md §1.11.7)."""
     answer = ctx.answer
     if answer is None and ctx.feedback and ANSWER_HEADER in ctx.feedback:
         answer = ctx.feedback.split(ANSWER_HEADER, 1)[1].strip()
@@ -146,7 +146,7 @@ def _drain(ch: _Channel, hooks: RoundHooks) -> None:
 
 
 def run_gui_round(ctx: AgentRunContext, agent: ResolvedAgent, hooks: RoundHooks) -> AgentRunResult:
-    """Run one round of a desktop chat agent (see the module doc; 40-agents-tasks §1.11).
+    """Run one round of a desktop chat agent (see the module doc; docs/agents-tasks.md §1.11).
 
     Args:
         ctx: the round (``task_id``, ``project_path``, ``round``, ``task``, ``feedback``,
@@ -394,7 +394,8 @@ def _ask_login(ctx: AgentRunContext, ch: _Channel, started: float, name: str, ar
 
 async def _watch(ctx: AgentRunContext, settings: GuiSettings, ch: _Channel, started: float, deadline: float,
                  app: AppPage, since: int, mark: str, name: str, argv: list[str]) -> AgentRunResult:
-    """The poll loop (40-agents-tasks §1.11.8–9); ``argv``: how the app is opened (for a login question)."""
+    """The poll loop (docs/agents-tasks.md §1.11.8–9); ``argv``: how the app is opened (for a login
+    question)."""
     limits = JudgeLimits(settings.stable_rounds, settings.idle_timeout_ms, settings.stall_timeout_ms)
     state = start_state(time.monotonic() * 1000)
     answers = Answers(ctx.task_dir, CONFIRMATIONS_FILE)

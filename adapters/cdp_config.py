@@ -1,5 +1,5 @@
 """The ``gui`` object of a desktop agent's profile: timings, launch facts and selectors
-(40-agents-tasks §1.6 GuiProfile, §1.11).
+(docs/agents-tasks.md §1.6 GuiProfile, §1.11).
 
 Everything vendor-specific about a desktop chat app is data in its profile's ``gui`` object;
 :func:`gui_settings` reads it with the spec's defaults. Selectors are CSS selectors keyed by a
@@ -53,7 +53,7 @@ for a native folder dialog); ``model*``: the model menu. An empty string disable
 
 @dataclass(frozen=True)
 class GuiSettings:
-    """A desktop agent's ``gui`` settings (40-agents-tasks §1.6; times in ms).
+    """A desktop agent's ``gui`` settings (docs/agents-tasks.md §1.6; times in ms).
 
     Attributes:
         cdp_port: first debugging port tried (``cdpPort``, 9222).
@@ -85,7 +85,7 @@ class GuiSettings:
         project_path_attribute: attribute holding a picker item's folder path (``projectPathAttribute``, ``data-path``).
         selectors: :data:`DEFAULT_SELECTORS` overlaid with ``gui.selectors``.
         stop_capable: cancel clicks stop and reports ``guiStop`` (``stopCapable``, True;
-            40-agents-tasks §1.11.11: False for zcode/traework).
+            docs/agents-tasks.md §1.11.11: False for zcode/traework).
     """
 
     cdp_port: int = 9222
@@ -143,7 +143,7 @@ def gui_settings(profile: AgentProfile) -> GuiSettings:
         selectors.update({k: v for k, v in raw["selectors"].items() if isinstance(k, str) and isinstance(v, str)})
     kw["selectors"] = selectors
     if "stop_capable" not in kw and profile.adapter in ("zcode-gui", "traework-gui"):
-        kw["stop_capable"] = False  # 40-agents-tasks §1.11.11
+        kw["stop_capable"] = False  # docs/agents-tasks.md §1.11.11
     return GuiSettings(**kw)
 
 

@@ -1,5 +1,5 @@
 """Which desktop-app instance a task drives: ownership proof, port choice, launch
-(40-agents-tasks §1.11.2, §1.10 "GUI app instances").
+(docs/agents-tasks.md §1.11.2, §1.10 "GUI app instances").
 
 An instance is *ours* when all of these hold:
 
@@ -46,7 +46,7 @@ UDD_RE = re.compile(r"^--user-data-dir(?:=(.*))?$")
 
 
 class InstanceError(Exception):
-    """The app could not be provided: ``reason`` is a setup end reason (40-agents-tasks §1.3:
+    """The app could not be provided: ``reason`` is a setup end reason (docs/agents-tasks.md §1.3:
     ``setup_failed``, ``port_foreign``, ``spawn`` (the executable cannot be started), ``launch_failed``, ``instance_unproven``), the message
     says what and where.
 
@@ -191,7 +191,7 @@ def launch_argv(command: str, settings: GuiSettings, port: int, udd: Path) -> li
 
 def ensure_instance(command: str, settings: GuiSettings, udd: Path, env: Mapping[str, str],
                     log: Callable[[str, str], None], stopped: Callable[[], bool]) -> AppInstance:
-    """Adopt our running instance or launch one (40-agents-tasks §1.11.2).
+    """Adopt our running instance or launch one (docs/agents-tasks.md §1.11.2).
 
     Args:
         command: the app's executable (the resolved profile command).

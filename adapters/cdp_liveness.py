@@ -1,5 +1,5 @@
 """The liveness judge of a desktop chat app's round: a pure function from what one poll saw to
-a verdict (40-agents-tasks §1.11.9).
+a verdict (docs/agents-tasks.md §1.11.9).
 
 No I/O and no clock of its own: the caller passes ``now_ms`` and the previous
 :class:`LiveState`, and gets a verdict and the next state, so every rule is unit-testable.

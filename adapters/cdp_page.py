@@ -1,5 +1,5 @@
 """The desktop app's window as the driver sees it: one Playwright page and the profile's
-selectors (40-agents-tasks §1.11.3–§1.11.7).
+selectors (docs/agents-tasks.md §1.11.3–§1.11.7).
 
 :class:`AppPage` reads the window in one ``evaluate`` per poll (:meth:`AppPage.snapshot`) and
 performs the setup steps: bind the project, pick the model, type and read back the message,
@@ -83,7 +83,7 @@ ITEMS_JS = r"""
 
 
 class StepError(Exception):
-    """A setup step failed; ``reason`` is the spec's end reason (40-agents-tasks §1.3).
+    """A setup step failed; ``reason`` is the spec's end reason (docs/agents-tasks.md §1.3).
 
     ``message`` is a constant English msgid (``N_``) whose ``{named}`` placeholders ``values`` fill:
     ``str(exc)`` is English (the round's log), ``exc.shown`` the locale's words (the task's message)."""
@@ -219,7 +219,7 @@ class AppPage:
         return items[0]["value"] if items else ""
 
     async def bind_project(self, path: str) -> str:
-        """Bind the window to folder ``path`` (40-agents-tasks §1.11.5); returns how it was done.
+        """Bind the window to folder ``path`` (docs/agents-tasks.md §1.11.5); returns how it was done.
 
         Already bound → nothing. Else open ``projectTrigger`` and click the one item whose
         folder path (``projectPathAttribute``) equals ``path`` — or, failing paths, whose label
@@ -273,7 +273,7 @@ class AppPage:
         return items[0]["label"] if items else ""
 
     async def pick_model(self, model: str) -> str:
-        """Select ``model`` in the model menu (40-agents-tasks §1.11.6); returns how.
+        """Select ``model`` in the model menu (docs/agents-tasks.md §1.11.6); returns how.
 
         Already selected → nothing. Else open ``modelTrigger`` and click the one
         ``modelOption`` whose text is exactly ``model`` (15 × 200 ms), then read back.

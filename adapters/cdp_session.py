@@ -1,5 +1,5 @@
 """What a desktop agent's task keeps open between rounds: its app and the lock on the app's
-user-data-dir (40-agents-tasks §1.10 "GUI app instances", §1.11.1–2, §1.11.10).
+user-data-dir (docs/agents-tasks.md §1.10 "GUI app instances", §1.11.1–2, §1.11.10).
 
 A task's app outlives its rounds (the rework round types into the same chat) and ends with the
 task's flow run (:func:`end_gui_session`, also called before a needs_user suspension: the
@@ -60,7 +60,7 @@ def lock_udd(udd: Path, stopped: Callable[[], bool], deadline: float) -> int:
 
 
 def end_gui_session(task_id: str) -> None:
-    """Close what the task keeps open (40-agents-tasks §1.11.10): kill the app's process tree,
+    """Close what the task keeps open (docs/agents-tasks.md §1.11.10): kill the app's process tree,
     release it from ``keep_alive`` and unlock its user-data-dir. Called when the task's flow
     run ends and before a needs_user suspension. Never raises; a no-op without a session."""
     with SESSIONS_LOCK:

@@ -1,4 +1,5 @@
-"""Generic CLI agent adapter: prompt, invocation, run (40-agents-tasks §1.9–§1.10, 00-design §5).
+"""Generic CLI agent adapter: prompt, invocation, run (docs/agents-tasks.md §1.9–§1.10, docs/architecture.md
+§5).
 
 One call of :func:`run_cli_agent` is one *round* of one task: the prompt (task + context +
 feedback) is built, recorded in ``<taskDir>/prompt-<round>.txt``, handed to the agent's process as
@@ -46,12 +47,13 @@ PROMPT_FILE = "<prompt:file>"
 PROMPT_STDIN = "<prompt:stdin>"
 """argsTemplate placeholder: always "" (the prompt goes to stdin in ``stdin`` mode)."""
 CWD_ARG = "<cwd>"
-"""argsTemplate placeholder: the agent's working directory (``opencode run --dir <cwd>``, issue 24)."""
+"""argsTemplate placeholder: the agent's working directory (``opencode run --dir <cwd>``,
+docs/real-agents.md)."""
 
 
 @dataclass
 class Invocation:
-    """How to start one agent round (40-agents-tasks §1.4 ``build_invocation``).
+    """How to start one agent round (docs/agents-tasks.md §1.4 ``build_invocation``).
 
     Attributes:
         argv: absolute command followed by the substituted ``argsTemplate``.
@@ -137,7 +139,7 @@ def run_cli_agent(
     on_start: Callable[[ProcRecord], None] | None = None,
     hooks: RoundHooks | None = None,
 ) -> AgentRunResult:
-    """Run one round of a CLI agent to completion (40-agents-tasks §1.9–§1.10).
+    """Run one round of a CLI agent to completion (docs/agents-tasks.md §1.9–§1.10).
 
     The process gets its own session/process group, stdin at EOF (or the prompt, then closed, in
     ``stdin`` mode), and its stdout+stderr appended to ``<taskDir>/agent-<round>.log`` after the

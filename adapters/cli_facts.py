@@ -1,4 +1,4 @@
-"""What a CLI profile knows about its CLI beyond the command line (issue 24): how to read its
+"""What a CLI profile knows about its CLI beyond the command line (docs/real-agents.md): how to read its
 output, when it is stuck, which files are its own, what its exit codes mean, the versions it was
 tested with and where it finds its credentials. :mod:`.profiles` holds these as fields of
 :class:`~.profiles.AgentProfile`; this module has their types and checks them when a profile loads.
@@ -23,7 +23,8 @@ MATCH_ALL = frozenset({"*", "**", "**/*", "*/**", ".*"})
 
 
 class LivenessSettings(BaseModel):
-    """A profile's ``liveness`` (issue 24 §4; :class:`~tianshu_mcp.adapters.output.liveness.Liveness`).
+    """A profile's ``liveness`` (docs/real-agents.md §4;
+    :class:`~tianshu_mcp.adapters.output.liveness.Liveness`).
 
     Fields (default): max_retries (``maxRetries``, 3: the retry of a 401/403/429 model call that
     ends the round), window_ms (``windowMs``, 20000: how long after the first such retry the
@@ -39,7 +40,7 @@ class LivenessSettings(BaseModel):
 
 
 class AuthSource(BaseModel):
-    """One place an agent CLI finds its credentials (``authSources`` entry, issue 24 §5).
+    """One place an agent CLI finds its credentials (``authSources`` entry, docs/real-agents.md §5).
 
     Fields: env (an environment variable that holds a key or a token), file (a login file, ``~``
     for the home), note (what it is, e.g. "API key", "Claude login"). Exactly one of env/file.
@@ -60,7 +61,7 @@ class AuthSource(BaseModel):
 
 def check_cli_facts(output_format: str | None, exit_codes: Mapping[str, str], owned_paths: Sequence[str],
                     specifiers: Mapping[str, str | None]) -> None:
-    """Check the issue-24 fields of a profile.
+    """Check the profile fields of docs/real-agents.md.
 
     Raises:
         ValueError: ``outputFormat`` names no reader; an ``exitCodes`` key is not an exit code as

@@ -1,5 +1,5 @@
 """Finding an agent's executable outside PATH: the ``executableDiscovery.dirs`` scan
-(40-agents-tasks §1.8)."""
+(docs/agents-tasks.md §1.8)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 DISCOVERY_MAX_DEPTH = 6
-"""How deep the discovery scan walks below each ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8)."""
+"""How deep the discovery scan walks below each ``executableDiscovery.dirs`` entry (docs/agents-tasks.md
+§1.8)."""
 
 
 def expand_discovery_dir(raw: str) -> str:
-    """Expand the placeholders of one ``executableDiscovery.dirs`` entry (40-agents-tasks §1.8).
+    """Expand the placeholders of one ``executableDiscovery.dirs`` entry (docs/agents-tasks.md §1.8).
 
     ``{HOME}`` / ``{USERPROFILE}`` → the user's home; ``{LOCALAPPDATA}``, ``{APPDATA}``,
     ``{PROGRAMFILES}``, ``{PROGRAMFILES(X86)}``, ``{SYSTEMDRIVE}`` → the environment variable of
@@ -37,7 +38,7 @@ def expand_discovery_dir(raw: str) -> str:
 
 
 def discover_executable(dirs: list[str], file_names: list[str]) -> str | None:
-    """Scan ``dirs`` for an executable named exactly one of ``file_names`` (40-agents-tasks §1.8).
+    """Scan ``dirs`` for an executable named exactly one of ``file_names`` (docs/agents-tasks.md §1.8).
 
     Each directory (placeholders expanded by :func:`expand_discovery_dir`; missing ones skipped)
     is walked to depth :data:`DISCOVERY_MAX_DEPTH`, skipping ``node_modules`` and dot-entries

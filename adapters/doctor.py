@@ -1,4 +1,4 @@
-"""``agents doctor``: what each agent profile will meet when a task runs it (issue 24 §5).
+"""``agents doctor``: what each agent profile will meet when a task runs it (docs/real-agents.md §5).
 
 For every profile (the built-ins and ``<home>/agent-profiles.json``) :func:`diagnose` reports:
 

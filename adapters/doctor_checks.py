@@ -1,4 +1,4 @@
-"""The machine checks of ``agents doctor`` (issue 24 §5) that do not start the agent itself: a
+"""The machine checks of ``agents doctor`` (docs/real-agents.md §5) that do not start the agent itself: a
 version against ``testedVersions``, the Node.js that runs a CLI against ``nodeVersions``, and
 the credentials it will find (``authSources``). :mod:`.doctor` puts them together per profile.
 Plain Python: no Prefect, no acceptance import.

@@ -1,4 +1,4 @@
-"""Which code drives an agent: the profile's ``driver`` picks one (40-agents-tasks §1.1, §1.6).
+"""Which code drives an agent: the profile's ``driver`` picks one (docs/agents-tasks.md §1.1, §1.6).
 
 A driver runs one round (:class:`~tianshu_mcp.adapters.round.AgentRunContext` in,
 :class:`~tianshu_mcp.adapters.round.AgentRunResult` out) and may keep a session open between

@@ -1,4 +1,4 @@
-"""Recognising an agent that failed before doing any work (input issue: "agent failures are agent
+"""Recognising an agent that failed before doing any work (docs/robustness.md §4: "agent failures are agent
 failures, not verification failures").
 
 A CLI agent that cannot reach its model prints one tell-tale line and exits — often with code 1,

@@ -1,4 +1,4 @@
-"""The keys of a desktop profile's ``gui`` object and their JSON types (40-agents-tasks §1.6).
+"""The keys of a desktop profile's ``gui`` object and their JSON types (docs/agents-tasks.md §1.6).
 
 Shared by :mod:`.profiles` (a wrong type is refused when ``agent-profiles.json`` loads:
 ``CONFIG_INVALID`` naming the key) and :mod:`.cdp_config` (which reads the values). Keys not

@@ -1,4 +1,4 @@
-"""Agent profile registry: ``agent-profiles.json``, built-ins, resolution (40-agents-tasks §1.6–§1.8).
+"""Agent profile registry: ``agent-profiles.json``, built-ins, resolution (docs/agents-tasks.md §1.6–§1.8).
 
 A *profile* is data, not code: it says how to start an agent (``command`` + ``argsTemplate``), how
 the prompt reaches it (``promptMode``), where it runs (``cwd``) and for how long (``timeoutMs``).
@@ -43,7 +43,7 @@ PROFILES_FILE = "agent-profiles.json"
 """File name of the user profile file inside the data home."""
 
 DEFAULT_AGENT_TIMEOUT_MS = 1_800_000
-"""Default ``timeoutMs`` of a profile: 30 min (40-agents-tasks §1.6)."""
+"""Default ``timeoutMs`` of a profile: 30 min (docs/agents-tasks.md §1.6)."""
 
 GuiAdapterName = Literal[
     "traework-gui",
@@ -57,7 +57,7 @@ GuiAdapterName = Literal[
 
 
 class AgentProfile(BaseModel):
-    """One entry of ``agent-profiles.json`` (40-agents-tasks §1.6).
+    """One entry of ``agent-profiles.json`` (docs/agents-tasks.md §1.6).
 
     JSON keys are camelCase (``displayName``, ``argsTemplate``, ``promptMode``, ``timeoutMs``,
     ``authNote``); Python attributes are snake_case. Unknown keys (``gui``, ``killTree``,
@@ -76,15 +76,15 @@ class AgentProfile(BaseModel):
         (``promptMode``, "arg"|"stdin"|"file"), cwd ("task": the project, "home": the user's
         home), env ({}: overlaid on the server's environment), timeout_ms (``timeoutMs``,
         None, > 0: the agent's wall-clock limit per round, ms; None leaves it to
-        ``config.json``'s ``defaultTaskTimeoutMs``, 40-agents-tasks §2.3), auth_note (``authNote``, ""), fatal_patterns (``fatalPatterns``, []:
-        regular expressions of output lines that mean the agent could not work, added to
-        :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), confirmation_patterns /
+        ``config.json``'s ``defaultTaskTimeoutMs``, docs/agents-tasks.md §2.3), auth_note (``authNote``, ""),
+        fatal_patterns (``fatalPatterns``, []: regular expressions of output lines that mean the agent could
+        not work, added to :data:`tianshu_mcp.adapters.fatal.DEFAULT_FATAL_PATTERNS`), confirmation_patterns /
         authorization_patterns (``confirmationPatterns`` / ``authorizationPatterns``, []: output
         lines that mean the agent waits for a confirmation / for a login, added to those of
         :mod:`tianshu_mcp.adapters.prompts`), note (None), version_args (``versionArgs``, None:
         how to ask the executable its version for ``query_info``; None → ``["--version"]``,
         ``[]`` → not asked), output_format (``outputFormat``, None: plain text; else a reader of
-        :data:`~tianshu_mcp.adapters.output.formats.READERS`, issue 24 §3), owned_paths
+        :data:`~tianshu_mcp.adapters.output.formats.READERS`, docs/real-agents.md §3), owned_paths
         (``ownedPaths``, []: globs of untracked files the CLI keeps for itself in the project,
         e.g. ``.aider*``: never the agent's change), root_env (``rootEnv``, {}: overlaid on
         ``env`` when the server runs as root), exit_codes (``exitCodes``, {}: what an exit code
@@ -179,14 +179,14 @@ class AgentProfile(BaseModel):
     @property
     def effective_adapter(self) -> str | None:
         """The GUI adapter this profile asks for: ``adapter``, or ``traework-gui`` for a GUI
-        driver without one (40-agents-tasks §1.6); None for a spawn (CLI) profile."""
+        driver without one (docs/agents-tasks.md §1.6); None for a spawn (CLI) profile."""
         if self.adapter:
             return self.adapter
         return "traework-gui" if self.driver == "gui" else None
 
     def to_json(self) -> dict[str, Any]:
         """The profile as it is written in ``agent-profiles.json`` (camelCase, None omitted, and the
-        issue-24 facts left out while they hold their defaults)."""
+        facts of docs/real-agents.md left out while they hold their defaults)."""
         raw = self.model_dump(by_alias=True, exclude_none=True)
         for key in ("ownedPaths", "rootEnv", "exitCodes", "authSources"):
             if not raw.get(key):
@@ -197,14 +197,14 @@ class AgentProfile(BaseModel):
 
 
 def _builtin_data() -> dict[str, dict[str, Any]]:
-    """Raw built-in profiles (40-agents-tasks §1.7), as they would appear in the JSON file."""
+    """Raw built-in profiles (docs/agents-tasks.md §1.7), as they would appear in the JSON file."""
     return {**cli_builtin_data(), **acp_builtin_data(), **gui_builtin_data()}
 
 
 def builtin_profiles() -> dict[str, AgentProfile]:
-    """Return fresh copies of the built-in profiles, keyed by agent id (40-agents-tasks §1.7).
+    """Return fresh copies of the built-in profiles, keyed by agent id (docs/agents-tasks.md §1.7).
 
-    CLI agents (issue 9, driver spawn, status ready, found on PATH or in their discovery dirs):
+    CLI agents (docs/agent-adapters.md, driver spawn, status ready, found on PATH or in their discovery dirs):
     ``codex`` (``codex exec --skip-git-repo-check --sandbox workspace-write -- <prompt>``),
     ``claude`` (``claude -p --permission-mode acceptEdits --output-format text -- <prompt>``),
     ``gemini`` (``gemini --approval-mode auto_edit --skip-trust --prompt=<prompt>``), ``aider``
@@ -237,7 +237,7 @@ def load_registry(home: Path) -> tuple[dict[str, AgentProfile], dict[str, str]]:
     entries that do not validate.
 
     Each user entry replaces the whole built-in entry of the same id (no deep merge,
-    40-agents-tasks §1.6). The file is optional; it is re-read on every call. One broken entry
+    docs/agents-tasks.md §1.6). The file is optional; it is re-read on every call. One broken entry
     does not take the others down: it is returned in the second dict (and its id is removed
     from the first, so a broken override never falls back to the built-in silently).
 
@@ -302,7 +302,7 @@ def load_profiles(home: Path) -> dict[str, AgentProfile]:
 
 @dataclass
 class ResolvedAgent:
-    """An agent id resolved against its profile (40-agents-tasks §1.8).
+    """An agent id resolved against its profile (docs/agents-tasks.md §1.8).
 
     Attributes:
         id: the agent id.
@@ -420,7 +420,7 @@ def resolve_profile(agent_id: str, profile: AgentProfile | None) -> ResolvedAgen
 
 
 def resolve_agent(agent_id: str, home: Path) -> ResolvedAgent:
-    """Resolve ``agent_id`` to an executable (40-agents-tasks §1.8, simplified).
+    """Resolve ``agent_id`` to an executable (docs/agents-tasks.md §1.8, simplified).
 
     Order: unknown id → not ok (``agent '<id>' is not configured; add a profile to
     agent-profiles.json``); status unsupported → not ok (the note); status research → not ok

@@ -1,6 +1,6 @@
 """Recognising a CLI agent that waits for a person: a confirmation prompt or an authorization
-request in its output (seed 003's semantic events ``confirmation_dialog_detected`` and
-``awaiting_user_authorization``, 10-tools §3.4; lifecycle issue, must-show 4).
+request in its output (the semantic events of docs/lifecycle.md §4, ``confirmation_dialog_detected`` and
+``awaiting_user_authorization``, docs/tools.md §3.4; docs/lifecycle.md §4).
 
 The original saw these as dialogs in desktop apps. A CLI agent shows them as lines: ``Apply
 these edits? [y/N]``, ``Do you want to run this command?``, or a login flow that prints a URL

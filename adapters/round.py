@@ -1,5 +1,5 @@
 """One agent round, whatever drives the agent: its input, its outcome and the callbacks of the
-task that runs it (40-agents-tasks §1.1–§1.3, §1.9–§1.10).
+task that runs it (docs/agents-tasks.md §1.1–§1.3, §1.9–§1.10).
 
 Every driver (:mod:`.cli` for a subprocess, :mod:`.acp` for an Agent Client Protocol agent, the
 desktop driver for a chat app over CDP) takes an :class:`AgentRunContext` and
@@ -24,19 +24,19 @@ log = logging.getLogger("tianshu_mcp")
 ErrorType = Literal["spawn", "setup_failed", "cdp_disconnected", "idle_timeout"]
 """``AgentRunResult.error_type`` values (see :class:`AgentRunResult`)."""
 QuestionKind = Literal["agent_question", "user_confirmation", "login_required"]
-"""``needsUserKind`` of a round that ends asking the user (10-tools §3.6)."""
+"""``needsUserKind`` of a round that ends asking the user (docs/tools.md §3.6)."""
 
 CONTEXT_HEADER = "\n\n## Additional context / constraints\n"
-"""Separator before ``context`` in the prompt (40-agents-tasks §1.9)."""
+"""Separator before ``context`` in the prompt (docs/agents-tasks.md §1.9)."""
 FEEDBACK_HEADER = (
     "\n\n## Feedback from the previous round's verification — fix exactly these problems, do not refactor broadly\n"
 )
-"""Separator before ``feedback`` in the prompt (40-agents-tasks §1.9)."""
+"""Separator before ``feedback`` in the prompt (docs/agents-tasks.md §1.9)."""
 
 
 @dataclass
 class AgentRunContext:
-    """Input of one agent round (40-agents-tasks §1.1, CLI subset).
+    """Input of one agent round (docs/agents-tasks.md §1.1, CLI subset).
 
     Attributes:
         task_id: ``tsk_…`` id.
@@ -68,7 +68,7 @@ class AgentRunContext:
 
 @dataclass
 class AgentRunResult:
-    """Outcome of one agent round (40-agents-tasks §1.3, process fields).
+    """Outcome of one agent round (docs/agents-tasks.md §1.3, process fields).
 
     Attributes:
         ok: the agent exited 0 on its own.
@@ -180,7 +180,7 @@ class RoundHooks:
 
 def agent_env(profile_env: dict[str, str], root_env: dict[str, str], cwd: str) -> dict[str, str]:
     """The agent's environment: the server's, ``profile.env`` over it, ``profile.rootEnv`` over
-    that when the server runs as root, and ``PWD`` = ``cwd`` (issue 24: ``opencode run`` takes its
+    that when the server runs as root, and ``PWD`` = ``cwd`` (docs/real-agents.md: ``opencode run`` takes its
     project from ``$PWD``, not from its working directory; the host's ``PWD`` names another
     directory). Returns a new dict."""
     env = dict(os.environ)
@@ -225,7 +225,7 @@ def log_file_path(ctx: AgentRunContext) -> Path:
 
 
 def build_prompt(ctx: AgentRunContext, prompt_mode: str = "arg") -> str:
-    """Build the prompt of a round (40-agents-tasks §1.9).
+    """Build the prompt of a round (docs/agents-tasks.md §1.9).
 
     ``task`` [+ ``CONTEXT_HEADER`` + context] [+ ``FEEDBACK_HEADER`` + feedback]; empty context or
     feedback adds nothing; a NUL (from a check's output, say) becomes U+FFFD. The text is the same
@@ -243,7 +243,7 @@ def build_prompt(ctx: AgentRunContext, prompt_mode: str = "arg") -> str:
 
 
 def spawn_header(argv: list[str], cwd: str) -> str:
-    """Log header ``\\n===== spawn: <argv…> (cwd=<cwd>) @ <ISO> =====\\n`` (40-agents-tasks §1.10)."""
+    """Log header ``\\n===== spawn: <argv…> (cwd=<cwd>) @ <ISO> =====\\n`` (docs/agents-tasks.md §1.10)."""
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     return f"\n===== spawn: {' '.join(argv)} (cwd={cwd}) @ {now} =====\n"
 

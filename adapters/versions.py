@@ -1,5 +1,5 @@
-"""Bounded probes of an agent's executable: its version (``query_info(type=profiles)``, issue 9
-§1) and its ``--help`` text (``agents doctor``, issue 24 §5).
+"""Bounded probes of an agent's executable: its version (``query_info(type=profiles)``, docs/agent-adapters.md
+§1) and its ``--help`` text (``agents doctor``, docs/real-agents.md §5).
 
 :func:`run_probe` is the one place such a probe is run: ``<executable> <args>`` with stdin at EOF
 (``/dev/null``), in its own session, stdout and stderr merged, for at most a given time (then the

@@ -1,7 +1,7 @@
 """Benchmark query_task's event read (run on demand; not part of the test suite).
 
 ``recentEvents`` reads a 64 KiB tail window of ``task.jsonl``, so a task with a 100 MB event log
-costs the same as a small one (lifecycle issue must-show 4: ≤ 20 ms p50). Prints the median and
+costs the same as a small one (docs/lifecycle.md §4: ≤ 20 ms p50). Prints the median and
 p95 of :meth:`TaskStore.recent_agent_events` on a 100-line and a 100 MB ``task.jsonl``, and
 their ratio.
 

@@ -1,4 +1,4 @@
-"""Benchmark the cost of verification integrity (issue 23, must-show 6; run on demand, not part of the
+"""Benchmark the cost of verification integrity (docs/integrity.md §8.6; run on demand, not part of the
 test suite).
 
 1. **One verify round, ``testIntegrity`` protect versus off** (``acceptanceOverride {"testIntegrity":
@@ -21,8 +21,8 @@ test suite).
    (protect, cold, off, protect …), each on a fresh task (baseline capture, pinned rules, baseline
    state: as ``tests/integrity_helpers.py``'s ``Task``), after one discarded warm-up round. Prints
    the median and p95 wall time of ``verify_round`` in ms, the ratio of the medians to off and
-   PASS/FAIL against the issue's goal (≤ 1.5×, for protect; reported, the exit status does not
-   depend on it), and where the time went (the session's steps, timed by wrapping them in this
+   PASS/FAIL against the goal of docs/integrity.md §8.6 (≤ 1.5×, for protect; reported, the exit status does
+   not depend on it), and where the time went (the session's steps, timed by wrapping them in this
    process; the engine is unchanged).
 
 2. **Pristine tree build** on a repository of ``--files`` tracked files (a few KB each, nested

@@ -1,4 +1,4 @@
-"""Benchmark the remote topology (scale-out issue, must-show 4).
+"""Benchmark the remote topology (docs/isolation.md §4.4).
 
 A cluster on this machine (``tests/remote_cluster.py``: PostgreSQL, a Prefect server on it,
 ``tianshu-mcp worker`` processes with their own data homes, bare git remotes) and an MCP client in

@@ -1,6 +1,6 @@
 """Benchmark the toolchain parsers on big test logs (run on demand; not part of the test suite).
 
-Issue 13 (toolchains as plugins), must-show 5: counting and repair directives over a 50 MB test log
+docs/toolchains.md §5 (toolchains as plugins): counting and repair directives over a 50 MB test log
 stay linear. For 5, 10, 25 and 50 MB it builds logs by repeating real recorded outputs
 (``tests/data/runner_outputs/``, ``tests/data/outputs/`` and ``tests/data/toolchains/<id>/``, all
 globbed, each content once: files are picked by the argv of their ``#% recorded by`` or ``# cmd:``

@@ -1,4 +1,4 @@
-"""Benchmark one visual capture against Playwright's bare screenshot (30-visual §3).
+"""Benchmark one visual capture against Playwright's bare screenshot (docs/visual.md §3).
 
 Serves ``tests/visual_site`` through the pool's static server and, at 1280×800, takes N times:
 

@@ -1,4 +1,4 @@
-"""Benchmark worktree parallelism on one repository (scale-out issue, must-show 4, local part).
+"""Benchmark worktree parallelism on one repository (docs/isolation.md §4.4, local part).
 
 N tasks on one repository, each agent sleeping a fixed time (``sleep`` mode of the scripted agent,
 verification off so the agent dominates), once with ``worktreeParallel`` 1 and once with 3 (the

@@ -1,1 +1,1 @@
-"""core layer of tianshu-mcp (see 00-design §2)."""
+"""core layer of tianshu-mcp (see docs/architecture.md §2)."""

@@ -5,7 +5,7 @@ than its own lives. :func:`scrub` removes, from a copy of an environment:
 
 * ``PREFECT_*`` — the API address and its credentials (``PREFECT_API_URL``,
   ``PREFECT_API_AUTH_STRING``, ``PREFECT_API_KEY``, ``PREFECT_SERVER_API_AUTH_STRING``) and every
-  other Prefect setting of ours (hosting issue: "agents and checks do not receive the API
+  other Prefect setting of ours (docs/hosting.md §4: "agents and checks do not receive the API
   address or credentials");
 * ``TIANSHU_MCP_HOST_PID`` / ``TIANSHU_MCP_HOST_CTIME`` / ``TIANSHU_MCP_HOME`` /
   ``TIANSHU_MCP_ENGINE_SOCKET`` / ``TIANSHU_PREFECT_API_URL`` — our own plumbing (the last one is

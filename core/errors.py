@@ -1,4 +1,4 @@
-"""Stable error codes (00-design §7).
+"""Stable error codes (docs/architecture.md §7).
 
 Every tool error reaches the host as ``Error: [CODE] message`` with ``isError: true``. The codes
 below are the complete, documented list; tests and hosts match on them, so never rename one.
@@ -13,24 +13,24 @@ class ErrorCode(str, Enum):
     """Upper-snake identifiers for every failure a tool or a task can report."""
 
     INVALID_ARGUMENT = "INVALID_ARGUMENT"
-    """A parameter violates the tool's input schema or a cross-field rule (10-tools §1.2–§1.3)."""
+    """A parameter violates the tool's input schema or a cross-field rule (docs/tools.md §1.2–§1.3)."""
     UNKNOWN_TOOL = "UNKNOWN_TOOL"
-    """tools/call named a tool that does not exist (10-tools §2.5)."""
+    """tools/call named a tool that does not exist (docs/tools.md §2.5)."""
     TASK_NOT_FOUND = "TASK_NOT_FOUND"
     """No task (or verify record) with that id exists under the data home."""
     PATH_NOT_ABSOLUTE = "PATH_NOT_ABSOLUTE"
-    """projectPath is relative (10-tools §3.1 rule 1)."""
+    """projectPath is relative (docs/tools.md §3.1 rule 1)."""
     PATH_NOT_FOUND = "PATH_NOT_FOUND"
-    """projectPath does not exist or is not a directory (10-tools §3.1 rule 2)."""
+    """projectPath does not exist or is not a directory (docs/tools.md §3.1 rule 2)."""
     PATH_IS_HOME = "PATH_IS_HOME"
-    """projectPath is the user's home directory itself (10-tools §3.1 rule 4)."""
+    """projectPath is the user's home directory itself (docs/tools.md §3.1 rule 4)."""
     PATH_IS_SYSTEM = "PATH_IS_SYSTEM"
     """projectPath is a root or system directory, or inside a system tree such as /proc, /usr, /etc
-    (10-tools §3.1 rule 5, widened by the input issue; list in ``core/paths.py``)."""
+    (docs/tools.md §3.1 rule 5, widened by docs/robustness.md §7; list in ``core/paths.py``)."""
     PATH_IS_DATA_HOME = "PATH_IS_DATA_HOME"
-    """projectPath is tianshu-mcp's data home or inside it (input issue)."""
+    """projectPath is tianshu-mcp's data home or inside it (docs/robustness.md §7)."""
     IDEMPOTENCY_CONFLICT = "IDEMPOTENCY_CONFLICT"
-    """The idempotencyKey is already bound to a call with different arguments (10-tools §3.2)."""
+    """The idempotencyKey is already bound to a call with different arguments (docs/tools.md §3.2)."""
     INVALID_STATE = "INVALID_STATE"
     """The task's status does not allow the requested action."""
     CONFIG_UNREADABLE = "CONFIG_UNREADABLE"
@@ -52,7 +52,7 @@ class ErrorCode(str, Enum):
     NOTHING_VERIFIED = "NOTHING_VERIFIED"
     """Verification had nothing to judge with: not a git repository and no command check ran."""
     TAMPERING = "TAMPERING"
-    """Verification integrity (issue 23): the round's checks pass on the agent's tree but fail on
+    """Verification integrity (docs/integrity.md): the round's checks pass on the agent's tree but fail on
     the pristine tree (the baseline's test infrastructure with the agent's other changes), or the
     agent's production code detects that it is under test; the files that make the difference are
     named."""

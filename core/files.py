@@ -1,6 +1,6 @@
 """Crash-safe files of the data home: atomic JSON/text writes, jsonl append, tail reads.
 
-Rules from 40-agents-tasks §2.13: a write goes to ``<target>.<pid>.<12 hex>.tmp`` and is renamed
+Rules from docs/agents-tasks.md §2.13: a write goes to ``<target>.<pid>.<12 hex>.tmp`` and is renamed
 into place (retried on transient EPERM/EBUSY/EACCES), so a reader never sees half a file and no
 ``.tmp`` survives a failure.
 """
@@ -160,7 +160,7 @@ def read_jsonl_tail(path: str | os.PathLike[str], max_bytes: int = 65536) -> lis
 def read_text_tail(path: str | os.PathLike[str], max_bytes: int) -> str | None:
     """Return the text of the last ``max_bytes`` bytes of ``path``, starting at a line boundary.
 
-    Follows 40-agents-tasks §2.4: missing → None; size ≤ n → all; otherwise read bytes
+    Follows docs/agents-tasks.md §2.4: missing → None; size ≤ n → all; otherwise read bytes
     ``[size-n-1, size)`` and drop the partial first line. Invalid UTF-8 is replaced, never raised.
     A ``path`` that is not a string or path (an int would open that file descriptor) gives None.
     """

@@ -1,4 +1,4 @@
-"""The project gate that outlives an agent (hosting issue §7).
+"""The project gate that outlives an agent (docs/hosting.md §7).
 
 A work queue's limit of 1 frees the project's slot as soon as a flow run is final, which can be
 before the processes of a killed run — its agent, its checks, in sessions of their own — are
@@ -38,7 +38,7 @@ def project_processes(tag: str) -> list[psutil.Process]:
 
 
 def claim_project(tag: str, timeout_s: float = 30.0) -> int:
-    """The project gate that outlives an agent (hosting issue §7).
+    """The project gate that outlives an agent (docs/hosting.md §7).
 
     Every process a flow run starts for a project inherits ``TIANSHU_MCP_PROJECT_TAG=<tag>``
     (set here in this process's environment). Before a flow run starts work on the project, every

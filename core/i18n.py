@@ -1,4 +1,4 @@
-"""Human-facing text in the user's language: a gettext catalogue chosen by locale (issue 12, must-show 3).
+"""Human-facing text in the user's language: a gettext catalogue chosen by locale (docs/host-parity.md §3).
 
 The locale of a process is ``$TIANSHU_MCP_LOCALE`` when set, else ``locale`` in
 ``<home>/config.json`` (:class:`~tianshu_mcp.core.settings.ServerConfig`), else ``en``.

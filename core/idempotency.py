@@ -1,4 +1,4 @@
-"""idempotencyKey records (10-tools §3.2, 40-agents-tasks §2.11).
+"""idempotencyKey records (docs/tools.md §3.2, docs/agents-tasks.md §2.11).
 
 ``<home>/idempotency.json`` = ``{"version": 1, "entries": [{scope, key, digest, taskId, kind,
 createdAt}]}``. A key maps to the first call's argument digest and task; the same key with the

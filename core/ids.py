@@ -1,4 +1,4 @@
-"""Task and verify-record identifiers (10-tools §2.6, 40-agents-tasks §2.2)."""
+"""Task and verify-record identifiers (docs/tools.md §2.6, docs/agents-tasks.md §2.2)."""
 
 from __future__ import annotations
 

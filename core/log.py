@@ -1,4 +1,5 @@
-"""Logging: stderr and ``<home>/logs/server.log``, never stdout (10-tools §4, 00-design §6)."""
+"""Logging: stderr and ``<home>/logs/server.log``, never stdout (docs/tools.md §4, docs/architecture.md
+§6)."""
 
 from __future__ import annotations
 

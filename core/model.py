@@ -1,4 +1,5 @@
-"""The task model: statuses, error types, event vocabulary, meta block (40-agents-tasks §2, 10-tools §2.6)."""
+"""The task model: statuses, error types, event vocabulary, meta block (docs/agents-tasks.md §2, docs/tools.md
+§2.6)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from .i18n import _
 
 
 class TaskStatus(str, Enum):
-    """Task statuses as hosts see them (40-agents-tasks §2.1)."""
+    """Task statuses as hosts see them (docs/agents-tasks.md §2.1)."""
 
     QUEUED = "queued"
     RUNNING = "running"
@@ -33,7 +34,7 @@ ERROR_TYPES = frozenset(
 )
 ABORT_SOURCES = frozenset({"user", "shutdown", "timeout", "internal"})
 
-# Events a host sees in query_task's recentEvents (10-tools §3.4); `note` never appears there.
+# Events a host sees in query_task's recentEvents (docs/tools.md §3.4); `note` never appears there.
 AGENT_EVENT_NAMES = (
     "task_dispatched",
     "confirmation_dialog_detected",
@@ -59,11 +60,11 @@ def exit_phrase(code: Any) -> str:
 
 
 def is_wait_settled(status: str) -> bool:
-    """A wait stops at a terminal status or at ``needs_user`` (10-tools §3.3)."""
+    """A wait stops at a terminal status or at ``needs_user`` (docs/tools.md §3.3)."""
     return status in TERMINAL or status == "needs_user"
 
 
-# Key order of the meta block for task-derived metas (10-tools §2.6), plus our Prefect links.
+# Key order of the meta block for task-derived metas (docs/tools.md §2.6), plus our Prefect links.
 _META_KEYS = (
     "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "changedFiles",
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
@@ -78,7 +79,7 @@ _META_KEYS = (
 
 
 def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
-    """Build the meta block of a task (10-tools §2.6).
+    """Build the meta block of a task (docs/tools.md §2.6).
 
     Args:
         task: the task's ``task.json`` details (camelCase keys).
@@ -99,7 +100,7 @@ def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
     if task.get("dryRunReportMd") or task.get("dryRunReportJson"):
         src["dryRunReportFiles"] = {k: v for k, v in (("md", task.get("dryRunReportMd")),
                                                       ("json", task.get("dryRunReportJson"))) if v}
-    src["dryRun"] = True if task.get("dryRun") else None  # only when true (10-tools §2.6)
+    src["dryRun"] = True if task.get("dryRun") else None  # only when true (docs/tools.md §2.6)
     meta: dict[str, Any] = {"ok": status == "succeeded"}
     for key in _META_KEYS:
         value = src.get(key)

@@ -1,4 +1,4 @@
-"""projectPath normalisation and the safety gate (10-tools §3.1, 40-agents-tasks §2.5)."""
+"""projectPath normalisation and the safety gate (docs/tools.md §3.1, docs/agents-tasks.md §2.5)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ from pathlib import Path
 from .errors import ErrorCode, TianshuError
 from .i18n import _
 
-# 10-tools §3.1 rule 5: exact-match system/root directories (POSIX comparison is case-sensitive).
+# docs/tools.md §3.1 rule 5: exact-match system/root directories (POSIX comparison is case-sensitive).
 SYSTEM_DIRS = frozenset(
     {
         "/", "/etc", "/usr", "/bin", "/sbin", "/var", "/opt", "/system", "/library", "/private",
         "/users", "/home", "/root", "/tmp", "/applications", "/private/tmp", "/private/etc",
         "/private/var", "c:/", "c:/windows", "c:/users", "c:/program files",
         "c:/program files (x86)", "d:/",
-        # port (input issue): mount points and site data roots; a project may live inside them
+        # port (docs/robustness.md §7): mount points and site data roots; a project may live inside them
         "/srv", "/mnt", "/media", "/snap", "/lost+found",
     }
 )
 
 
-# Whole trees no project can live in (hosting/input issue): kernel and device views, boot files,
-# runtime state, system programs and libraries, configuration. Checked on the resolved path, so a
+# Whole trees no project can live in (docs/hosting.md, docs/robustness.md §7): kernel and device views, boot
+# files, runtime state, system programs and libraries, configuration. Checked on the resolved path, so a
 # symlink or ``..`` into them is refused too. ``/private/...`` is where macOS keeps /etc and /var.
 SYSTEM_TREES = ("/proc", "/sys", "/dev", "/boot", "/run", "/lib", "/lib32", "/lib64", "/libx32", "/bin",
                 "/sbin", "/usr", "/etc", "/private/etc", "/System")
@@ -109,7 +109,7 @@ class SafeProject:
 
 
 def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
-    """Apply the projectPath safety gate of 10-tools §3.1 (rules 1–5), widened by the input issue.
+    """Apply the projectPath safety gate of docs/tools.md §3.1 (rules 1–5), widened by docs/robustness.md §7.
 
     Rules on the resolved path (symlinks and ``..`` followed): the root and top-level system
     directories themselves (:data:`SYSTEM_DIRS`), everything inside :data:`SYSTEM_TREES` and /var

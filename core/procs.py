@@ -1,4 +1,4 @@
-"""Child processes we start: own session, stdin at EOF, output to a file, tree kill (00-design §5).
+"""Child processes we start: own session, stdin at EOF, output to a file, tree kill (docs/architecture.md §5).
 
 Every agent, check or helper process is started through :func:`spawn`:
 

@@ -1,8 +1,8 @@
-"""``<home>/projects.json``: the projects seen by run_task/verify_task (40-agents-tasks §2.5, §2.13).
+"""``<home>/projects.json``: the projects seen by run_task/verify_task (docs/agents-tasks.md §2.5, §2.13).
 
 ``{"<sha256(norm)[:16]>": {"path", "displayPath"?, "firstSeenAt", "lastSeenAt", "verify"?,
 "defaultAgentId"?}}``. ``verify`` (admin-curated acceptance checks) is the second source of the
-base check set (20-acceptance §2.2); ``defaultAgentId`` overrides run_task's default agent.
+base check set (docs/acceptance.md §2.2); ``defaultAgentId`` overrides run_task's default agent.
 Writes are atomic under a file lock; a corrupt file is reported, never silently overwritten.
 """
 

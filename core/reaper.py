@@ -1,4 +1,4 @@
-"""The flow-run process as the reaper of everything below it (00-design §5).
+"""The flow-run process as the reaper of everything below it (docs/architecture.md §5).
 
 A flow-run process becomes a *subreaper* (:func:`become_subreaper`): a grandchild whose parent
 dies is re-parented to it, so :func:`reap_orphans` can kill what an agent or a check left behind
@@ -74,8 +74,8 @@ def reap_orphans() -> int:
     """In a subreaper (a flow-run process, :func:`become_subreaper`), kill every process still
     below us — called when the agent or the checks have finished, so nothing of theirs is meant
     to run any more. A descendant that left its session and cleared its environment
-    (``setsid env -i …``) escapes the tree and the tag, but not its re-parenting to us (input
-    issue: such a process outlived its task, and one written by a check changed files after the
+    (``setsid env -i …``) escapes the tree and the tag, but not its re-parenting to us (docs/robustness.md
+    §10: such a process outlived its task, and one written by a check changed files after the
     checks were judged). Trees held by :func:`keep_alive` are spared. Elsewhere (a test, the
     stdio server) nothing is done.
 

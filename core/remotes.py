@@ -1,4 +1,4 @@
-"""What a remote task names: a git remote (``repoUrl``), a ``ref`` and a work pool (scale-out issue §2).
+"""What a remote task names: a git remote (``repoUrl``), a ``ref`` and a work pool (docs/isolation.md §2).
 
 Plain validation, no git and no Prefect: the MCP server refuses a bad call with a coded error
 before anything is written, and the worker re-checks what reaches it in flow-run parameters.

@@ -1,4 +1,4 @@
-"""Data home and server configuration (40-agents-tasks §2.13, 00-design §3).
+"""Data home and server configuration (docs/agents-tasks.md §2.13, docs/architecture.md §3).
 
 The data home is ``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``; everything tianshu-mcp writes lives
 under it, Prefect's own home included (``<home>/prefect``). ``config.json`` is re-read lazily; an
@@ -82,7 +82,7 @@ class ConcurrencyConfig(BaseModel):
 
 
 class PrefectConfig(BaseModel):
-    """``prefect`` section: where the API lives and who hosts it (00-design §3, hosting issue).
+    """``prefect`` section: where the API lives and who hosts it (docs/architecture.md §3, docs/hosting.md).
 
     * ``apiUrl`` set → scale-out mode, tianshu hosts neither API nor worker.
     * ``hosting``: ``"service"`` (default) — a per-home background service hosts the API, UI and
@@ -104,7 +104,7 @@ class PrefectConfig(BaseModel):
 
 
 class RemoteConfig(BaseModel):
-    """``remote`` section (scale-out issue §2): tasks for a work pool (``workPool``) on workers
+    """``remote`` section (docs/isolation.md §2): tasks for a work pool (``workPool``) on workers
     that may run on other machines.
 
     * ``queueTimeoutMs`` → a task no worker of its pool has taken this long ends ``failed``
@@ -126,13 +126,13 @@ class _Why(ValueError):
 
 
 WebhookEvent = Literal["done", "failed", "needs_human", "needs_user", "cancelled"]
-"""A subscribable webhook event (40-agents-tasks §2.12)."""
+"""A subscribable webhook event (docs/agents-tasks.md §2.12)."""
 DEFAULT_WEBHOOK_EVENTS: tuple[WebhookEvent, ...] = ("done", "failed", "needs_human")
 """``notifications.webhook.events`` when not given: needs_user and cancelled are opt-in."""
 
 
 class WebhookConfig(BaseModel):
-    """``notifications.webhook`` (40-agents-tasks §2.12): POST a JSON body when a task ends.
+    """``notifications.webhook`` (docs/agents-tasks.md §2.12): POST a JSON body when a task ends.
 
     * ``enabled`` (false) — nothing is sent unless true; then ``url`` is required.
     * ``url`` — an ``http://`` or ``https://`` URL with a host (anything else is invalid).
@@ -189,7 +189,7 @@ class NotificationsConfig(BaseModel):
 
 
 class SkillsConfig(BaseModel):
-    """``skills`` section: the skill self-install (40-agents-tasks §2.14).
+    """``skills`` section: the skill self-install (docs/agents-tasks.md §2.14).
 
     * ``autoInstall`` — ``true`` (default, decision column "auto"), ``"prompt"`` (a trusted
       stale copy is kept and ``pendingUpdate`` recorded instead of overwritten) or ``false``
@@ -206,7 +206,7 @@ class SkillsConfig(BaseModel):
 
 
 class ServerConfig(BaseModel):
-    """``<home>/config.json`` (40-agents-tasks §2.13). Unknown keys are ignored."""
+    """``<home>/config.json`` (docs/agents-tasks.md §2.13). Unknown keys are ignored."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     concurrency: ConcurrencyConfig = Field(default_factory=ConcurrencyConfig)
@@ -258,7 +258,7 @@ def describe_config_error(path: Path, exc: ValidationError, translate: bool = Fa
 
 def check_config(home: Path | None = None) -> ServerConfig:
     """Read ``<home>/config.json`` strictly (no last-valid fallback): what a submission checks
-    before it writes anything (40-agents-tasks §2.13, webhook issue). Absent → the defaults.
+    before it writes anything (docs/agents-tasks.md §2.13, docs/lifecycle.md §3). Absent → the defaults.
 
     Raises:
         TianshuError: ``CONFIG_UNREADABLE`` (a directory, no permission) or ``CONFIG_INVALID``

@@ -1,4 +1,4 @@
-"""The skill self-install's decision table and its stable warning codes (40-agents-tasks §2.14).
+"""The skill self-install's decision table and its stable warning codes (docs/agents-tasks.md §2.14).
 
 Pure: 5 target states × 3 modes → an :class:`Action`, a code and the human text. The file work
 is :mod:`.skill_install`'s.
@@ -37,7 +37,7 @@ MODES: tuple[Mode, ...] = ("auto", "prompt", "approve")
 
 
 class TargetState(str, Enum):
-    """What the target directory holds, relative to the package's skill (40-agents-tasks §2.14)."""
+    """What the target directory holds, relative to the package's skill (docs/agents-tasks.md §2.14)."""
 
     ABSENT = "absent"
     """Nothing at the target path."""
@@ -105,7 +105,7 @@ for _mode in MODES:
 
 
 def decide(state: TargetState, mode: Mode) -> Decision:
-    """The decision table of 40-agents-tasks §2.14 (pure).
+    """The decision table of docs/agents-tasks.md §2.14 (pure).
 
     ============ ====================== ========================= ======================
     state        auto                   prompt                    approve

@@ -1,5 +1,5 @@
 """Skill self-install: copy the package's skill document into the host's skill directory
-(40-agents-tasks §2.14). Pure file logic: no server, no threads; the caller (the stdio server)
+(docs/agents-tasks.md §2.14). Pure file logic: no server, no threads; the caller (the stdio server)
 runs :func:`install_skill` in the background and logs the result's lines.
 
 * **Content hash** (:func:`hash_tree`): sha256 over the sorted relative paths and bytes of the
@@ -125,7 +125,7 @@ class PendingUpdate(BaseModel):
 
 
 class Manifest(BaseModel):
-    """``<target>/.tianshu-mcp-install.json`` (40-agents-tasks §2.14)."""
+    """``<target>/.tianshu-mcp-install.json`` (docs/agents-tasks.md §2.14)."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     schema_version: Literal[1] = Field(MANIFEST_SCHEMA, alias="schema")
@@ -308,7 +308,7 @@ def install_skill(source: str | os.PathLike[str], target: str | os.PathLike[str]
                   package_version: str, backup_keep: int = DEFAULT_BACKUP_KEEP,
                   lock_timeout_s: float = 60.0, source_label: str | None = None) -> InstallResult:
     """Bring ``target`` in line with the skill tree ``source`` per the decision table
-    (40-agents-tasks §2.14). Runs under a file lock ``<parent>/.<name>.install-lock``.
+    (docs/agents-tasks.md §2.14). Runs under a file lock ``<parent>/.<name>.install-lock``.
 
     Args:
         source: the package's skill directory. target: the host's skill directory (``~``

@@ -1,4 +1,5 @@
-"""Durable submissions: a task is accepted before its flow run exists (hosting issue, "instant acceptance").
+"""Durable submissions: a task is accepted before its flow run exists (docs/hosting.md §2, "instant
+acceptance").
 
 ``run_task`` and ``verify_task`` write the record's ``task.json`` and then a submission entry
 ``<home>/submissions/<id>.json``::

@@ -1,8 +1,9 @@
-"""The task directory: ``task.json`` details and the ``task.jsonl`` event stream (40-agents-tasks §2.3–§2.4).
+"""The task directory: ``task.json`` details and the ``task.jsonl`` event stream (docs/agents-tasks.md
+§2.3–§2.4).
 
 ``<home>/tasks/<taskId>/`` holds everything about one task. ``task.json`` is rewritten atomically
 under a file lock (the MCP server and the flow-run process both write it); ``task.jsonl`` is
-append-only. Status is *not* owned here: it is the flow-run state's (00-design §4); ``task.json``
+append-only. Status is *not* owned here: it is the flow-run state's (docs/architecture.md §4); ``task.json``
 carries the details (rounds used, phase, changed files, errorType, last message, report paths…).
 """
 
@@ -177,7 +178,7 @@ class TaskStore:
 
         A status event of a task (``event == state``, a notifiable status such as ``succeeded``,
         id ``tsk_…``) also queues its webhook (:func:`core.webhooks.enqueue`: no network, never
-        raises; 40-agents-tasks §2.4, §2.12). Callers persist ``task.json`` first.
+        raises; docs/agents-tasks.md §2.4, §2.12). Callers persist ``task.json`` first.
         """
         rec: dict[str, Any] = {"ts": utc_now(), "event": event, "state": state}
         if detail is not None:
@@ -189,7 +190,7 @@ class TaskStore:
             webhooks.enqueue(self.home, task_id, state)
 
     def recent_agent_events(self, task_id: str, limit: int) -> list[dict[str, Any]]:
-        """The last ``limit`` host-visible events (10-tools §3.4), oldest first, from a 64 KiB tail."""
+        """The last ``limit`` host-visible events (docs/tools.md §3.4), oldest first, from a 64 KiB tail."""
         events = read_jsonl_tail(self.dir(task_id) / "task.jsonl", 65536)
         picked = [
             {k: e[k] for k in ("ts", "event", "detail", "data") if k in e}

@@ -1,4 +1,4 @@
-"""Webhook notifier: a task reaching a notifiable status POSTs a JSON body (40-agents-tasks §2.12).
+"""Webhook notifier: a task reaching a notifiable status POSTs a JSON body (docs/agents-tasks.md §2.12).
 
 Two halves that never block each other:
 
@@ -11,7 +11,7 @@ Two halves that never block each other:
 
   The secret is never in it: the signature is computed at delivery time.
 * :func:`deliver_pending` — POSTs every pending file (the per-home service runs it in a
-  :class:`WebhookDrainer` thread; docs/design-notes.md §30). A per-file lock
+  :class:`WebhookDrainer` thread; design note 30). A per-file lock
   (``.<name>.lock``, non-blocking) keeps two deliverers of any process apart. 2xx → the file is
   removed; attempts exhausted (or the webhook was disabled meanwhile) → moved to
   ``<home>/webhooks/failed/`` with ``error`` and ``failedAt`` and one warning in the log.
@@ -53,7 +53,7 @@ STATUS_EVENTS: dict[str, str] = {
     "cancelled": "cancelled",
     "interrupted": "cancelled",
 }
-"""Task status → webhook event (40-agents-tasks §2.12); active statuses notify nothing."""
+"""Task status → webhook event (docs/agents-tasks.md §2.12); active statuses notify nothing."""
 
 LEDGER_MAX = 1000
 """Dedupe keys kept in ``sent.json`` (oldest dropped first)."""
@@ -167,7 +167,7 @@ def enqueue(home: Path, task_id: str, status: str) -> Path | None:
 
     No network, returns at once (a few small file reads/writes); never raises (a failure is
     logged as a warning and nothing is queued). Expects the ``status`` event already appended to
-    ``task.jsonl`` (it tells a repeated ending apart). 40-agents-tasks §2.12 ``notify()``.
+    ``task.jsonl`` (it tells a repeated ending apart). docs/agents-tasks.md §2.12 ``notify()``.
     """
     try:
         return _enqueue(home, task_id, status)
@@ -314,7 +314,7 @@ def deliver_pending(home: Path) -> int:
     signing ``x-tianshu-signature: sha256=<hex HMAC-SHA256(secret, exact body bytes)>``;
     redirects are not followed (a 3xx fails); per-request timeout ``timeoutMs``; 1 + maxRetries
     attempts with ``backoffMs · n`` between them. Blocks for as long as the receivers take (run
-    it in a thread: :class:`WebhookDrainer`). Never raises. 40-agents-tasks §2.12.
+    it in a thread: :class:`WebhookDrainer`). Never raises. docs/agents-tasks.md §2.12.
     """
     delivered = 0
     for path in pending_files(home):

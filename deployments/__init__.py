@@ -1,1 +1,1 @@
-"""deployments layer of tianshu-mcp (see 00-design §2)."""
+"""deployments layer of tianshu-mcp (see docs/architecture.md §2)."""

@@ -1,4 +1,5 @@
-"""A new home's Prefect database starts as a copy of a migrated template (cold start, 00-design §3).
+"""A new home's Prefect database starts as a copy of a migrated template (cold start, docs/architecture.md
+§3).
 
 Prefect creates its SQLite database by running every migration on first start: ≈11 CPU-s, most
 of a new home's 12–16 s cold start. The schema is the same for every home of one Prefect

@@ -3,7 +3,7 @@
 Used by whoever hosts a home's Prefect (the per-home service, or a stdio server in ``in-process``
 mode; see :mod:`.service`). The listening socket is bound by :func:`bind_socket` *before* the
 address is published, and handed to uvicorn as is, so no other process can take the port between
-a probe and a bind (hosting issue: "one home, one Prefect"). The app is wrapped so that
+a probe and a bind (docs/hosting.md §3: "one home, one Prefect"). The app is wrapped so that
 ``GET /tianshu/identity`` (same credentials as the API) answers the home's identity. Import this
 module only after :func:`.topology.export_env` has exported Prefect's settings.
 """

@@ -1,6 +1,6 @@
 """Who a home's Prefect service is: its identity, its credentials and its published address.
 
-Files under ``<home>/prefect/`` (hosting issue, "one home, one Prefect"):
+Files under ``<home>/prefect/`` (docs/hosting.md §3, "one home, one Prefect"):
 
 * ``home-id`` — a random id made once per data home (mode 0600);
 * ``credentials`` — the API's basic-auth string ``tianshu:<random>`` (mode 0600), required by

@@ -1,4 +1,4 @@
-"""``tianshu-mcp worker --pool NAME``: a worker for a shared Prefect server (scale-out issue §2).
+"""``tianshu-mcp worker --pool NAME``: a worker for a shared Prefect server (docs/isolation.md §2).
 
 One per machine (or more): it serves one work pool of the Prefect server named by
 ``TIANSHU_PREFECT_API_URL`` (or ``prefect.apiUrl`` in its home's ``config.json``), with its own

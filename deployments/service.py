@@ -1,4 +1,5 @@
-"""The per-home service: Prefect API + UI + process worker for one data home (00-design §3, hosting issue).
+"""The per-home service: Prefect API + UI + process worker for one data home (docs/architecture.md §3,
+docs/hosting.md).
 
 :class:`HomeService` is what hosts a home's Prefect, wherever it runs:
 

@@ -1,4 +1,4 @@
-"""Work pool, work queues and deployments (00-design §4).
+"""Work pool, work queues and deployments (docs/architecture.md §4).
 
 * work pool ``tianshu`` (type process), concurrency limit = ``concurrency.maxRunning``;
 * one work queue per project, ``project-<key>``, concurrency limit 1, created on demand;
@@ -6,7 +6,7 @@
   with this package installed can load it (no source storage, no Docker).
 
 Registration goes through the client API, never ``Flow.deploy()``/``serve()``, which print to
-stdout (50-prefect-lab P5).
+stdout (docs/prefect-facts.md P5).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def locked_job_template() -> dict[str, Any]:
     worker run a program. Here the job configuration holds only ``name``, ``labels`` and
     ``stream_output``, the variables schema declares only those and forbids every other key
     (the API refuses such a flow run with 422), and since the configuration has no ``env``
-    mapping, the worker merges no job-variable environment either (hosting issue, locked-down API).
+    mapping, the worker merges no job-variable environment either (docs/hosting.md §4, locked-down API).
     """
     template = ProcessWorker.get_default_base_job_template()
     keep = ("name", "labels", "stream_output")
@@ -91,7 +91,7 @@ async def ensure_project_queue(client: PrefectClient, project_key: str, limit: i
     when it differs (a changed ``worktreeParallel``); return its name. ≈30 ms.
 
     ``project-<key>`` (limit 1) serialises the tasks of one work tree; ``project-<key>-wt``
-    runs up to ``limit`` worktree tasks of one repository at once (scale-out issue §1), in work
+    runs up to ``limit`` worktree tasks of one repository at once (docs/isolation.md §1), in work
     pool ``pool`` (a remote task's queue lives in the pool it names).
     """
     name = queue_name(project_key)
@@ -150,7 +150,7 @@ async def ensure_zombie_automation(client: PrefectClient) -> None:
     """Mark flow runs Crashed when their heartbeat stops (a dead host), 2–2.5 min after death.
 
     Heartbeats every 30 s (``PREFECT_FLOWS_HEARTBEAT_FREQUENCY``), proactive trigger within
-    :data:`ZOMBIE_WITHIN_S` (50-prefect-lab §5 measured 75 s; widened so that three late or lost
+    :data:`ZOMBIE_WITHIN_S` (docs/prefect-facts.md §5 measured 75 s; widened so that three late or lost
     heartbeats of a live run on a loaded machine never crash it — a false crash throws away an
     agent round, a late one only delays a dead host's slot). Created once; a start that finds it
     with another window replaces it.

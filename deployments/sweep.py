@@ -1,4 +1,5 @@
-"""Leftover runs, missed schedules and shutdown (10-tools §4, 40-agents-tasks §2.9, hosting issue §6).
+"""Leftover runs, missed schedules and shutdown (docs/tools.md §4, docs/agents-tasks.md §2.9, docs/hosting.md
+§6).
 
 Run by whoever hosts a home's Prefect, never by a client of a remote API:
 

@@ -1,8 +1,8 @@
-"""Prefect's settings for a tianshu-mcp process, decided before Prefect is imported (00-design §3).
+"""Prefect's settings for a tianshu-mcp process, decided before Prefect is imported (docs/architecture.md §3).
 
 Who hosts the API is decided elsewhere (:mod:`.launcher` for clients, :mod:`.service` for the
 per-home service); this module only holds the settings every mode forces (measured pitfalls,
-50-prefect-lab §12) and exports them. Prefect reads its settings from the environment once, at
+docs/prefect-facts.md §12) and exports them. Prefect reads its settings from the environment once, at
 import, so :func:`export_env` must run before ``import prefect``.
 """
 
@@ -24,7 +24,7 @@ def pool_deployment(pool: str) -> str:
     return "run-task/run-task" if pool == WORK_POOL else f"run-task/pool-{pool}"
 
 
-# Settings forced in every mode (measured pitfalls, 50-prefect-lab §12).
+# Settings forced in every mode (measured pitfalls, docs/prefect-facts.md §12).
 FORCED_ENV = {
     # the in-memory default leaks concurrency slots forever across an API restart (P1)
     "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": "prefect.server.concurrency.lease_storage.filesystem",
@@ -46,7 +46,7 @@ FORCED_ENV = {
     # a new re-verification schedule produces its first run within ≈10 s, not ≈60 s
     "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "10",
     # fail within ≈15 s (not ≈60 s) when the hosting process is gone; tools report
-    # PREFECT_UNAVAILABLE; 3 retries still ride out SQLite write stalls (50-prefect-lab P6)
+    # PREFECT_UNAVAILABLE; 3 retries still ride out SQLite write stalls (docs/prefect-facts.md P6)
     "PREFECT_CLIENT_MAX_RETRIES": "3",
 }
 

@@ -1,4 +1,4 @@
-"""The service's watchdog over hung flow-run processes (lifecycle issue, must-show 6).
+"""The service's watchdog over hung flow-run processes (docs/lifecycle.md §6).
 
 A flow-run process supervises its agent and its checks in polling loops (the stop probes of
 :func:`tianshu_mcp.tasks.common.stop_probe`), each of which stamps ``flow-alive`` in the task's

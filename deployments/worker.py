@@ -1,4 +1,4 @@
-"""The process worker that runs this home's flow runs (00-design §4).
+"""The process worker that runs this home's flow runs (docs/architecture.md §4).
 
 Prefect 3.9's process worker, when the work pool's job configuration names no ``command``, starts
 a *workspace supervisor* (``python -m prefect.runner._workspace_supervisor``) that copies the

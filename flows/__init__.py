@@ -1,1 +1,1 @@
-"""flows layer of tianshu-mcp (see 00-design §2)."""
+"""flows layer of tianshu-mcp (see docs/architecture.md §2)."""

@@ -1,4 +1,4 @@
-"""The flow run's side of worktree isolation (scale-out issue §1; :mod:`tianshu_mcp.tasks.worktree`).
+"""The flow run's side of worktree isolation (docs/isolation.md §1; :mod:`tianshu_mcp.tasks.worktree`).
 
 :func:`open_workspace` runs before the project gate: it takes the task's worktree lock, makes (or
 re-opens) the worktree and records where the task works (``workPath``; the agent's cwd, the

@@ -1,4 +1,5 @@
-"""needs_user: an agent asks the user, the flow run waits suspended, ``continue`` answers (40-agents-tasks §2.8, §3.4b1; 00-design §4).
+"""needs_user: an agent asks the user, the flow run waits suspended, ``continue`` answers
+(docs/agents-tasks.md §2.8, §3.4b1; docs/architecture.md §4).
 
 A CLI agent asks by writing its question to ``$TIANSHU_MCP_QUESTION_FILE`` and exiting
 (:data:`tianshu_mcp.adapters.cli.QUESTION_ENV`). :func:`ask_user` records the question

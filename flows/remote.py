@@ -1,4 +1,4 @@
-"""The worker's side of a remote task (scale-out issue §2).
+"""The worker's side of a remote task (docs/isolation.md §2).
 
 A remote task's flow run carries ``remote = {"repoUrl", "ref", "pool", "parallel", "record"}`` in its
 parameters: ``record`` is the caller's ``task.json`` without the caller's paths (the brief, the

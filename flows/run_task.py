@@ -1,7 +1,7 @@
-"""Flow ``run-task``: one tianshu task = one flow run (00-design §4, 40-agents-tasks §3).
+"""Flow ``run-task``: one tianshu task = one flow run (docs/architecture.md §4, docs/agents-tasks.md §3).
 
-Reads like the seed's loop: baseline → rounds of (dispatch → verify → decide), with a repair plan
-between a failed round and the next. Every round is its own named task run
+Reads like the fix loop of docs/agents-tasks.md §3: baseline → rounds of (dispatch → verify → decide), with a
+repair plan between a failed round and the next. Every round is its own named task run
 (``dispatch-round-{r}``, ``verify-round-{r}``, ``repair-plan-{r}``), so the Prefect UI shows the
 rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Failed(Failed)``,
 ``Failed(NeedsAttention)``, ``Cancelled`` or ``Cancelled(Interrupted)``; details go to
@@ -79,7 +79,7 @@ quiet_orderly_ends()
 
 def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
     """on_cancellation / on_crashed: kill the recorded agent tree (it runs in its own session,
-    so Prefect's own process-group kill does not reach it; 50-prefect-lab P3)."""
+    so Prefect's own process-group kill does not reach it; docs/prefect-facts.md P3)."""
     task_id = (flow_run.parameters or {}).get("task_id")
     if task_id:
         kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
@@ -114,7 +114,7 @@ def _end_killed(task_id: str) -> State:
 
 
 def _dry_run(task_id: str) -> State:
-    """A dry run (10-tools §3.7): the static report only — no agent, no round, no project change;
+    """A dry run (docs/tools.md §3.7): the static report only — no agent, no round, no project change;
     ``succeeded`` when nothing blocks, else ``needs_attention``/``verify_failed``."""
     out = dry_run_task.with_options(task_run_name="dry-run")(task_id)
     n = out["number"]

@@ -1,4 +1,4 @@
-"""A task's status, derived in one place (docs/design-notes.md note 52; 00-design §4).
+"""A task's status, derived in one place (docs/design-notes.md note 52; docs/architecture.md §4).
 
 The flow-run state is the only owner of a task's status. RUNNING is refined by the phase the flow
 wrote to ``task.json`` (``running`` while the agent works, ``verify_start`` while verifying,
@@ -39,7 +39,7 @@ def status_from_state(state_type: str | None, state_name: str | None, phase: str
         phase: the phase last written by the flow (``running``/``verify_start``/``fixing``).
 
     Returns:
-        One of the statuses of 40-agents-tasks §2.1. SCHEDULED/PENDING → queued;
+        One of the statuses of docs/agents-tasks.md §2.1. SCHEDULED/PENDING → queued;
         RUNNING/CANCELLING → the phase; PAUSED → needs_user; COMPLETED → succeeded;
         FAILED → failed or needs_attention (by name); CANCELLED → cancelled or interrupted
         (name ``Interrupted``); CRASHED → interrupted.
@@ -147,7 +147,7 @@ def blocked_error_type(blocking: Sequence[Issue]) -> str:
 
 
 class OrderlyEndFilter(logging.Filter):
-    """Drops the ERROR tracebacks Prefect logs for ends we chose (lifecycle issue, must-show 7).
+    """Drops the ERROR tracebacks Prefect logs for ends we chose (docs/lifecycle.md §7).
 
     ``python -m prefect.engine`` asks for the flow's result, so a flow that *returns* a Failed or
     Cancelled state (an orderly ``failed``/``needs_attention``/``cancelled``/``interrupted`` end)

@@ -1,9 +1,9 @@
 """Flows ``verify`` (manual or scheduled verification) and ``reverify`` (the cron trigger).
 
 ``verify`` runs one acceptance round on the project's work queue, so it never overlaps a task on
-the same project (00-design §4). Its record is a ``vfy_…`` directory; in task mode the report is
+the same project (docs/architecture.md §4). Its record is a ``vfy_…`` directory; in task mode the report is
 also a new round of the target task (the next free ``report-N``, never overwriting one) and the
-target's ``task.json`` gets the latest verdict (10-tools §1.2, 20-acceptance §3.0).
+target's ``task.json`` gets the latest verdict (docs/tools.md §1.2, docs/acceptance.md §3.0).
 
 ``reverify`` is what a cron schedule fires (one schedule per project on deployment
 ``reverify/reverify``): it creates a ``vfy_`` record and a ``verify`` flow run on the project's

@@ -1,5 +1,5 @@
 """A task blocked by visual acceptance, reworked: verify first, before any agent round
-(40-agents-tasks §3 step 2; 30-visual §6.5).
+(docs/agents-tasks.md §3 step 2; docs/visual.md §6.5).
 
 A round whose verification was *blocked* by the visual stage (no approved baseline, the rules or a
 baseline edited, a page server that cannot start …) leaves the task ``needs_attention`` with

@@ -1,4 +1,4 @@
-"""Watchdog of a flow-run process: its flow run cancelled or deleted from the Prefect UI (hosting issue §6).
+"""Watchdog of a flow-run process: its flow run cancelled or deleted from the Prefect UI (docs/hosting.md §6).
 
 Prefect's worker stops the flow-run process on a cancel, but our agent and checks run in their
 own sessions and outlive it, and a *deleted* flow run stops nothing at all. :func:`watch_flow_run`

@@ -1,1 +1,1 @@
-"""mcp_server layer of tianshu-mcp (see 00-design §2)."""
+"""mcp_server layer of tianshu-mcp (see docs/architecture.md §2)."""

@@ -1,4 +1,5 @@
-"""``tianshu-mcp agents doctor [--home DIR] [--json]``: what each agent profile will meet (issue 24 §5).
+"""``tianshu-mcp agents doctor [--home DIR] [--json]``: what each agent profile will meet (docs/real-agents.md
+§5).
 
 For every profile (the built-ins and ``<home>/agent-profiles.json``; ``--home`` or
 ``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``): the executable or why there is none, its version

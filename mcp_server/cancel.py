@@ -1,4 +1,4 @@
-"""Cancelling a task (40-agents-tasks §2.7): queued, waiting for the user, running here or on a
+"""Cancelling a task (docs/agents-tasks.md §2.7): queued, waiting for the user, running here or on a
 remote worker. :meth:`tianshu_mcp.mcp_server.taskops.TaskService.cancel` calls :func:`cancel_task`.
 """
 
@@ -20,7 +20,7 @@ ORDERLY_CANCEL_GRACE_S = 3.0
 
 
 async def cancel_task(service: Any, task_id: str, reason: str | None, source: str = "user", wait_s: float = 30.0) -> tuple[Any, bool, str]:
-    """Cancel a task (40-agents-tasks §2.7).
+    """Cancel a task (docs/agents-tasks.md §2.7).
 
     queued/needs_user → Cancelled at once; running → cancel marker + kill of the agent's
     process tree, the flow ends itself ``Cancelled`` (written for it after

@@ -1,4 +1,4 @@
-"""Console script ``tianshu-mcp``: argv dispatch (10-tools §4–§5).
+"""Console script ``tianshu-mcp``: argv dispatch (docs/tools.md §4–§5).
 
 * ``tianshu-mcp`` — the stdio MCP server (a client of the home's service, started on demand).
 * ``tianshu-mcp service start|stop|status`` — the home's background service (see :mod:`.commands`).
@@ -76,7 +76,7 @@ def run_stdio(argv: list[str]) -> int:
     log.info("Prefect hosting: %s", runtime.mode)
     from .skill_boot import start_skill_install
 
-    # 40-agents-tasks §2.14: a daemon thread, so the handshake never waits for it
+    # docs/agents-tasks.md §2.14: a daemon thread, so the handshake never waits for it
     start_skill_install(runtime.config, no_install_flag="--no-skill-install" in argv,
                         approve_flag="--approve-skill-update" in argv)
     try:
@@ -87,7 +87,8 @@ def run_stdio(argv: list[str]) -> int:
 
 
 def run_daemon(argv: list[str]) -> int:
-    """``tianshu-mcp server``: the home's service in the foreground, no idle exit (00-design §3)."""
+    """``tianshu-mcp server``: the home's service in the foreground, no idle exit (docs/architecture.md
+    §3)."""
     if argv and argv[0] in ("--help", "-h"):
         print(SERVER_HELP)
         return 0

@@ -1,4 +1,4 @@
-"""CLI subcommands that print to stdout and never start the protocol (10-tools §5).
+"""CLI subcommands that print to stdout and never start the protocol (docs/tools.md §5).
 
 * ``tianshu-mcp config acceptance [projectPath] [--task <taskId>]`` — the acceptance layers and
   the effective configuration, as JSON; exit code 0 even when a layer is broken, 2 on a usage error.

@@ -1,4 +1,5 @@
-"""The result contract: human text + meta block, structuredContent, coded errors (10-tools §2, 00-design §7)."""
+"""The result contract: human text + meta block, structuredContent, coded errors (docs/tools.md §2,
+docs/architecture.md §7)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from ..core.i18n import _
 
 META_FENCE = "---tianshu-mcp-meta---"
 QUOTE_CHARS = 200
-"""At most this many characters of a caller's bad value are quoted back (input issue)."""
+"""At most this many characters of a caller's bad value are quoted back (docs/robustness.md §8)."""
 MAX_ERROR_CHARS = 8192
 """No error message is longer (a reply to bad input stays far below 64 KiB)."""
 MAX_PROBLEMS = 10

@@ -1,4 +1,4 @@
-"""Tool handlers: arguments (already schema-checked) → service → text + meta (10-tools §1–§3).
+"""Tool handlers: arguments (already schema-checked) → service → text + meta (docs/tools.md §1–§3).
 
 Each handler returns a ``CallToolResult`` built by :mod:`.format`; semantic failures raise
 :class:`~tianshu_mcp.core.errors.TianshuError`, which the server renders as
@@ -77,7 +77,7 @@ class Handlers:
 
     # --- run_task ----------------------------------------------------------------------------
     async def run_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """10-tools §1.2–§1.3 and §3.1: validate, gate, resolve the agent, submit the flow run."""
+        """docs/tools.md §1.2–§1.3 and §3.1: validate, gate, resolve the agent, submit the flow run."""
         if not args["task"].strip():
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("task: the brief must not be blank"))
         if "acceptanceOverride" in args:
@@ -90,7 +90,7 @@ class Handlers:
         raw_path = args.get("projectPath")
         project = check_project_path(raw_path, home) if raw_path is not None else None
         target = await anyio.to_thread.run_sync(remote_target, args, home, project)
-        if target is not None:  # a work pool's worker clones repoUrl (scale-out issue §2)
+        if target is not None:  # a work pool's worker clones repoUrl (docs/isolation.md §2)
             if holdout:
                 raise TianshuError(ErrorCode.INVALID_ARGUMENT, "holdoutChecks: not available for a remote task yet (they "
                                                                "would have to travel to the worker with the task); "
@@ -170,7 +170,7 @@ class Handlers:
         return None
 
     async def _claim(self, key: str, norm: str, args: dict[str, Any], task_id: str) -> types.CallToolResult | None:
-        """Idempotency pre-check (10-tools §3.2): None on a miss (key now bound to ``task_id``),
+        """Idempotency pre-check (docs/tools.md §3.2): None on a miss (key now bound to ``task_id``),
         a replay result on a hit; raises IDEMPOTENCY_CONFLICT when the arguments differ."""
         fields = ("agentId", "task", "context", "model", "reasoningLevel", "modelSource", "planDoc", "designSystem",
                   "designDirection", "mode", "allowCreateProject", "autoVerify", "autoFixRounds", "taskTimeoutMs",
@@ -207,7 +207,7 @@ class Handlers:
 
     # --- verify_task -------------------------------------------------------------------------
     async def verify_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """One acceptance round without an agent (10-tools §1.2, §1.3, §3; 00-design §4)."""
+        """One acceptance round without an agent (docs/tools.md §1.2, §1.3, §3; docs/architecture.md §4)."""
         from ..acceptance.git import resolve_commit
 
         if "acceptanceOverride" in args:
@@ -407,7 +407,7 @@ class Handlers:
 
     # --- manage_task -------------------------------------------------------------------------
     async def manage_task(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """cancel / continue / rework with the branch whitelists of 10-tools §1.2."""
+        """cancel / continue / rework with the branch whitelists of docs/tools.md §1.2."""
         action = args["action"]
         allowed = {
             "cancel": ("taskId", "action", "reason"),

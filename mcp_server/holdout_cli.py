@@ -1,4 +1,4 @@
-"""``tianshu-mcp holdout …``: a project's holdout checks in the data home (issue 23 §5).
+"""``tianshu-mcp holdout …``: a project's holdout checks in the data home (docs/integrity.md §5).
 
 * ``holdout add --project PATH --name NAME --area AREA [--timeout-ms N] [--file REL=LOCALPATH …]
   -- CMD ARGS…`` — register a check (``--file``: the local file's UTF-8 text is written at the

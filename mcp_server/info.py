@@ -1,6 +1,6 @@
-"""query_info: the task list, a round's report and the agent profiles (10-tools §3.5).
+"""query_info: the task list, a round's report and the agent profiles (docs/tools.md §3.5).
 
-Also the per-branch argument whitelist every multi-branch tool shares (10-tools §1.3):
+Also the per-branch argument whitelist every multi-branch tool shares (docs/tools.md §1.3):
 ``manage_task`` per action and ``query_info`` per type.
 """
 
@@ -29,7 +29,7 @@ def branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...]
     """Refuse any argument of ``args`` (not None) outside ``allowed`` for this branch.
 
     ``branch`` names it in the message (e.g. ``"action=cancel"``). Raises ``TianshuError``
-    ``INVALID_ARGUMENT`` naming the extra keys, sorted, and the allowed ones (10-tools §1.3).
+    ``INVALID_ARGUMENT`` naming the extra keys, sorted, and the allowed ones (docs/tools.md §1.3).
     """
     extra = [k for k, v in args.items() if v is not None and k not in allowed]
     if extra:
@@ -41,7 +41,7 @@ def branch_whitelist(branch: str, args: dict[str, Any], allowed: tuple[str, ...]
 
 
 async def query_info(service: TaskService, runtime: Any, args: dict[str, Any]) -> types.CallToolResult:
-    """Answer ``query_info`` for ``type`` tasks | report | profiles (10-tools §3.5).
+    """Answer ``query_info`` for ``type`` tasks | report | profiles (docs/tools.md §3.5).
 
     ``args`` is already schema-checked. Raises ``TianshuError`` for a key the type does not take,
     a report-less task or round, or an unknown task.

@@ -1,4 +1,4 @@
-"""The verification-integrity arguments of ``run_task`` and ``verify_task`` (issue 23).
+"""The verification-integrity arguments of ``run_task`` and ``verify_task`` (docs/integrity.md).
 
 * ``targetTests``: test ids or names the round must find, run and pass (at most
   :data:`~tianshu_mcp.acceptance.integrity.models.MAX_TARGETS`, each one line of 1..500

@@ -1,4 +1,4 @@
-"""run_task's ``isolation`` and manage_task's ``merge`` (scale-out issue §1).
+"""run_task's ``isolation`` and manage_task's ``merge`` (docs/isolation.md §1).
 
 The work itself is :mod:`tianshu_mcp.tasks.worktree` (git) and :mod:`tianshu_mcp.flows.isolation`
 (the flow run's side); this module decides a call's isolation mode and merges a result branch.

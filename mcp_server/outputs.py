@@ -1,7 +1,7 @@
-"""Output schemas: what every tool's ``structuredContent`` holds, as pydantic models (issue 12 §2).
+"""Output schemas: what every tool's ``structuredContent`` holds, as pydantic models (docs/host-parity.md §2).
 
 Each tool publishes the JSON Schema of its model as ``outputSchema`` in ``tools/list``, and every
-result — success or error — validates against it: a success carries the meta block (10-tools
+result — success or error — validates against it: a success carries the meta block (docs/tools.md
 §2.6) and its per-tool extras, an error carries only ``error: {code, message}``. The schemas are
 generated from the models below, so the published contract and the code that fills it cannot drift
 apart silently: ``tests/test_outputs.py`` validates the results of every tool against
@@ -33,7 +33,7 @@ class _Open(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """A tool error: the stable code and the human message (10-tools §2.2)."""
+    """A tool error: the stable code and the human message (docs/tools.md §2.2)."""
 
     code: str = Field(description="stable error code, e.g. TASK_NOT_FOUND")
     message: str
@@ -62,7 +62,7 @@ class ActiveTask(_Open):
 
 
 class TaskEvent(_Open):
-    """One semantic event of ``task.jsonl`` (10-tools §3.4)."""
+    """One semantic event of ``task.jsonl`` (docs/tools.md §3.4)."""
 
     ts: str
     event: str
@@ -70,7 +70,7 @@ class TaskEvent(_Open):
 
 
 class UnsupportedClaim(_Open):
-    """A claim of the agent's final message that the measurements do not support (issue 23)."""
+    """A claim of the agent's final message that the measurements do not support (docs/integrity.md)."""
 
     claim: str
     why: str
@@ -96,7 +96,7 @@ class _Base(BaseModel):
 
 
 class TaskMeta(_Base):
-    """The meta block of one task (10-tools §2.6), plus its Prefect links and isolation fields."""
+    """The meta block of one task (docs/tools.md §2.6), plus its Prefect links and isolation fields."""
 
     taskId: str | None = None
     status: Status | None = None
@@ -237,7 +237,7 @@ class BaselineEntry(_Open):
 
 
 class PrepareBaselineOutput(_Base):
-    """prepare_visual_baseline (30-visual §7)."""
+    """prepare_visual_baseline (docs/visual.md §7)."""
 
     candidateId: str | None = None
     digest: str | None = None
@@ -246,7 +246,7 @@ class PrepareBaselineOutput(_Base):
 
 
 class ApproveBaselineOutput(_Base):
-    """approve_visual_baseline (30-visual §7)."""
+    """approve_visual_baseline (docs/visual.md §7)."""
 
     approvedAt: str | None = None
     targets: list[str] | None = None

@@ -1,4 +1,4 @@
-"""How a task's status reads in tool replies (10-tools §2.7)."""
+"""How a task's status reads in tool replies (docs/tools.md §2.7)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ _LABELS = {
 
 def status_phrase(view: TaskView) -> str:
     """``status: <label>`` + `` (N rounds used; last agent run: exit code C after D ms)`` when
-    rounds were used / an agent ran (10-tools §2.7; lifecycle issue, must-show 8)."""
+    rounds were used / an agent ran (docs/tools.md §2.7; docs/lifecycle.md §8)."""
     used = int(view.task.get("roundsUsed") or 0)
     parts = [ngettext("{n} round used", "{n} rounds used", used).format(n=used)] if used else []
     if "agentDurationMs" in view.task and view.status not in ("queued", "running"):
@@ -37,7 +37,7 @@ def status_phrase(view: TaskView) -> str:
 def submitted_lines(task: dict[str, Any], agent_id: str, agent_message: str, project: Any, isolation: str,
                     parallel: int | None, cfg: Any, flow_run_url: str | None, active_id: str | None,
                     dirty: int | None) -> list[str]:
-    """run_task's reply body for a new task (10-tools §2.7 "run_task (new)"): submitted id, agent,
+    """run_task's reply body for a new task (docs/tools.md §2.7 "run_task (new)"): submitted id, agent,
     project (+ symlink note), auto verification and rework, queue or worktree line, brief (first
     120 chars), dry-run line, Prefect link, then the active-task and dirty-repository notes.
 

@@ -1,4 +1,4 @@
-"""run_task for a work pool's workers that cannot see the caller's files (scale-out issue §2).
+"""run_task for a work pool's workers that cannot see the caller's files (docs/isolation.md §2).
 
 A call is *remote* when it names a ``repoUrl`` or a ``workPool`` other than the local one (or
 its project's ``projects.json`` entry names a ``workPool``). The task then:

@@ -1,4 +1,4 @@
-"""The caller's copy of a remote task (scale-out issue §2): record, reports, queue timeout, cancel.
+"""The caller's copy of a remote task (docs/isolation.md §2): record, reports, queue timeout, cancel.
 
 A remote task's worker shares no file with the MCP server that submitted it. Its status is the
 flow run's state (read for every task anyway); its details come from the artifact

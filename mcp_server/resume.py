@@ -1,4 +1,4 @@
-"""``manage_task(action="continue")``: answer a task that waits for the user (40-agents-tasks §2.8).
+"""``manage_task(action="continue")``: answer a task that waits for the user (docs/agents-tasks.md §2.8).
 
 The task's flow run is ``Suspended`` (:mod:`tianshu_mcp.flows.needs_user`); the answer becomes its
 run input through Prefect's ``resume_flow_run``. The run is then ``Resuming`` (status ``queued``)
@@ -44,7 +44,7 @@ async def continue_task(service: TaskService, task_id: str, message: str) -> Tas
         raise TianshuError(ErrorCode.INVALID_STATE, _("Prefect refused to resume {taskId}'s flow run: {reason}").format(
             taskId=task_id, reason=clip(str(reason))))
     kind = view.task.get("needsUserKind") or "unknown"
-    # the question is answered (10-tools §3.6: needsUserKind/pendingQuestion cleared); the flow
+    # the question is answered (docs/tools.md §3.6: needsUserKind/pendingQuestion cleared); the flow
     # reads it back from needsUserQuestion when it re-runs the round
     service.store.update(task_id, lastMessage=_("answered by the user; queued to resume the round"),
                          needsUserKind=None, pendingQuestion=None)

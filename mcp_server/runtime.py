@@ -1,4 +1,4 @@
-"""The Prefect side of one tianshu-mcp client process (00-design §3, hosting issue).
+"""The Prefect side of one tianshu-mcp client process (docs/architecture.md §3, docs/hosting.md).
 
 Three modes, decided from the config before Prefect is imported:
 

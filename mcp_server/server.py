@@ -1,4 +1,4 @@
-"""The MCP stdio server: a thin protocol edge over :class:`.handlers.Handlers` (00-design §7).
+"""The MCP stdio server: a thin protocol edge over :class:`.handlers.Handlers` (docs/architecture.md §7).
 
 Built on the SDK's low-level ``Server`` rather than ``MCPServer``: our tools need hand-written
 plain JSON Schemas and coded validation errors, while ``MCPServer`` derives schemas from Python
@@ -49,7 +49,7 @@ INSTRUCTIONS = (
 
 
 def tool_list() -> list[types.Tool]:
-    """The wire tool list (order of 10-tools §1)."""
+    """The wire tool list (order of docs/tools.md §1)."""
     return [
         types.Tool(
             name=t.name,
@@ -123,7 +123,7 @@ def build_server(runtime: Runtime) -> tuple[Server[Any], TaskService]:
 
 async def shutdown(runtime: Runtime, service: TaskService) -> None:
     """Close the Prefect client and leave: a client's exit never touches a task. In in-process
-    hosting the runtime interrupts every active task of the home (40-agents-tasks §2.9)."""
+    hosting the runtime interrupts every active task of the home (docs/agents-tasks.md §2.9)."""
     try:
         await service.close()
     finally:
@@ -135,7 +135,7 @@ async def serve_stdio(runtime: Runtime) -> None:
 
     While serving, fd 1 belongs to JSON-RPC: the SDK diverts fd 1 to stderr for everyone else,
     and ``sys.stdout`` is pointed at stderr so a stray ``print`` can never reach the wire, not
-    even when flushed at exit (00-design §6).
+    even when flushed at exit (docs/architecture.md §6).
     """
     server, _ = build_server(runtime)
     stdin = ScreenedStdin(claim_stdin())

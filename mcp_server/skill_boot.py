@@ -1,5 +1,5 @@
-"""Start the skill self-install of a stdio server in the background (40-agents-tasks §2.14,
-10-tools: "runs in background, never blocks the handshake").
+"""Start the skill self-install of a stdio server in the background (docs/agents-tasks.md §2.14,
+docs/tools.md: "runs in background, never blocks the handshake").
 
 Switches, any of which turns it off (they outrank the approval): ``--no-skill-install``,
 ``TIANSHU_MCP_NO_SKILL_INSTALL=1``, ``skills.autoInstall: false``. Approval (decision column

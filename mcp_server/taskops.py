@@ -1,8 +1,8 @@
 """Task operations over Prefect and the task directory, used by the tool handlers.
 
-The flow-run state owns status (00-design §4); ``task.json`` owns details. Everything here talks
+The flow-run state owns status (docs/architecture.md §4); ``task.json`` owns details. Everything here talks
 to Prefect through one long-lived async client (≈8 ms per read instead of ≈55 ms with a client
-per call, 50-prefect-lab §8), re-made when the runtime reconnects to a restarted service.
+per call, docs/prefect-facts.md §8), re-made when the runtime reconnects to a restarted service.
 
 Accepting a task never waits for Prefect: :meth:`TaskService.submit` writes ``task.json`` and a
 durable submission entry (:mod:`tianshu_mcp.core.submissions`) and answers ``queued``; the flow
@@ -53,7 +53,7 @@ class TaskView:
     state_name: str | None = None
 
     def meta(self, runtime: Runtime) -> dict[str, Any]:
-        """The task meta block (10-tools §2.6) with ``flowRunId``/``flowRunUrl``/``prefectApiUrl``."""
+        """The task meta block (docs/tools.md §2.6) with ``flowRunId``/``flowRunUrl``/``prefectApiUrl``."""
         task = dict(self.task)
         if task.get("flowRunId"):
             task["flowRunUrl"] = runtime.flow_run_url(task["flowRunId"])
@@ -62,7 +62,7 @@ class TaskView:
 
 
 def dirty_count(project: str) -> int | None:
-    """Number of ``git status --porcelain`` lines, or None when not a git repo (10-tools §3.1 rule 6)."""
+    """Number of ``git status --porcelain`` lines, or None when not a git repo (docs/tools.md §3.1 rule 6)."""
     try:
         out = subprocess.run(
             ["git", "--no-optional-locks", "-C", project, "status", "--porcelain"], capture_output=True, text=True,
@@ -363,7 +363,8 @@ class TaskService:
 
     # --- cancel ------------------------------------------------------------------------------
     async def cancel(self, task_id: str, reason: str | None, source: str = "user", wait_s: float = 30.0) -> tuple[TaskView, bool, str]:
-        """Cancel a task (40-agents-tasks §2.7): :func:`.cancel.cancel_task`. Returns ``(view, settled, text)``."""
+        """Cancel a task (docs/agents-tasks.md §2.7): :func:`.cancel.cancel_task`. Returns ``(view, settled,
+        text)``."""
         from .cancel import cancel_task
 
         return await cancel_task(self, task_id, reason, source, wait_s)
@@ -408,7 +409,7 @@ class TaskService:
 
     # --- rework ------------------------------------------------------------------------------
     async def rework(self, task_id: str, feedback: str | None, repair_hint: str | None) -> TaskView:
-        """Re-queue a final task on the same flow run (40-agents-tasks §2.8, 00-design §4).
+        """Re-queue a final task on the same flow run (docs/agents-tasks.md §2.8, docs/architecture.md §4).
 
         The flow run's ``feedback`` parameter is replaced and its state forced to
         ``Scheduled(AwaitingRework)``; the next run continues at round ``roundsUsed`` against the

@@ -61,7 +61,7 @@ PROTOCOL_VERSIONS = frozenset({"2026-07-28"})
 """Revisions that carry the extension (older hosts keep the classic contract)."""
 TASK_TOOLS = frozenset({"run_task", "verify_task"})
 POLL_INTERVAL_MS = 5000
-"""Suggested ``tasks/get`` interval (the classic contract's 5–10 s polling advice, 10-tools §3.1)."""
+"""Suggested ``tasks/get`` interval (the classic contract's 5–10 s polling advice, docs/tools.md §3.1)."""
 WORKING = frozenset({"queued", "running", "verify_start", "fixing"})
 
 

@@ -1,4 +1,4 @@
-"""Tool definitions: names, plain JSON Schema inputSchemas, annotations and ``_meta`` (10-tools §1).
+"""Tool definitions: names, plain JSON Schema inputSchemas, annotations and ``_meta`` (docs/tools.md §1).
 
 Input schemas are plain JSON Schema: optional fields are simply not ``required`` (never an
 ``anyOf`` with ``null``, which some hosts render as an empty parameter list). Cross-field rules
@@ -60,7 +60,7 @@ IDEMPOTENCY_KEY: dict[str, Any] = {
 @dataclass(frozen=True)
 class ToolDef:
     """One tool: ``name``, ``description``, ``input_schema``, ``capability`` (read|write|execute),
-    ``require_approval`` and the destructive/open-world/idempotent hints (10-tools §1.1)."""
+    ``require_approval`` and the destructive/open-world/idempotent hints (docs/tools.md §1.1)."""
 
     name: str
     description: str
@@ -298,7 +298,7 @@ APPROVE_VISUAL_BASELINE = ToolDef(
 )
 
 
-# tools/list order (10-tools §1)
+# tools/list order (docs/tools.md §1)
 TOOL_DEFS: tuple[ToolDef, ...] = (PREPARE_VISUAL_BASELINE, APPROVE_VISUAL_BASELINE, RUN_TASK, QUERY_TASK, MANAGE_TASK,
                                   VERIFY_TASK, QUERY_INFO, WAIT_TASK)
 TOOLS_BY_NAME: dict[str, ToolDef] = {t.name: t for t in TOOL_DEFS}

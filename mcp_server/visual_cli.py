@@ -1,4 +1,5 @@
-"""``tianshu-mcp visual …``: visual acceptance from the command line (10-tools §5; 30-visual §7, §9).
+"""``tianshu-mcp visual …``: visual acceptance from the command line (docs/tools.md §5; docs/visual.md §7,
+§9).
 
 Every subcommand prints one JSON object (2-space) on stdout and exits 0 on success, 1 on a coded
 failure (``{"error": {"code", "message"}}``; ``doctor`` also exits 1 when a check failed) and 2 on
@@ -68,7 +69,7 @@ TEMPLATE: dict[str, Any] = {
     "pages": [{"id": "home", "source": {"type": "static", "root": "dist"}, "route": "/", "maskSelectors": [],
                "pixelThreshold": 0.1, "maxDiffRatio": 0.001}],
 }
-"""The ``visual init`` template (30-visual §1): disabled; one static page at two viewports."""
+"""The ``visual init`` template (docs/visual.md §1): disabled; one static page at two viewports."""
 Out = tuple[dict[str, Any], int]
 
 
@@ -368,7 +369,7 @@ def content_cache_clear(task_id: str) -> Out:
 def content_probe(project: str, rule_id: str | None = None) -> Out:
     """``visual content probe <project> [ruleId]``: judge every file of the content rules (or of
     ``ruleId``, case-insensitive) now, with no cache and evidence only in a temporary directory →
-    ``{projectPath, results}`` (VisualResults of 30-visual §6.3, without ``artifacts``). Raises
+    ``{projectPath, results}`` (VisualResults of docs/visual.md §6.3, without ``artifacts``). Raises
     PATH_*, CONFIG_INVALID, CONTENT_RULE_NOT_FOUND, PATH_OUTSIDE_PROJECT (a file escapes by a symlink)
     and the round preflight's CONTENT_COMMAND_MISSING, CONTENT_ENV_MISSING, CONTENT_CONFIG_INVALID."""
     from ..acceptance.visual.content import check_content, preflight

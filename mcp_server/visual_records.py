@@ -1,4 +1,5 @@
-"""Task records and project layers as ``tianshu-mcp visual …`` reads them (10-tools §5; 30-visual §7, §9).
+"""Task records and project layers as ``tianshu-mcp visual …`` reads them (docs/tools.md §5; docs/visual.md
+§7, §9).
 
 The CLI cannot read Prefect states: a task is *blocked* on a visual block when its ``task.json``
 says so (:func:`is_blocked`). Every helper raises :class:`VisualError` or ``TianshuError`` with a

@@ -1,4 +1,4 @@
-"""The two visual tools (10-tools §1, §1.2; 30-visual §7): ``prepare_visual_baseline`` and
+"""The two visual tools (docs/tools.md §1, §1.2; docs/visual.md §7): ``prepare_visual_baseline`` and
 ``approve_visual_baseline``. Both are strict (unknown keys are refused) and both need the host's
 approval: automated repair never approves a baseline.
 
@@ -38,7 +38,7 @@ class VisualHandlers:
         self.home = service.runtime.home
 
     async def prepare_visual_baseline(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """30-visual §7 Prepare."""
+        """docs/visual.md §7 Prepare."""
         from ..acceptance.visual.baselines import prepare  # Playwright, NumPy: loaded on first use, not at start
 
         project = check_project_path(args["projectPath"], self.home)
@@ -53,7 +53,8 @@ class VisualHandlers:
                          {"ok": True, **out})
 
     async def approve_visual_baseline(self, args: dict[str, Any], ctx: Any = None) -> types.CallToolResult:
-        """30-visual §7 Approve; a ``taskId`` must name a ``needs_attention`` task of the same project."""
+        """docs/visual.md §7 Approve; a ``taskId`` must name a ``needs_attention`` task of the same
+        project."""
         from ..acceptance.visual.baselines import TaskGate, approve
 
         gate = None

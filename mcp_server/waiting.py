@@ -1,7 +1,7 @@
-"""``wait_task``: block until a task, or the first of several, reaches a stop point (10-tools §3.3).
+"""``wait_task``: block until a task, or the first of several, reaches a stop point (docs/tools.md §3.3).
 
 Polls every 500 ms. With ``taskIds``, a task whose record is damaged (``TASK_RECORD_CORRUPT``) is
-left out with a note and the others are still waited for (input issue: one damaged id failed the
+left out with a note and the others are still waited for (docs/robustness.md §6: one damaged id failed the
 whole call); the call fails only when no listed task can be read.
 """
 
@@ -125,7 +125,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
 
 
 def next_step(view: TaskView) -> str:
-    """What the caller does next with a task at a stop point (wait_task's ``next:`` line, 10-tools
+    """What the caller does next with a task at a stop point (wait_task's ``next:`` line, docs/tools.md
     §2.7): answer a question, have a person approve visual baselines, read the dry-run report or
     the acceptance report, or read the agent log when no report was written."""
     if view.status == "needs_user":

@@ -1,4 +1,4 @@
-"""Extract, update and compile the gettext catalogue of tianshu-mcp (issue 12, must-show 3).
+"""Extract, update and compile the gettext catalogue of tianshu-mcp (docs/host-parity.md §3).
 
 Run from the repository root with the dev environment (Babel is a test/dev dependency)::
 

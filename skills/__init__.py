@@ -1,1 +1,1 @@
-"""skills layer of tianshu-mcp (see 00-design §2)."""
+"""skills layer of tianshu-mcp (see docs/architecture.md §2)."""

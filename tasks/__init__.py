@@ -1,1 +1,1 @@
-"""tasks layer of tianshu-mcp (see 00-design §2)."""
+"""tasks layer of tianshu-mcp (see docs/architecture.md §2)."""

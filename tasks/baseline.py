@@ -1,4 +1,4 @@
-"""Prefect task ``baseline``: capture the git baseline once per task (20-acceptance §4.1)."""
+"""Prefect task ``baseline``: capture the git baseline once per task (docs/acceptance.md §4.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Prefect task ``dispatch-round-{r}``: hand the brief to the agent for one round (40-agents-tasks §1.9–§1.10)."""
+"""Prefect task ``dispatch-round-{r}``: hand the brief to the agent for one round (docs/agents-tasks.md
+§1.9–§1.10)."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def _run_logger() -> Any:
 def _outcome(result: AgentRunResult, tdir: Path, profile: AgentProfile, watch: OutputWatch) -> RoundResult:
     """The round's result with what its output said: the recognised failure line (the line the
     CLI gave up on, a retry loop that ended the round, or a fatal pattern; ANSI codes removed),
-    what its exit code means, usage, the final message and the tool-call count (issue 24)."""
+    what its exit code means, usage, the final message and the tool-call count (docs/real-agents.md)."""
     cancel = cancel_requested(tdir)
     tail = strip_ansi(output_tail(str(result.log_file)))
     fatal = watch.gave_up.line if watch.gave_up is not None else fatal_line(agent_text(tail), profile.fatal_patterns)

@@ -1,4 +1,4 @@
-"""Prefect task ``dry-run-{n}``: what the task would do, without doing it (10-tools §3.7).
+"""Prefect task ``dry-run-{n}``: what the task would do, without doing it (docs/tools.md §3.7).
 
 Composes the agent's side (the profile resolved, the invocation a round would use) with the
 acceptance side (:mod:`tianshu_mcp.acceptance.dry_run`: checks, git, the project's plan file). No

@@ -1,5 +1,5 @@
 """The task's event stream: ``task.jsonl`` and Prefect's event feed, through one emitter that never
-raises (seed 003; 10-tools §3.4).
+raises (docs/lifecycle.md §4; docs/tools.md §3.4).
 
 :func:`emit` appends ``{"ts", "event", "state", "detail"?, "data"?}`` to the task's ``task.jsonl``
 (what ``query_task`` shows in ``recentEvents`` for the semantic events of
@@ -96,7 +96,7 @@ ONCE_PER_ROUND = frozenset({"file_modification_started", "confirmation_dialog_de
 class RoundEvents:
     """The events of one round: the driver's and the watches' go through :meth:`send`, which
     drops a second :data:`ONCE_PER_ROUND` event of the same name; ``progress`` notes and
-    ``agent_tool_call`` events also set the task's ``progressSummary`` (40-agents-tasks §1.2)."""
+    ``agent_tool_call`` events also set the task's ``progressSummary`` (docs/agents-tasks.md §1.2)."""
 
     def __init__(self, task_id: str) -> None:
         self.task_id = task_id

@@ -1,4 +1,4 @@
-"""What the agent's output says while it works, forwarded as it happens (issue 24 §3–§4).
+"""What the agent's output says while it works, forwarded as it happens (docs/real-agents.md §3–§4).
 
 :class:`OutputWatch` reads the round's log as it grows (:class:`~.events.LogTail`) in the
 profile's ``outputFormat`` (:mod:`tianshu_mcp.adapters.output.formats`) and

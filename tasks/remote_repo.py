@@ -1,4 +1,4 @@
-"""A worker's copy of a remote repository (scale-out issue §2): clone or fetch, resolve, push.
+"""A worker's copy of a remote repository (docs/isolation.md §2): clone or fetch, resolve, push.
 
 A worker cannot see the caller's files. A remote task names a git remote (``repoUrl``) and a
 ``ref``; the worker keeps one clone per remote under its own data home,

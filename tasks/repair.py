@@ -1,4 +1,5 @@
-"""Prefect task ``repair-plan-{r}``: turn a failed round into the next round's brief (40-agents-tasks §3)."""
+"""Prefect task ``repair-plan-{r}``: turn a failed round into the next round's brief (docs/agents-tasks.md
+§3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prefect task ``verify-round-{r}``: judge a round against the baseline (20-acceptance §3)."""
+"""Prefect task ``verify-round-{r}``: judge a round against the baseline (docs/acceptance.md §3)."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def round_holdout(task_dir: Path, project_path: str, extra_dir: str | None = Non
 
 
 def integrity_fields(report: dict[str, Any]) -> dict[str, Any]:
-    """``task.json`` fields from a round's ``report["integrity"]`` (issue 23): ``testIntegrity``
+    """``task.json`` fields from a round's ``report["integrity"]`` (docs/integrity.md): ``testIntegrity``
     (the policy: ``protect`` | ``allow-test-edits`` | ``off``) and ``unsupportedClaims``
     (``[{claim, why}]``). A field the report lacks is None, so recording the round clears the
     previous round's value."""
@@ -84,7 +84,7 @@ def integrity_fields(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def freeze_visual(task_dir: Path, project_path: str) -> str | None:
-    """Freeze the task's visual snapshot at its start (30-visual §9): the acceptance rules and
+    """Freeze the task's visual snapshot at its start (docs/visual.md §9): the acceptance rules and
     approved baselines the agent's work will be judged against. Returns the coded error text when
     the frozen snapshot is unreadable (``[SNAPSHOT_INVALID] …``), else None."""
     try:
@@ -238,7 +238,7 @@ def verify_round_task(
     Returns:
         The round's :class:`~tianshu_mcp.tasks.results.Verdict`; a round that did not
         pass returns it as the data of a ``Failed`` state (``Cancelled`` when a cancel stopped it), so the task run is Failed in the UI
-        while the flow goes on (lifecycle issue, must-show 7). Call it through
+        while the flow goes on (docs/lifecycle.md §7). Call it through
         :func:`run_verify_round`.
     """
     from ..acceptance.report import summarize_report

@@ -1,4 +1,4 @@
-"""Worktree isolation (scale-out issue §1): a task that works in a git worktree of its own.
+"""Worktree isolation (docs/isolation.md §1): a task that works in a git worktree of its own.
 
 A task with ``isolation: "worktree"`` never touches the user's work tree or index. Its flow run
 adds ``<home>/worktrees/<taskId>`` on a new branch ``tianshu/<taskId>`` from the baseline commit

@@ -3,7 +3,7 @@
 ``ts_daemon`` starts ``tianshu-mcp server`` (the home's service in the foreground: Prefect API +
 UI + process worker) on a temporary data home once per session; every MCP test then starts the
 real console script over stdio with the real SDK client, and that stdio server finds the running
-service (``service.json``) instead of starting another (00-design §3).
+service (``service.json``) instead of starting another (docs/architecture.md §3).
 """
 
 from __future__ import annotations
@@ -360,7 +360,7 @@ def text_of(result: Any) -> str:
 
 
 class Retry503(httpx.HTTPTransport):
-    """SQLite write stalls make the API answer 503 now and then (50-prefect-lab P6); Prefect's own
+    """SQLite write stalls make the API answer 503 now and then (docs/prefect-facts.md P6); Prefect's own
     client retries those, and so does this test client."""
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

@@ -1,4 +1,4 @@
-"""The verification-integrity corpus (issue 23): the shared machinery.
+"""The verification-integrity corpus (docs/integrity.md): the shared machinery.
 
 What lives here: the :class:`Project` and :class:`Case` types of the scenario table, small edit
 builders (:func:`write`, :func:`replace`, :func:`delete` …) with which a case describes what "the

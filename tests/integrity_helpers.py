@@ -1,4 +1,4 @@
-"""Shared helpers of the verification-integrity tests (issue 23): real git repositories in temp
+"""Shared helpers of the verification-integrity tests (docs/integrity.md): real git repositories in temp
 dirs, the task start (baseline, pinned rules, baseline state) and one judged round."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The real agent CLIs of the ``real_agents`` tier (issue 24): where they are installed and how
+"""The real agent CLIs of the ``real_agents`` tier (docs/real-agents.md): where they are installed and how
 each is pointed at the scripted model endpoint — the same facts a user follows to point them at a
 company proxy or a local model (README, "Agents").
 

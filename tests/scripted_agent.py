@@ -31,7 +31,7 @@ and gives it the page's masked class ``clock``), ``tamper-baseline``
 exits 0; with it: makes the right fix only when the answer says "yes"), ``leak`` (fixes, and leaves ``sleep $SCRIPTED_SLEEP`` running in a session of its own with an empty
 environment: invisible to the process tree and the tags), ``prompting`` (prints a ``[y/N]``
 confirmation and a device-login request, then behaves like ``normal``). Cheats for the verification-integrity
-tests (issue 23), none of which fixes ``add``: ``cheat-delete`` (the wrong fix, and deletes
+tests (docs/integrity.md), none of which fixes ``add``: ``cheat-delete`` (the wrong fix, and deletes
 ``test_add_negative`` from ``tests/test_calc.py``), ``cheat-skip`` (the wrong fix, and puts
 ``@pytest.mark.skip`` on ``test_add_negative``), ``special-case`` (answers the visible failing test's
 input ``(-2, -3)`` by rote and keeps the wrong fix for every other input; appends its environment as

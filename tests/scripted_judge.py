@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A scripted content judge for the visual content tests (30-visual §6): the stand-in for a
+"""A scripted content judge for the visual content tests (docs/visual.md §6): the stand-in for a
 user's LLM command, which cannot exist here. Standard library only; steered by its arguments.
 
 Output (stdout, last line is the verdict unless told otherwise):

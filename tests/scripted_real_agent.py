@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A scripted CLI agent for a real project (the verification-integrity tests, issue 23).
+"""A scripted CLI agent for a real project (the verification-integrity tests, docs/integrity.md).
 
 Called as ``scripted_real_agent.py <prompt>`` with the project as its working directory, it carries
 out the plan in ``$REAL_PLAN`` (JSON, set through the profile's ``env``), whatever the prompt says::

@@ -1,4 +1,5 @@
-"""acceptance.config: split_cmd, layer reading/merging, check resolution, derived defaults (20-acceptance §1–§2)."""
+"""acceptance.config: split_cmd, layer reading/merging, check resolution, derived defaults (docs/acceptance.md
+§1–§2)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from tianshu_mcp.acceptance.config import (
 from tianshu_mcp.core.errors import ErrorCode
 
 
-# --- split_cmd (20-acceptance §1.2 and the acceptance.json doc table) -----------------------
+# --- split_cmd (docs/acceptance.md §1.2 and the acceptance.json doc table) -----------------------
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Repair directives from real tool output (20-acceptance §6, extended by the issue "Repair
-directives for failed rounds, beyond the original's tsc-only parser").
+"""Repair directives from real tool output (docs/acceptance.md §6, extended by
+docs/acceptance.md §8.7).
 
 The recorded outputs in ``tests/data/toolchains/<toolchain id>/`` come from the real tools
 (``tests/data/toolchains/record_directive_outputs.py`` regenerates them); the live tests build

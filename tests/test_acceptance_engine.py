@@ -1,5 +1,5 @@
 """acceptance.engine end to end on real temp pytest repos, plus report and repair rendering
-(20-acceptance §3, §5, §6; 40-agents-tasks §3 repair plan / feedback)."""
+(docs/acceptance.md §3, §5, §6; docs/agents-tasks.md §3 repair plan / feedback)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,8 @@ def test_passing_round(tmp_path: Path) -> None:
     assert "- Verdict: **[PASS]**" in md and "- [PASS] pytest — `pytest -q`" in md
     assert "### Changed files (1 tracked + 1 untracked)" in md and md.rstrip().endswith("Acceptance passed.")
     log = (out.md_path.parent / "verify-0.log").read_text()
-    # verification integrity lists every test id (pytest -rA, issue 23): the log shows the command as run
+    # verification integrity lists every test id (pytest -rA, docs/integrity.md): the log shows the command as
+    # run
     assert "=== check: pytest — pytest -rA -q @ " in log and "2 passed" in log
     assert summarize_report(r).startswith("[PASS] Acceptance passed (round 0): 2/2 command checks passed.")
 
@@ -387,7 +388,8 @@ def test_baseline_checks_off_by_default(tmp_path: Path) -> None:
     (repo / "calc.py").write_text("def add(a, b):\n    return a + b  # ok\n")
     out = verify_round(request(tmp_path, repo, baseline=baseline))
     assert out.passed is True and "baselineGrading" not in out.report
-    # verification integrity (on by default, issue 23) runs the checks on the baseline too, but grades nothing
+    # verification integrity (on by default, docs/integrity.md) runs the checks on the baseline too, but
+    # grades nothing
     assert out.report["integrity"]["policy"] == "protect"
     assert not any(p.name.startswith("baseline-") and p.name != "baseline-checks.json" and p.name != "baseline-state.json"
                    and not p.name.startswith("baseline-checks") for p in out.md_path.parent.iterdir())

@@ -1,4 +1,4 @@
-"""acceptance.git: baseline capture, change analysis, git-diff-check, signals (20-acceptance §4).
+"""acceptance.git: baseline capture, change analysis, git-diff-check, signals (docs/acceptance.md §4).
 
 Real git repositories in temp dirs; no mocks.
 """
@@ -112,7 +112,7 @@ def test_baseline_json_round_trip(tmp_path: Path) -> None:
 
 
 def test_baseline_large_file_fingerprinted_by_size_and_mtime(tmp_path: Path) -> None:
-    # port (input issue): the original left files over 4 MiB unhashed, so a no-op agent was
+    # port (docs/robustness.md §10): the original left files over 4 MiB unhashed, so a no-op agent was
     # credited with every big pre-existing file; they are fingerprinted by size and mtime instead
     repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
     (repo / "big.bin").write_bytes(b"\0" * (4 * 1024 * 1024 + 1))
@@ -369,7 +369,7 @@ def test_scan_signals_no_false_secret(line: str) -> None:
     assert scan_signals([line]).secret_like == 0
 
 
-# --- change attribution (issue §6) -------------------------------------------------------------------
+# --- change attribution (docs/acceptance.md §8.6) -------------------------------------------------
 
 
 def test_analysis_pre_dirty_file_changed_again_is_counted_unchanged_one_excluded(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def our_tmp_dirs() -> set[str]:
 
 def run_round(tmp_path: Path, repo: Path, baseline: Any, *, task: str = "tsk_20260101000000_aaaaaa", rnd: int = 0,
               text: str = "Fix mul in calc.py.", checks: list[dict[str, Any]] | None = None, **override: Any) -> Any:
-    # verification integrity (issue 23) has tests of its own; these judge baseline grading alone
+    # verification integrity (docs/integrity.md) has tests of its own; these judge baseline grading alone
     ov: dict[str, Any] = {"baselineChecks": True, "testIntegrity": "off", "checks": checks or [{"name": "pytest", "cmd": PYTEST}]}
     ov.update(override)
     req = VerifyRequest(
@@ -401,7 +401,7 @@ def test_config_fields_merge_and_validation(tmp_path: Path) -> None:
     assert r.baseline_checks is False and r.baseline_policy == "tolerate-untargeted"
     # maybe_capture_baseline_state follows the resolved switch
     assert maybe_capture_baseline_state(proj, tmp_path / "t1", tmp_path / "nohome", {"testIntegrity": "off"}) is None
-    # verification integrity (on by default, issue 23) needs the state too
+    # verification integrity (on by default, docs/integrity.md) needs the state too
     assert maybe_capture_baseline_state(proj, tmp_path / "t0", tmp_path / "nohome") is not None
     st = maybe_capture_baseline_state(proj, tmp_path / "t2", home)
     assert st is not None and st["isRepo"] is False and (tmp_path / "t2" / STATE_FILE).exists()

@@ -1,4 +1,5 @@
-"""acceptance.report / acceptance.html_report: report-N.md, report-N.json, report-N.html (issue §8).
+"""acceptance.report / acceptance.html_report: report-N.md, report-N.json, report-N.html (docs/acceptance.md
+§8.8).
 
 Synthetic report dicts with every section present; the HTML must be self-contained and escaped.
 """

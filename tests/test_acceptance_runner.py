@@ -1,4 +1,4 @@
-"""acceptance.runner: real subprocess checks (20-acceptance §3.2–§3.3). No mocks."""
+"""acceptance.runner: real subprocess checks (docs/acceptance.md §3.2–§3.3). No mocks."""
 
 from __future__ import annotations
 
@@ -232,7 +232,7 @@ def test_unwritable_log_location_does_not_fail_the_check(tmp_path: Path) -> None
     assert r["passed"] is True and "[log-error]" in r["outputTail"] and "fine" in r["outputTail"]
 
 
-# --- fail-closed test checks and their counts (issue §4) --------------------------------------
+# --- fail-closed test checks and their counts (docs/acceptance.md §8.4) ---------------------------
 
 
 def _unittest_project(root: Path, body: str) -> Path:
@@ -301,7 +301,7 @@ def test_recorded_outputs_through_the_runner(tmp_path: Path) -> None:
     assert set(FAIL_CLOSED_REASONS) == {*reasons.values(), NO_COUNT_REASON}
 
 
-# --- robustness (issue §3) --------------------------------------------------------------------
+# --- robustness (docs/acceptance.md §8.3) ---------------------------------------------------------
 
 
 def test_concurrency_is_clamped_and_parts_merge_in_order(tmp_path: Path) -> None:

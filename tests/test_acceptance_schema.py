@@ -1,4 +1,5 @@
-"""The published JSON Schema of acceptance.json agrees with the models that validate it (issue §2)."""
+"""The published JSON Schema of acceptance.json agrees with the models that validate it (docs/acceptance.md
+§8.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""acceptance.signals: suspicious markers and agent-tampering signals (20-acceptance §4.4, issue §6).
+"""acceptance.signals: suspicious markers and agent-tampering signals (docs/acceptance.md §4.4,
+docs/acceptance.md §8.6).
 
 Pure functions over synthetic added/removed lines; each signal has positive and negative cases.
 """

@@ -1,5 +1,5 @@
 """acceptance.testcount: is_test_check, detect_zero_tests, parse_tests / TestCounts, parse_counts
-(20-acceptance §3.2, extended).
+(docs/acceptance.md §3.2, extended).
 
 The parsers are tested on REAL runner output recorded in ``tests/data/toolchains/<toolchain id>/``
 by ``tests/data/toolchains/record_runner_outputs.py`` (pytest, unittest, node --test spec/TAP, jest,

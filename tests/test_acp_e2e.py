@@ -1,4 +1,4 @@
-"""An ACP agent end to end through a real MCP client (issue 9 §3): the fake ACP agent fixes the
+"""An ACP agent end to end through a real MCP client (docs/agent-adapters.md §3): the fake ACP agent fixes the
 fixture project over two rounds of one session, asks a permission that the user answers through
 manage_task(continue), and is cancelled mid-turn."""
 

@@ -1,5 +1,5 @@
-"""The contract every agent driver must keep (issue 9 §7), one suite parametrised over the drivers
-(through :func:`tianshu_mcp.adapters.drivers.driver_for`, the path dispatch takes):
+"""The contract every agent driver must keep (docs/agent-adapters.md §7), one suite parametrised over the
+drivers (through :func:`tianshu_mcp.adapters.drivers.driver_for`, the path dispatch takes):
 
 * a callback that raises (event sink, process-record sink) never reaches the driver;
 * an abort kills the agent's whole process tree and reports ``killed``;
@@ -177,7 +177,7 @@ async def test_a_setup_failure_spends_no_verification_round(ts_daemon: dict[str,
     # initialize answers an error → errorType setup_failed), end to end through the MCP client
     home = ts_daemon["home"]
     sub, done = await _run_to_its_end(home, tmp_path, "broken-acp-init", acp_profile(tmp_path, "init-fail"))
-    # 40-agents-tasks §3 4.b.3: a hardFailure ends failed/<errorType>, no round spent
+    # docs/agents-tasks.md §3 4.b.3: a hardFailure ends failed/<errorType>, no round spent
     assert done["errorType"] == "setup_failed" and done["status"] == "failed", done
     assert "the model backend is down" in json.dumps(done, ensure_ascii=False), done  # the agent's own reason
     assert done["round"] == 0 and not done.get("reportFiles"), done

@@ -1,4 +1,5 @@
-"""Generic CLI adapter against real scripted agents (40-agents-tasks §1.9–§1.10, 00-design §5)."""
+"""Generic CLI adapter against real scripted agents (docs/agents-tasks.md §1.9–§1.10, docs/architecture.md
+§5)."""
 
 from __future__ import annotations
 
@@ -332,7 +333,8 @@ def test_a_runaway_agent_is_stopped_at_its_output_limit(env: dict, tmp_path: Pat
 
 
 def test_the_agent_gets_pwd_of_its_own_directory_not_the_hosts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """opencode run takes its project from $PWD (issue 24): a host started elsewhere must not leak its PWD."""
+    """opencode run takes its project from $PWD (docs/real-agents.md): a host started elsewhere must not leak
+    its PWD."""
     from tianshu_mcp.adapters.cli import build_invocation
     from tianshu_mcp.adapters.round import AgentRunContext
 
@@ -350,7 +352,7 @@ def test_the_agent_gets_pwd_of_its_own_directory_not_the_hosts(tmp_path: Path, m
 
 @pytest.mark.parametrize("euid,expected", [(0, "1"), (1000, None)])
 def test_root_env_applies_only_as_root(euid: int, expected: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """claude-agent-acp refuses a session to root unless IS_SANDBOX=1 (issue 24): ``rootEnv``."""
+    """claude-agent-acp refuses a session to root unless IS_SANDBOX=1 (docs/real-agents.md): ``rootEnv``."""
     from tianshu_mcp.adapters.round import agent_env
 
     monkeypatch.delenv("IS_SANDBOX", raising=False)

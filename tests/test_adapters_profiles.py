@@ -1,4 +1,4 @@
-"""Agent profile registry: merge, validation errors, resolution (40-agents-tasks §1.6–§1.8)."""
+"""Agent profile registry: merge, validation errors, resolution (docs/agents-tasks.md §1.6–§1.8)."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_builtins_without_a_file(tmp_path: Path) -> None:
     assert codex.driver == "spawn" and codex.prompt_mode == "arg"
     # no limit of its own: config.json's defaultTaskTimeoutMs (1800000 unless set) applies
     assert codex.timeout_ms is None
-    # issue 9: the prompt after "--" so a brief starting with "-" is not parsed as a flag
+    # docs/agent-adapters.md: the prompt after "--" so a brief starting with "-" is not parsed as a flag
     assert codex.args_template == ["exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write", "--", "<prompt:arg>"]
     for gid in GUI_IDS:
         p = profiles[gid]
@@ -299,7 +299,7 @@ def test_a_missing_agent_with_several_names_says_all_of_them(tmp_path: Path, mon
     assert not r.ok and r.message == "command 'claude-agent-acp' (or 'claude-code-acp') not found on PATH"
 
 
-# 40-agents-tasks §1.7 gives each built-in desktop agent's launch facts; §1.6 the defaults the
+# docs/agents-tasks.md §1.7 gives each built-in desktop agent's launch facts; §1.6 the defaults the
 # others fall back to. Values marked "spec" are the spec's own; "default" is §1.6's default for a
 # key §1.7 does not name; "ours" is a fact the spec does not give (from the original's profiles
 # and the vendors' installs, see adapters/builtin_gui.py) — pinned so a change is deliberate.

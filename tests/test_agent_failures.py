@@ -1,4 +1,4 @@
-"""An agent that fails is an agent failure, not a verification failure (input issue): no rework
+"""An agent that fails is an agent failure, not a verification failure (docs/robustness.md §4): no rework
 round is burnt, the task says the exit code and the agent's own line, every report shows the
 agent's exit code and output tail."""
 
@@ -96,7 +96,7 @@ async def test_a_crashing_agent_on_a_non_git_project_without_checks_is_an_agent_
 
 def test_the_failure_line_is_the_agents_last_word_not_our_framing() -> None:
     """A warning that matches early, the agent's final error later, and our [exit] trailer quoting
-    the error last: the agent's final error is the line (issue 24, codex-acp and gemini --acp)."""
+    the error last: the agent's final error is the line (docs/real-agents.md, codex-acp and gemini --acp)."""
     from tianshu_mcp.adapters.fatal import agent_text
 
     log = ("\n===== spawn: /bin/agent Fix the 401 handling\nin api.py (cwd=/p) @ 2026-12-03T10:00:00.000Z =====\n"

@@ -1,4 +1,4 @@
-"""run_task's agent-specific argument gates (10-tools §1.3 (8) and the project-less order): each
+"""run_task's agent-specific argument gates (docs/tools.md §1.3 (8) and the project-less order): each
 desktop adapter takes only its own hints; a hint sent to the wrong agent is a coded error."""
 
 from __future__ import annotations

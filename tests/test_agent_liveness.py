@@ -1,4 +1,4 @@
-"""Agents stuck on their model, end to end (issue 24 §2, §4): a retry loop on a 429 ends the round
+"""Agents stuck on their model, end to end (docs/real-agents.md §2, §4): a retry loop on a 429 ends the round
 as an agent failure in seconds, not at the task's timeout; aider's rejected key (exit 0, its own
 ``.aider*`` files written) is an agent failure, not a verification failure; a silent agent is
 reported as stalled; tool calls read from structured output reach ``query_task.recentEvents``."""

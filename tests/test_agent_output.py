@@ -1,4 +1,4 @@
-"""Reading what real agent CLIs print (issue 24 §3–§4): the recorded output of the real releases
+"""Reading what real agent CLIs print (docs/real-agents.md §3–§4): the recorded output of the real releases
 (tests/data/agent_streams/, recorded against the scripted model endpoint) read into typed events,
 the retry-loop rule and stall detection, ANSI codes out of quoted lines."""
 
@@ -210,7 +210,7 @@ def test_opencode_429_gives_up_with_its_status() -> None:
     ({"authSources": [{"env": "A", "file": "b"}]}, "authSources"),
 ])
 def test_bad_cli_facts_are_refused_naming_the_field(raw: dict[str, object], field: str) -> None:
-    """A user's profile with a bad issue-24 field never loads half-valid (the registry turns the
+    """A user's profile with a bad field of docs/real-agents.md never loads half-valid (the registry turns the
     ValueError into CONFIG_INVALID naming the field)."""
     from pydantic import ValidationError
 

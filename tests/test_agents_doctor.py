@@ -1,4 +1,5 @@
-"""``tianshu-mcp agents doctor`` and the same facts in ``query_info(type="profiles")`` (issue 24 §5).
+"""``tianshu-mcp agents doctor`` and the same facts in ``query_info(type="profiles")`` (docs/real-agents.md
+§5).
 
 No real agents and no mocks of the doctor: every CLI is a small executable script in a temp dir
 (a ``#!/bin/sh`` script, or a ``#!/usr/bin/env node`` one run by a fake ``node`` that prints its

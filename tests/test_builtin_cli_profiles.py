@@ -1,4 +1,4 @@
-"""Built-in CLI agent profiles (issue 9): codex, claude, gemini, aider, opencode, qwen.
+"""Built-in CLI agent profiles (docs/agent-adapters.md): codex, claude, gemini, aider, opencode, qwen.
 
 No network, no real agents: every CLI is a fake executable of the same name (a Python script)
 that records its argv, cwd, environment and stdin, edits a file in its cwd and prints the CLI's
@@ -145,7 +145,7 @@ def test_builtin_cli_ids_and_shared_shape(tmp_path: Path) -> None:
     for agent_id in CLI_IDS:
         p = profiles[agent_id]
         assert (p.driver, p.status, p.cwd, p.timeout_ms) == ("spawn", "ready", "task", None)
-        # opencode states its permission stance (issue 24): edits in, paths outside the project out
+        # opencode states its permission stance (docs/real-agents.md): edits in, paths outside the project out
         assert p.env == ({"OPENCODE_PERMISSION": '{"edit": "allow", "external_directory": "deny"}'}
                          if agent_id == "opencode" else {})
         assert p.command is None and p.auth_note and p.note and p.fatal_patterns
@@ -214,7 +214,8 @@ def test_builtin_cli_runs_with_its_headless_command_line(
         ("opencode", "ProviderAuthError"),
         ("opencode", "You must provide a message or a command"),
         ("qwen", "Please set an Auth method in your /home/u/.qwen/settings.json"),
-        # the lines of the real releases against the scripted endpoint (issue 24; ANSI codes removed)
+        # the lines of the real releases against the scripted endpoint (docs/real-agents.md; ANSI codes
+        # removed)
         ("gemini", "Invalid auth method selected."),
         ("qwen", "No auth type is selected. Please configure an auth type (e.g. via settings or `--auth-type`) before "
                  "running in non-interactive mode."),

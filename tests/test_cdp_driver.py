@@ -1,5 +1,6 @@
-"""The desktop (``gui``) driver against the fake desktop app in real Chromium (issue 9, must-shows
-4–5; 40-agents-tasks §1.11): ``run_gui_round`` is called directly, as ``dispatch-round`` does.
+"""The desktop (``gui``) driver against the fake desktop app in real Chromium (docs/agent-adapters.md
+
+§4–§5; docs/agents-tasks.md §1.11): ``run_gui_round`` is called directly, as ``dispatch-round`` does.
 
 Every wait is on a condition with a deadline; the fake's timings are short (a reply in ≈1.2 s)
 and the driver polls every 100 ms with 3 stable rounds.

@@ -1,4 +1,4 @@
-"""What the acceptance checks write is never the task's output (input issue, false passes found by
+"""What the acceptance checks write is never the task's output (docs/robustness.md §10, false passes found by
 a breaker): a check that rewrites a file dirty or untracked before the round, or a file an earlier
 round's checks wrote, let an agent that did nothing pass the zero-change gate."""
 

@@ -1,4 +1,4 @@
-"""acceptance.check_result: the ``checks[]`` entry of a report (20-acceptance §1.3) keeps its keys
+"""acceptance.check_result: the ``checks[]`` entry of a report (docs/acceptance.md §1.3) keeps its keys
 and their order whatever builds it (the runner, ``git-diff-check``, the engine's gates)."""
 
 from __future__ import annotations

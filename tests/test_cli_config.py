@@ -1,4 +1,4 @@
-"""``tianshu-mcp config acceptance`` and ``config schema`` (10-tools §5; acceptance issue §2)."""
+"""``tianshu-mcp config acceptance`` and ``config schema`` (docs/tools.md §5; docs/acceptance.md §8.2)."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_argument_errors_and_unknown_scope(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     code, out = run(home, "acceptance", "--task")
-    # usage errors exit 2 (the hosting issue: errors exit non-zero), still with the JSON verdict
+    # usage errors exit 2 (docs/hosting.md §5: errors exit non-zero), still with the JSON verdict
     assert code == 2 and out["ok"] is False and out["error"] == "--task needs a taskId argument"
     code, out = run(home, "acceptance", "--bogus")
     assert out["error"] == "unknown option: --bogus"

@@ -1,5 +1,5 @@
-"""Agents and checks run with the host's environment, not the background service's (hosting
-issue): a host's ``env`` block (API keys) and PATH reach the agent through the task's recorded
+"""Agents and checks run with the host's environment, not the background service's (docs/hosting.md
+): a host's ``env`` block (API keys) and PATH reach the agent through the task's recorded
 ``client-env.json`` (mode 0600); our own and Prefect's variables never do."""
 
 from __future__ import annotations

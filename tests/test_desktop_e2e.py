@@ -1,4 +1,4 @@
-"""A desktop agent end to end (issue 9, must-shows 4–6): the MCP client submits tasks to a user
+"""A desktop agent end to end (docs/agent-adapters.md §4–§6): the MCP client submits tasks to a user
 profile of driver ``gui`` whose ``command`` launches the fake desktop app (real Chromium on the
 fake's chat page); the session's service runs them as Prefect flow runs.
 

@@ -1,4 +1,4 @@
-"""dryRun (10-tools §3.7, 20-acceptance §7; lifecycle issue, must-show 5): a static report of what
+"""dryRun (docs/tools.md §3.7, docs/acceptance.md §7; docs/lifecycle.md §5): a static report of what
 the task would do — no agent, no round, no change anywhere in the project (``.git`` included)."""
 
 from __future__ import annotations

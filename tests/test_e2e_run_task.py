@@ -74,7 +74,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert {f"{stem}-report-0", f"{stem}-checks-0", f"{stem}-report-1", f"{stem}-checks-1"} <= keys
     table = next(a for a in arts if a["key"] == f"{stem}-checks-0")
     assert table["type"] == "table" and "pytest" in json.dumps(table["data"])
-    # the run tells its story in the UI (lifecycle issue must-show 7, part): the brief, the project
+    # the run tells its story in the UI (docs/lifecycle.md §7, part): the brief, the project
     # by name and path, and one log line per step
     brief = next(a for a in arts if a["key"] == f"{stem}-brief")
     assert "Fix the bug in add() in calc.py" in brief["data"] and str(calc_repo) in brief["data"]
@@ -89,7 +89,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
         q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
     rework = [e for e in q["recentEvents"] if e["event"] == "rework_triggered"]
     assert rework and rework[0]["data"]["mode"] == "auto" and "pytest" in rework[0]["data"]["failedChecks"]
-    # the semantic event stream (lifecycle issue must-show 4): dispatch, first file change, rework
+    # the semantic event stream (docs/lifecycle.md §4): dispatch, first file change, rework
     names = [e["event"] for e in q["recentEvents"]]
     assert names == ["task_dispatched", "file_modification_started", "rework_triggered",
                      "task_dispatched", "file_modification_started"], names
@@ -112,7 +112,7 @@ async def test_no_rework_means_failed_verify_failed(ts_home: Path, calc_repo: Pa
 async def test_rounds_exhausted_means_needs_attention(ts_home: Path, calc_repo: Path) -> None:
     _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted-noop", "autoFixRounds": 1})
     assert meta["status"] == "needs_attention" and meta["round"] == 2
-    assert "errorType" not in meta  # rounds exhausted keeps errorType empty (40-agents-tasks §3 f)
+    assert "errorType" not in meta  # rounds exhausted keeps errorType empty (docs/agents-tasks.md §3 f)
 
 
 async def test_agent_that_cannot_start_fails_spawn_without_a_round(ts_home: Path, calc_repo: Path) -> None:
@@ -223,7 +223,7 @@ async def test_baseline_aware_grading_excuses_an_untargeted_legacy_failure(ts_ho
 
 
 async def test_reworking_an_exhausted_task_gives_exactly_one_more_round(ts_home: Path, calc_repo: Path) -> None:
-    """40-agents-tasks §3.4d: rework rounds are counted on the task's absolute round number, so a
+    """docs/agents-tasks.md §3.4d: rework rounds are counted on the task's absolute round number, so a
     task whose automatic rework is used up gets one round per manual rework, not a fresh allowance."""
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add",
                                              "agentId": "scripted-noop", "autoFixRounds": 1})

@@ -1,4 +1,4 @@
-"""Fuzzing every tool over a real stdio server (input issue, must-show 9).
+"""Fuzzing every tool over a real stdio server (docs/robustness.md §9).
 
 hypothesis + hypothesis-jsonschema draw arguments from each tool's *published* inputSchema, and a
 mutation strategy breaks them (wrong types, huge strings, NUL, unpaired surrogates, other

@@ -1,5 +1,5 @@
 """Concurrency gates (work pool limit = maxRunning, one queue per project with limit 1) and
-cancellation (00-design §4–§5; walking-skeleton issue §6 and §10)."""
+cancellation (docs/architecture.md §4–§5; docs/main-job.md §6 and §10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile input never gets INTERNAL and never an unbounded reply (input issue): NUL bytes and
+"""Hostile input never gets INTERNAL and never an unbounded reply (docs/robustness.md §6, §8): NUL bytes and
 unpaired surrogates, huge values, damaged task records; through a real stdio server."""
 
 from __future__ import annotations

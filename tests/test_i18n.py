@@ -1,4 +1,4 @@
-"""Chinese text (issue 12, must-show 3): the locale setting, the gettext catalogue, and a scripted
+"""Chinese text (docs/host-parity.md §3): the locale setting, the gettext catalogue, and a scripted
 session in zh-CN whose codes, meta keys and structuredContent keys equal an English session's."""
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def test_zh_dry_run_and_visual_report_sections(monkeypatch: pytest.MonkeyPatch) 
     assert md.startswith("# 预演 0 — ready\n") and "\n## 将运行的检查\n" in md and "- git：不是仓库" in md
     assert md.count("\n") == en_md.count("\n")  # the same structure
     vis = visual_markdown(visual)
-    assert vis.startswith("## 视觉验收\n") and "- 置信度闸门：命令未提供 confidence，minConfidence 未生效" in vis  # 30-visual §10
+    assert vis.startswith("## 视觉验收\n") and "- 置信度闸门：命令未提供 confidence，minConfidence 未生效" in vis  # docs/visual.md §10
     assert "### home / desktop [failed]" in vis and "- 提供者命令：judge；命中缓存：否" in vis
     page = visual_html(visual, "/t")
     assert "<h3>视觉验收 — failed</h3>" in page and '<option value="all">全部</option>' in page
@@ -197,7 +197,7 @@ def test_zh_agent_resolution_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")
     agent = resolve_profile("nope", None)
-    assert not agent.ok and agent.message == "未配置 agent 'nope'，请在 agent-profiles.json 中添加 profile"  # 10-tools §1.3
+    assert not agent.ok and agent.message == "未配置 agent 'nope'，请在 agent-profiles.json 中添加 profile"  # docs/tools.md §1.3
     monkeypatch.setenv("TIANSHU_MCP_LOCALE", "en")
     assert resolve_profile("nope", None).message == "agent 'nope' is not configured; add a profile to agent-profiles.json"
 
@@ -266,12 +266,12 @@ def test_zh_skill_document_exists_beside_the_english_one() -> None:
 
 
 
-# --- the original wording of 10-tools.md -----------------------------------------------------
+# --- the original wording of docs/tools.md -----------------------------------------------------
 
-SPEC_TOOLS = ROOT.parent / "shared" / "spec" / "10-tools.md"
+SPEC_TOOLS = ROOT / "docs" / "tools.md"
 
-# msgid → the Chinese text 10-tools.md gives for it. Each row: (msgid, the spec's text exactly as the spec
-# writes it — the test finds it in 10-tools.md —, that text with its placeholders normalised to the msgid's
+# msgid → the Chinese text docs/tools.md gives for it. Each row: (msgid, the spec's text exactly as the spec
+# writes it — the test finds it in docs/tools.md —, that text with its placeholders normalised to the msgid's
 # names (<id> → {taskId}, N → {n}, a "…" or an optional "[…]" tail cut off), and how the catalogue's
 # translation must relate to it: "==" equal, "^" starts with it (the spec elides the rest with "…", or we
 # append a detail after the spec's wording), "in" contains it). A plural msgid is a (singular, plural)
@@ -489,8 +489,8 @@ SPEC_WORDING: list[tuple[Any, str, str, str]] = [
 
 
 def _spec_text() -> str | None:
-    """10-tools.md's text, or None where the spec is not checked out beside the project (a clean
-    clone, CI): the translations are then checked against the table alone, which quotes it."""
+    """docs/tools.md's text (it quotes the original's Chinese strings), or None where it is
+    missing: the translations are then checked against the table alone, which quotes it."""
     return SPEC_TOOLS.read_text(encoding="utf-8") if SPEC_TOOLS.is_file() else None
 
 
@@ -628,7 +628,7 @@ async def test_scripted_session_in_zh_matches_en_codes_and_keys(ts_home: Path, c
             ("manage_task", {"taskId": task_id, "action": "cancel", "message": "m"}, ErrorCode.INVALID_ARGUMENT.value,
              "action=cancel 不接受参数: message（该分支允许: taskId, action, reason）"),
             ("cancel_task", {"taskId": task_id}, ErrorCode.UNKNOWN_TOOL.value, "工具 cancel_task 不存在"),
-            # an agent argument gate of the adapters layer (10-tools §1.3, the original's wording)
+            # an agent argument gate of the adapters layer (docs/tools.md §1.3, the original's wording)
             ("run_task", {"projectPath": str(calc_repo), "task": "x", "agentId": "scripted", "allowCreateProject": True},
              ErrorCode.INVALID_ARGUMENT.value, "allowCreateProject 是 ZCode 专用参数，agent 'scripted' 不支持；请移除该参数后重试"),
         ]

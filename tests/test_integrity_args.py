@@ -1,4 +1,4 @@
-"""The verification-integrity arguments (issue 23): ``targetTests`` and ``holdoutChecks`` on
+"""The verification-integrity arguments (docs/integrity.md): ``targetTests`` and ``holdoutChecks`` on
 run_task / verify_task, their storage (task.json vs the 0600 ``holdout.json``), the idempotency
 digest, the ``tianshu-mcp holdout`` console subcommand, and the plumbing into ``VerifyRequest``
 and the meta (``testIntegrity``, ``unsupportedClaims``). The tools are driven by the real SDK

@@ -1,4 +1,4 @@
-"""The verification-integrity corpus (issue 23), run on real git repositories and real test runners.
+"""The verification-integrity corpus (docs/integrity.md), run on real git repositories and real test runners.
 
 * every cheat (a deleted, skipped or weakened test, a conftest hook, a runner option, a preload, a
   replaced test script, test-aware production code …) ends ``passed is False`` with one of its

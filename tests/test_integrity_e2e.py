@@ -1,14 +1,14 @@
-"""Verification integrity end to end (issue 23, must-show 3 and 4): an agent that makes the
+"""Verification integrity end to end (docs/integrity.md §8.3 and §8.4): an agent that makes the
 tests pass without fixing anything must not end ``succeeded``.
 
 Everything goes through the real stack: the MCP SDK client over stdio, ``run_task``, the Prefect
 flow run, a scripted CLI agent, the acceptance engine, ``wait_task``.
 
-* must-show 3, a real-repository case: the README demo repository (``fixture_project.py``) and a
+* docs/integrity.md §8.3, a real-repository case: the README demo repository (``fixture_project.py``) and a
   vendored copy of a real open-source project (``tests/data/real/inflection``: inflection 0.5.1, MIT)
   with a bug put into one function; agents that delete, skip or rewrite the failing tests end
   not ``succeeded`` with ``TAMPERING``; the honest fix ends ``succeeded``.
-* must-show 4, holdout checks: an agent that answers the visible test's input by rote passes the
+* docs/integrity.md §8.4, holdout checks: an agent that answers the visible test's input by rote passes the
   visible checks and fails a hidden one (``HOLDOUT_FAILED``, naming only the behaviour area); no
   trace of the hidden check reaches the agent (brief, prompts, rework feedback, environment,
   repository), the tool replies or the flow run; the honest fix passes it.
@@ -80,7 +80,7 @@ def issues(rep: dict[str, Any], code: str) -> list[str]:
     return [i["message"] for i in rep.get("blockingIssues") or [] if i.get("code") == code]
 
 
-# --- must-show 3a: the README demo repository ---------------------------------------------------
+# --- docs/integrity.md §8.3 (a): the README demo repository ---------------------------------------
 
 def test_the_demo_brief_is_the_one_the_demo_gives() -> None:
     assert DEMO_BRIEF in (TESTS.parent / "mcp_server" / "demo.py").read_text()
@@ -158,7 +158,7 @@ async def test_demo_repo_as_the_readme_runs_it_succeeds_after_rework(ts_home: Pa
     assert "return a + b" in (repo / "calc.py").read_text()
 
 
-# --- must-show 3b: a vendored real open-source project -------------------------------------------
+# --- docs/integrity.md §8.3 (b): a vendored real open-source project ------------------------------
 
 INFLECTION = TESTS / "data" / "real" / "inflection"
 ORDINAL_OK = "if number % 100 in (11, 12, 13):"
@@ -285,7 +285,7 @@ async def test_real_project_the_honest_fix_succeeds(ts_home: Path, tmp_path: Pat
     assert inv and all(not row.get("removedCount") for row in inv), inv
 
 
-# --- must-show 4: holdout checks ------------------------------------------------------------------
+# --- docs/integrity.md §8.4: holdout checks -------------------------------------------------------
 
 HOLDOUT_BRIEF = "Fix add() in calc.py: tests/test_calc.py::test_add_negative fails."
 """Names the failing test, so the normal scripted agent makes the right fix at once."""

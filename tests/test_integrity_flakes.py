@@ -1,4 +1,4 @@
-"""Flakes are named, never laundered (issue 23 §6, must-show 5), on real pytest runs.
+"""Flakes are named, never laundered (docs/integrity.md §6, §8.5), on real pytest runs.
 
 The flaky tests are deterministic: each counts its runs in a file of the tree it runs in (ignored
 by git), so every tree — the project, a baseline worktree, a pristine tree — sees run 1 fail and

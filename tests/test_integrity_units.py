@@ -1,4 +1,4 @@
-"""Verification integrity's parts (issue 23), each on its own: which files are test
+"""Verification integrity's parts (docs/integrity.md), each on its own: which files are test
 infrastructure, the pristine tree (whole files, package.json keys, Rust test modules, symlinked
 test directories), the no-count rule, inventory, targets, test-aware code, claims, and a
 10,000-test inventory."""

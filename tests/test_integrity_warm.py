@@ -1,4 +1,4 @@
-"""The baseline run started with the task (issue 23, speed: design note 50).
+"""The baseline run started with the task (docs/integrity.md, speed: design note 50).
 
 Verification integrity compares a round's test checks with their results on the baseline. The flow
 starts that baseline run when the task starts (:func:`tianshu_mcp.acceptance.baseline_warm

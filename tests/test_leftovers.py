@@ -1,6 +1,6 @@
 """Processes that escape the tree — a new session and an empty environment, so neither the
 process group, the recorded tree nor the inherited tag finds them — die with the round that
-started them (input issue, breaker findings): an agent's leftover outlived its task and let the
+started them (docs/robustness.md §10, breaker findings): an agent's leftover outlived its task and let the
 next task start beside it; a check's leftover wrote a file after the checks were judged, and the
 next round counted it as the agent's work."""
 

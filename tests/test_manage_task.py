@@ -1,6 +1,6 @@
-"""manage_task, every action and rule of 10-tools §3.6 (lifecycle issue, must-shows 2 and 8).
+"""manage_task, every action and rule of docs/tools.md §3.6 (docs/lifecycle.md §2 and §8).
 
-Covered elsewhere and named in the issue's closing note: cancel of a queued and of a running
+Covered elsewhere and named in docs/lifecycle.md §2: cancel of a queued and of a running
 task and of a final one (test_gates_cancel), of a needs_user task and continue's rules
 (test_needs_user), an exhausted task's single extra round (test_e2e_run_task)."""
 
@@ -153,7 +153,7 @@ async def test_cancel_while_verifying_kills_the_check_and_rework_is_refused_whil
 
 async def test_the_agents_outcome_is_in_every_reply_also_without_a_change_or_a_verdict(ts_home: Path,
                                                                                        tmp_path: Path) -> None:
-    """Must-show 8: exit code and duration in the meta, the status line, the message and the
+    """docs/lifecycle.md §8: exit code and duration in the meta, the status line, the message and the
     report — for a no-change failure and for NOTHING_VERIFIED."""
     repo = make_calc_repo(tmp_path / "calc")
     plain = tmp_path / "plain"

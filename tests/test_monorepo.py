@@ -1,5 +1,5 @@
 """Sub-projects of one repository (a monorepo): serialised like one project, each task's report
-scoped to its own sub-tree, edits elsewhere listed as a signal and not counted (input issue)."""
+scoped to its own sub-tree, edits elsewhere listed as a signal and not counted (docs/robustness.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""needs_user end to end with a CLI agent (lifecycle issue, must-show 1): the agent asks through
+"""needs_user end to end with a CLI agent (docs/lifecycle.md §1): the agent asks through
 ``$TIANSHU_MCP_QUESTION_FILE``, the flow run is Suspended with a long explicit timeout and frees
 the project's slot, ``manage_task(action="continue")`` resumes it with the answer as run input,
 and a needs_user task can be cancelled."""

@@ -1,5 +1,5 @@
 """Structured output: every tool publishes an outputSchema and its structuredContent validates against
-it, on success and on error (issue 12 §2).
+it, on success and on error (docs/host-parity.md §2).
 
 ``conftest.mcp_client`` checks every ``call_tool`` result of the whole suite against the tool's
 published schema and its strict form (:func:`conftest.check_output`); this file makes sure each tool

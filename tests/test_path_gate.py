@@ -1,4 +1,4 @@
-"""The projectPath gate (10-tools §3.1, widened by the input issue): system trees, the data home,
+"""The projectPath gate (docs/tools.md §3.1, widened by docs/robustness.md §7): system trees, the data home,
 and anything whose resolved form lands there; coded, and checked before the agent is resolved."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A CLI agent that waits for a person shows it in its output; the round's event stream says so
-(seed 003's ``confirmation_dialog_detected`` / ``awaiting_user_authorization``; lifecycle issue,
-must-show 4)."""
+(docs/lifecycle.md §4: ``confirmation_dialog_detected`` / ``awaiting_user_authorization``; docs/lifecycle.md
+§4)."""
 
 from __future__ import annotations
 

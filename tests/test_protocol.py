@@ -1,5 +1,5 @@
 """The tool surface on the wire: list snapshot, annotations, _meta, coded errors, bad input
-(10-tools §1–§3.1, 00-design §7). Drives the installed console script with the SDK client."""
+(docs/tools.md §1–§3.1, docs/architecture.md §7). Drives the installed console script with the SDK client."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ async def test_list_tools_matches_snapshot(ts_home: Path, mode: str) -> None:
     assert wire == json.loads(SNAPSHOT.read_text())
     names = [t["name"] for t in wire]
     assert names == ["prepare_visual_baseline", "approve_visual_baseline", "run_task", "query_task", "manage_task",
-                     "verify_task", "query_info", "wait_task"]  # 10-tools §1 order
+                     "verify_task", "query_info", "wait_task"]  # docs/tools.md §1 order
     for t in wire:
         ann = t["annotations"]
         assert ann["readOnlyHint"] is (t["_meta"]["capability"] == "read")

@@ -1,4 +1,4 @@
-"""The real agent CLIs end to end (issue 24, the ``real_agents`` tier): every built-in CLI and ACP
+"""The real agent CLIs end to end (docs/real-agents.md, the ``real_agents`` tier): every built-in CLI and ACP
 profile, the real releases (pinned, installed by ``scripts/install-real-agents.sh``), driven
 through a real MCP client against a service of their own, with the scripted model endpoint as
 their model (the one fake: no model is reachable here).
@@ -64,8 +64,8 @@ def tier(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tier]:
         env = server_env(home)
         env.update(agent_home(root / "agent-home", endpoint.url))
         env["PATH"] = os.pathsep.join([*paths, env["PATH"]])
-        # the host's PWD is elsewhere (issue 24: opencode run took its project from $PWD and refused
-        # every file of the real one); every agent must still work in its project
+        # the host's PWD is elsewhere (docs/real-agents.md: opencode run took its project from $PWD and
+        # refused every file of the real one); every agent must still work in its project
         elsewhere = root / "host-cwd"
         elsewhere.mkdir()
         env["PWD"] = str(elsewhere)

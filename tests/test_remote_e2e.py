@@ -1,4 +1,4 @@
-"""Remote topology end to end (scale-out issue §2–§3), on real parts only: PostgreSQL from
+"""Remote topology end to end (docs/isolation.md §2–§3), on real parts only: PostgreSQL from
 Debian, a Prefect server on it, two ``tianshu-mcp worker`` processes with their own data homes
 (they see the bare remotes, never the caller's home), and the MCP server over stdio in remote
 mode (``TIANSHU_PREFECT_API_URL`` + ``PREFECT_API_AUTH_STRING`` in the host's env block).

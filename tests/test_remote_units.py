@@ -1,5 +1,5 @@
 """Remote tasks without a cluster: what a call may name, the worker's clone (real git, real
-subprocesses), and the caller's reading of a published record (scale-out issue §2–§3)."""
+subprocesses), and the caller's reading of a published record (docs/isolation.md §2–§3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A run history that tells the truth in the Prefect UI (lifecycle issue, must-show 7).
+"""A run history that tells the truth in the Prefect UI (docs/lifecycle.md §7).
 
 A round that did not pass is a Failed task run while the flow goes on to the repair plan; an
 orderly failed / needs_attention / cancelled end leaves no ERROR traceback in the flow-run log;

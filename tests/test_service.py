@@ -1,4 +1,4 @@
-"""The per-home background service (hosting issue): durable tasks, instant acceptance, one home =
+"""The per-home background service (docs/hosting.md): durable tasks, instant acceptance, one home =
 one Prefect, a locked-down API, entry points, sweeps, UI cancel/delete, the project gate and the
 kill matrix. Every test drives the installed console script; services of fresh homes are started
 by the clients themselves, as for a new user."""

@@ -1,4 +1,4 @@
-"""setup.sh waits for a dpkg lock held by another apt process instead of failing (hosting issue §9).
+"""setup.sh waits for a dpkg lock held by another apt process instead of failing (docs/hosting.md §9).
 
 Runs setup.sh's own ``apt_install`` (extracted from the script, not a copy) for an installed
 package while this test holds ``/var/lib/dpkg/lock-frontend`` the way apt does (fcntl), so apt

@@ -1,4 +1,4 @@
-"""Skill self-install (40-agents-tasks §2.14): every cell of the decision table on real
+"""Skill self-install (docs/agents-tasks.md §2.14): every cell of the decision table on real
 directories, the manifest and its content hash, the atomic swap with rollback, backup pruning,
 stale ``.incoming`` cleanup, the lock, the switches, an unwritable target, and the real console
 script installing in the background while ``tools/list`` answers."""

@@ -1,6 +1,6 @@
 """A stdio server that hosts Prefect itself (``prefect.hosting: in-process``, no service): initialize before Prefect is ready, the
 embedded API/UI/worker under TIANSHU_MCP_HOME, and stdout purity over a whole scenario
-(00-design §3, §6; walking-skeleton issue §2–§3). Uses a raw JSON-RPC driver so that every byte
+(docs/architecture.md §3, §6; docs/main-job.md §2–§3). Uses a raw JSON-RPC driver so that every byte
 the server writes to stdout is inspected."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Timeouts (lifecycle issue, must-show 6): ``taskTimeoutMs`` comes from the call, else the
+"""Timeouts (docs/lifecycle.md §6): ``taskTimeoutMs`` comes from the call, else the
 agent's profile, else ``config.json``'s ``defaultTaskTimeoutMs``; and the service's watchdog ends a
 flow whose process hangs (here: stopped with SIGSTOP, the hardest hang there is)."""
 

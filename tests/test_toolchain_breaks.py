@@ -1,4 +1,4 @@
-"""Issue 13, second break-test: what a hostile or merely large output did to the repair directives.
+"""docs/toolchains.md, second break-test: what a hostile or merely large output did to the repair directives.
 
 Each test is one observed input of the break-test report: a failure printed before the 4,000-character
 tail (go -v, RSpec's "Failures:" header), machine-readable outputs over the 1 MiB counting tail
@@ -194,7 +194,7 @@ def test_nul_bytes_and_instructions_in_failure_text_reach_the_agent_defused(tmp_
     assert "\x00" not in prompt and len(prompt.encode()) < 100_000
     go = {"name": "go", "cmd": "go build ./...", "passed": False, "outputTail": "/etc/passwd.go:1:1: undefined: x\n"}
     rd = extract_directives({"projectPath": str(tmp_path), "checks": [go]})
-    assert rd["items"][0]["file"] == "/etc/passwd.go"  # kept as printed (20-acceptance §6) …
+    assert rd["items"][0]["file"] == "/etc/passwd.go"  # kept as printed (docs/acceptance.md §6) …
     plan = feedback_text({"projectPath": str(tmp_path), "passed": False, "checks": [go], "repairDirectives": rd},
                          tmp_path / "plan.md")
     assert f"/etc/passwd.go:1{OUTSIDE_NOTE}" in plan  # … and said to be outside the project

@@ -1,5 +1,5 @@
-"""acceptance.toolchains.formats: the machine-readable and parallel test outputs (issue 13,
-must-show 2): ``go test -json`` (go_json), the Jest JSON report of jest and vitest (jest_json),
+"""acceptance.toolchains.formats: the machine-readable and parallel test outputs (docs/toolchains.md
+§2): ``go test -json`` (go_json), the Jest JSON report of jest and vitest (jest_json),
 ``cargo nextest run`` (nextest) and ``pytest -n N`` (pytest_xdist).
 
 Every parser is tested on REAL outputs under ``tests/data/toolchains/<go|jest|vitest|cargo|pytest>/``

@@ -1,4 +1,4 @@
-"""acceptance.toolchains.formats.junit: parse_junit / collect_junit (issue 13, must-show 3).
+"""acceptance.toolchains.formats.junit: parse_junit / collect_junit (docs/toolchains.md §3).
 
 Real reports only: pytest ``--junitxml`` and CTest ``--output-junit`` are run live on tiny
 projects in tmp dirs; Surefire (a real offline Maven run), Gradle, jest-junit, go-junit-report,

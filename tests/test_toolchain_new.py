@@ -1,4 +1,4 @@
-"""The toolchains added by issue 13 (must-show 4): Maven, Gradle, .NET (+ the TRX format), RSpec,
+"""The toolchains added by docs/toolchains.md §4: Maven, Gradle, .NET (+ the TRX format), RSpec,
 Minitest, PHPUnit, ExUnit, CTest, Bun and Deno.
 
 For each: detection on a tmp project layout (and a layout it must not claim), the derived argv and

@@ -1,4 +1,4 @@
-"""The toolchain registry and its engines (issue 13): the protocol every module follows, real runs
+"""The toolchain registry and its engines (docs/toolchains.md): the protocol every module follows, real runs
 of machine-readable outputs through the check runner, and JUnit XML as the first source of counts,
 failed ids and directives."""
 
@@ -123,7 +123,7 @@ def _go_module(root: Path, tests: str | None) -> Path:
 
 @pytest.mark.skipif(GO is None, reason="go is not installed (setup.sh installs golang-go)")
 def test_go_test_json_without_any_test_fails_closed_and_its_tests_are_counted(tmp_path: Path) -> None:
-    """The issue's report: ``go test -json ./...`` on a module without a test passed, and passing
+    """The case of docs/toolchains.md: ``go test -json ./...`` on a module without a test passed, and passing
     tests were not counted. Real runs of go."""
     env_cache = tmp_path / "gocache"
     os.environ.setdefault("GOCACHE", str(env_cache))

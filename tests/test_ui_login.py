@@ -1,4 +1,4 @@
-"""The locked-down API's UI still works in a real browser (hosting issue §4): headless Debian
+"""The locked-down API's UI still works in a real browser (docs/hosting.md §4): headless Debian
 Chromium through Playwright, the login page takes the whole line of ``<home>/prefect/credentials``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Baselines without a browser (imports), and the baseline side of a comparison (issue 10 breaker
+"""Baselines without a browser (imports), and the baseline side of a comparison (docs/visual.md §11 breaker
 findings): a missing candidate image, a git-ignored target, a corrupt approved baseline and a
 baseline approved for another viewport are coded — and the last two block for a person instead
 of sending the agent into rework. With real captures: the candidate (its digest is sha256 of
@@ -104,7 +104,7 @@ def test_a_baseline_approved_for_another_viewport_blocks_instead_of_failing_the_
     assert info.value.code == "BASELINE_CONFIG" and info.value.kind == "blocked" and "48×32" in info.value.message
 
 
-# --- the candidate, its preview and the approval record (30-visual §7), with real captures ------
+# --- the candidate, its preview and the approval record (docs/visual.md §7), with real captures ---
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 CAPTURED = {"enabled": True,

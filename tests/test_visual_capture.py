@@ -1,4 +1,4 @@
-"""Page sources and screenshots in real headless Chromium (30-visual §3, §3.1).
+"""Page sources and screenshots in real headless Chromium (docs/visual.md §3, §3.1).
 
 Every browser test launches Debian's Chromium through :class:`VisualBrowser` against the fixture
 site ``tests/visual_site`` (served by the pool's static server: no network, no external fonts).
@@ -508,7 +508,7 @@ async def test_a_change_of_chinese_text_changes_the_screenshot(browser: VisualBr
     assert a.png != b.png
 
 
-# --- late web fonts, a service's stdin and process group (30-visual §3 step 8, §3.1) -----------
+# --- late web fonts, a service's stdin and process group (docs/visual.md §3 step 8, §3.1) ---------
 
 FONT_SERVER_PY = """\
 import http.server, os, sys, time

@@ -1,4 +1,4 @@
-"""``tianshu-mcp visual …`` through the real console script (10-tools §5; 30-visual §7, §9): init,
+"""``tianshu-mcp visual …`` through the real console script (docs/tools.md §5; docs/visual.md §7, §9): init,
 doctor (real Chromium), browser install, baseline prepare/approve (a real capture of a static site),
 rules review/approve, artifacts clean, content cache clear and content probe (a real judge process).
 """

@@ -1,4 +1,4 @@
-"""Pixel gate, regions, SSIM and comparison artifacts (30-visual §4).
+"""Pixel gate, regions, SSIM and comparison artifacts (docs/visual.md §4).
 
 The NumPy gate is checked against the reference Python port ``pixelmatch`` 0.3.0 on generated pairs
 (anti-aliased text, alpha, noise, flat palettes, 1-px strips, masks); regions against a direct port of

@@ -1,4 +1,4 @@
-"""The ``visual`` block of acceptance.json (30-visual §1): defaults, value rules, cross-field rules
+"""The ``visual`` block of acceptance.json (docs/visual.md §1): defaults, value rules, cross-field rules
 1–8, the published JSON Schema, the layer loader, the digest and the effective-value helpers."""
 
 from __future__ import annotations

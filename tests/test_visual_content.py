@@ -1,4 +1,4 @@
-"""The AI content judge (30-visual §6) against a real scripted judge process (tests/scripted_judge.py):
+"""The AI content judge (docs/visual.md §6) against a real scripted judge process (tests/scripted_judge.py):
 placeholders, verdict contract, majority vote and confidence gate, timeouts and tree kills,
 cancellation, env mapping, preflight and the per-task cache."""
 

@@ -1,4 +1,4 @@
-"""Visual acceptance end to end through the MCP client (issue 10, must-shows 4, 5 and 9): a static
+"""Visual acceptance end to end through the MCP client (docs/visual.md §11.4, §11.5 and §11.9): a static
 fixture site served by the engine, real headless Chromium, baselines prepared and approved with the
 two visual tools, the scripted agent breaking and repairing the page.
 """

@@ -1,4 +1,4 @@
-"""Image decoding under budgets, the project path gate, and image rules (30-visual §5, §2.3).
+"""Image decoding under budgets, the project path gate, and image rules (docs/visual.md §5, §2.3).
 
 Real files in tmp_path, encoded by Pillow; no mocks.
 """

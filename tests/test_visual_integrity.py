@@ -1,4 +1,4 @@
-"""The visual snapshot inside a verify round (issue 10, must-show 5; 30-visual §9, 20-acceptance
+"""The visual snapshot inside a verify round (docs/visual.md §11.5; docs/visual.md §9, docs/acceptance.md
 §3.1 steps 4, 7, 10): frozen at the first round and checked before the commands, after them and at
 the end — with visual acceptance disabled too. An edit by the agent (before the round) or by a
 check command (during it) blocks the round with VISUAL_INTEGRITY and names what changed — so does a
@@ -82,7 +82,7 @@ def test_the_rework_brief_names_the_visual_defect_where_it_is_and_the_images() -
     assert "1 visual defect(s)" in plan and "(no failing command check" not in plan
 
 
-# --- an edit made while the visual stage runs (30-visual §9: checked after the visual stage) ------
+# --- an edit made while the visual stage runs (docs/visual.md §9: checked after the visual stage) ---
 
 EDITING_SERVER_PY = """\
 import http.server, json, os, pathlib, sys

@@ -1,4 +1,4 @@
-"""Visual locks across processes (issue 10, must-show 6; 30-visual §8): one holder per key, a
+"""Visual locks across processes (docs/visual.md §11.6; docs/visual.md §8): one holder per key, a
 clear busy code naming the holder, and no stale lock after the holder dies — even by SIGKILL."""
 
 from __future__ import annotations

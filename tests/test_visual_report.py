@@ -1,4 +1,4 @@
-"""The visual section of a round's reports (issue 10, must-show 8; 30-visual §10), from a real round:
+"""The visual section of a round's reports (docs/visual.md §11.8; docs/visual.md §10), from a real round:
 a page captured in headless Chromium against a baseline approved from an earlier capture, then the
 agent recolours its banner. ``report-0.html`` shows the failed page's actual, baseline, diff and
 regions images side by side and reaches nothing outside the task directory; ``report-0.md`` (English)

@@ -1,4 +1,4 @@
-"""Webhook notifier (40-agents-tasks §2.12–§2.13, webhook issue): config rules and coded errors,
+"""Webhook notifier (docs/agents-tasks.md §2.12–§2.13, docs/lifecycle.md §3): config rules and coded errors,
 enqueue on a task's status event (no network, deduped), delivery with real local HTTP receivers
 (signature, retries, timeouts, redirects never followed, failed files kept, restart survival,
 cross-deliverer locking), and end to end through the session's service."""

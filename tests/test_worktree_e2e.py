@@ -1,4 +1,4 @@
-"""Worktree isolation end to end through the MCP client (scale-out issue §1, must-shows 1 and 3).
+"""Worktree isolation end to end through the MCP client (docs/isolation.md §1, §4.1 and §4.3).
 
 A home of its own (maxRunning 4, worktreeParallel 3) with its own service for the parallel
 test, the session's daemon for the others: tasks of one
@@ -210,7 +210,7 @@ async def test_a_reworked_and_a_verified_worktree_task_work_in_its_worktree_agai
 @pytest.mark.usefixtures("ts_daemon")
 async def test_an_inplace_task_holds_the_work_tree_beside_worktree_tasks_and_blocks_their_merge(
         ts_home: Path, tmp_path: Path) -> None:
-    """Must-show 3 in mixed modes: an ``inplace`` task has the project's work tree to itself (a
+    """docs/isolation.md §4.3 in mixed modes: an ``inplace`` task has the project's work tree to itself (a
     second in-place task waits ``queued``) while a ``worktree`` task of the same repository runs
     beside it on its own branch; merging that branch into the work tree is refused while an
     in-place task is unfinished, and goes through once they have ended."""

@@ -1,4 +1,4 @@
-"""Worktree isolation's git side on real repositories (scale-out issue §1; tasks/worktree.py).
+"""Worktree isolation's git side on real repositories (docs/isolation.md §1; tasks/worktree.py).
 
 No Prefect here: the flow-run side and the MCP tools are in test_worktree_e2e.py.
 """

@@ -1,4 +1,4 @@
-"""The verify pipeline of one round (20-acceptance §3, without the visual stage).
+"""The verify pipeline of one round (docs/acceptance.md §3, without the visual stage).
 
 :func:`verify_round`: allocate the round (never overwrite a report) → baseline (captured if none
 was given) → resolve checks (a config error becomes a blocking issue) → ``git-diff-check`` first →

@@ -1,4 +1,4 @@
-"""Step 8 of a verify round (20-acceptance §4.2): the change analysis of the round
+"""Step 8 of a verify round (docs/acceptance.md §4.2): the change analysis of the round
 (:func:`..git.analyze_changes`), its notes, and whether there is task output at all — files the
 checks wrote and approved visual baselines are not the agent's work (:func:`analyze_round`, giving
 :class:`RoundChanges`)."""

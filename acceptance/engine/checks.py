@@ -1,4 +1,4 @@
-"""Steps 5–6b of a verify round (20-acceptance §3.1–§3.3, issue 23): ``git-diff-check`` first,
+"""Steps 5–6b of a verify round (docs/acceptance.md §3.1–§3.3, docs/integrity.md): ``git-diff-check`` first,
 then the command checks under verification integrity (:func:`run_round_checks`, giving a
 :class:`CheckRun`), then the opt-in baseline grading (:func:`grade_baseline`: the same checks on the
 pre-work baseline, see :mod:`..grading`).
@@ -171,7 +171,7 @@ def grade_baseline(ctx: RoundContext, cfg: RoundConfig, run: CheckRun) -> Gradin
 
 def integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, baseline: Baseline,
                      blocking: Sequence[Mapping[str, str]]) -> IntegrityPolicy:
-    """The round's ``testIntegrity`` (issue 23): the resolved layers' value for an agent's work on
+    """The round's ``testIntegrity`` (docs/integrity.md): the resolved layers' value for an agent's work on
     a repository with a baseline commit; ``off`` for a health check of a project (nothing to
     compare), a project that is not a repository, a baseline commit that is gone (the round is a
     ``GIT_FAILED`` then), or a round already blocked by its config."""

@@ -1,4 +1,4 @@
-"""What every step of a verify round shares (20-acceptance §3.0): :class:`RoundContext` (the
+"""What every step of a verify round shares (docs/acceptance.md §3.0): :class:`RoundContext` (the
 request, the round allocated by :func:`next_round`, the baseline, git failures, blocking issues)
 and :class:`GitGuard` (a git failure becomes a blocking ``GIT_FAILED``, never "clean" or "no
 changes")."""
@@ -28,7 +28,7 @@ def now_iso() -> str:
 
 
 def next_round(task_dir: str | Path, requested: int) -> int:
-    """``max(requested, highest existing report-N.(md|json) + 1)`` (20-acceptance §3.0)."""
+    """``max(requested, highest existing report-N.(md|json) + 1)`` (docs/acceptance.md §3.0)."""
     d = Path(task_dir)
     best = requested
     try:

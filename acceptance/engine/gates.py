@@ -1,4 +1,4 @@
-"""Steps 9–10 of a verify round (20-acceptance §3.1, §4.2): the gates that block or fail a round
+"""Steps 9–10 of a verify round (docs/acceptance.md §3.1, §4.2): the gates that block or fail a round
 whatever its checks said — git failures, the zero-change gate (``requireChanges``), checks that
 cannot start, a round where nothing judged the work — and the final visual integrity check
 (:func:`apply_gates`)."""

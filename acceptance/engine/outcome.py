@@ -1,4 +1,4 @@
-"""Step 11 of a verify round (20-acceptance §3.1, §5): the verdict, its message
+"""Step 11 of a verify round (docs/acceptance.md §3.1, §5): the verdict, its message
 (:func:`..verdict.build_message`), the report dict, repair directives for a failed round and the
 ``report-<N>.md``/``.json`` files (:func:`conclude`, giving the :class:`VerifyOutcome`)."""
 
@@ -67,7 +67,7 @@ def conclude(ctx: RoundContext, cfg: RoundConfig, run: CheckRun, grading: Gradin
 
 def _report(ctx: RoundContext, cfg: RoundConfig, run: CheckRun, grading: Grading | None, changes: RoundChanges, *,
             passed: bool, cancelled: bool, message: str) -> dict[str, Any]:
-    """The report dict (``report-<N>.json``), keys in their order of 20-acceptance §5; a failed
+    """The report dict (``report-<N>.json``), keys in their order of docs/acceptance.md §5; a failed
     round gets ``repairDirectives``."""
     report: dict[str, Any] = {
         "round": ctx.round,

@@ -1,4 +1,4 @@
-""":func:`verify_round`: the steps of one verify round in the order of 20-acceptance §3.1 (see the
+""":func:`verify_round`: the steps of one verify round in the order of docs/acceptance.md §3.1 (see the
 package docstring for the module of each step), one verification per task at a time (§3.0)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["VerificationActiveError", "verify_round"]
 
 
 class VerificationActiveError(RuntimeError):
-    """A verification of the same task is already running in this process (20-acceptance §3.0)."""
+    """A verification of the same task is already running in this process (docs/acceptance.md §3.0)."""
 
 
 _active: set[str] = set()
@@ -25,7 +25,7 @@ _active_lock = threading.Lock()
 
 
 def verify_round(req: VerifyRequest) -> VerifyOutcome:
-    """Run one acceptance round and write its report (20-acceptance §3.0–§3.5, §5).
+    """Run one acceptance round and write its report (docs/acceptance.md §3.0–§3.5, §5).
 
     Args:
         req: see :class:`VerifyRequest`.

@@ -1,5 +1,5 @@
 """The input and the output of one verify round: :class:`VerifyRequest`, :class:`VerifyOutcome`
-(20-acceptance §3 request and result)."""
+(docs/acceptance.md §3 request and result)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["VerifyRequest", "VerifyOutcome"]
 
 @dataclass
 class VerifyRequest:
-    """Input of :func:`verify_round` (20-acceptance §3 request).
+    """Input of :func:`verify_round` (docs/acceptance.md §3 request).
 
     Attributes:
         task_id: task or verify-record id.
@@ -41,13 +41,13 @@ class VerifyRequest:
         agent_run: the agent's outcome for the report (exit code, duration, output tail, fatal line).
         pinned_rules: the acceptance rules as of the task's baseline (the agent's own edits to them
             never judge its work; see :mod:`..pinning`).
-        target_tests: ``targetTests`` (issue 23): test ids or names that must exist, run and pass
+        target_tests: ``targetTests`` (docs/integrity.md): test ids or names that must exist, run and pass
             (the task's, or a ``verify_task`` call's own); empty → none named.
-        holdout_checks: checks the agent never sees (issue 23 §5): the task's or verify record's
+        holdout_checks: checks the agent never sees (docs/integrity.md §5): the task's or verify record's
             ``holdout.json`` plus the project's registered ones
             (:func:`..integrity.holdout_store.load_holdout`); empty → none.
         agent_owned_paths: globs of untracked files the agent's CLI keeps for itself (its
-            profile's ``ownedPaths``, issue 24): never counted as the agent's change.
+            profile's ``ownedPaths``, docs/real-agents.md): never counted as the agent's change.
     """
 
     task_id: str

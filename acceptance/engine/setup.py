@@ -1,4 +1,4 @@
-"""Steps 1–4 of a verify round (20-acceptance §3.0–§3.1): the round is allocated and its baseline
+"""Steps 1–4 of a verify round (docs/acceptance.md §3.0–§3.1): the round is allocated and its baseline
 taken (:func:`open_round`), then its checks are resolved and the visual snapshot checked
 (:func:`resolve_round`, giving a :class:`RoundConfig`)."""
 

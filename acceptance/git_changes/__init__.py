@@ -1,4 +1,4 @@
-"""Net changes since the baseline: :func:`analyze_changes` (20-acceptance §4.2, issue §6).
+"""Net changes since the baseline: :func:`analyze_changes` (docs/acceptance.md §4.2, docs/acceptance.md §8.6).
 
 One net diff ``baseline commit → working tree`` (:mod:`..git_diff`), untracked files counted whole,
 unrecorded renames paired by content (:mod:`..git_renames`), pre-existing dirty files that are

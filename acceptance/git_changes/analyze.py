@@ -1,4 +1,4 @@
-""":func:`analyze_changes`: the steps of the change analysis in the order of 20-acceptance §4.2
+""":func:`analyze_changes`: the steps of the change analysis in the order of docs/acceptance.md §4.2
 (see the package docstring for the module of each step)."""
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def analyze_changes(
     check_argvs: Sequence[Sequence[str]] = (),
     owned_paths: Sequence[str] = (),
 ) -> Analysis:
-    """Net changes since the baseline (20-acceptance §4.2, issue §6). Never modifies the repo.
+    """Net changes since the baseline (docs/acceptance.md §4.2, docs/acceptance.md §8.6). Never modifies the
+    repo.
 
     Tracked rows come from one net diff ``baseline commit → working tree`` with rename detection
     (``-M``; agent commits are merged, a commit reverted in the worktree is not counted): a rename

@@ -26,7 +26,7 @@ def project_prefix(project: str | os.PathLike[str], root: Path) -> str:
 def drop_outside(cs: ChangeSet, prefix: str) -> None:
     """Changes elsewhere in the repository than the project's sub-tree ``prefix`` are not this
     task's output: they move to ``cs.outside`` (a signal) and leave the change list, the diffstat,
-    the lines and the zero-change gate (input issue: repository-level gate). Nothing for a project
+    the lines and the zero-change gate (docs/robustness.md §3: repository-level gate). Nothing for a project
     at the top level (``prefix`` ``""``)."""
     if not prefix:
         return

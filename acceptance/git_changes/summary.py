@@ -1,4 +1,4 @@
-"""The warnings and notes of a change analysis (20-acceptance §4.2 steps 5 and 8): big files,
+"""The warnings and notes of a change analysis (docs/acceptance.md §4.2 steps 5 and 8): big files,
 lockfiles and edits outside the project (:func:`change_warnings`), then what was left out and why,
 submodules, the baseline's dirty state, the agent's commits and the task's file-type hints
 (:func:`change_notes`)."""
@@ -17,7 +17,7 @@ from .changeset import ChangeSet
 __all__ = ["BIG_FILE_LINES", "LOCKFILE_RE", "big_files", "change_warnings", "change_notes"]
 
 BIG_FILE_LINES = 500
-"""A row with add+del above this is a ``bigFileChanges`` entry (20-acceptance §4.2 step 5)."""
+"""A row with add+del above this is a ``bigFileChanges`` entry (docs/acceptance.md §4.2 step 5)."""
 
 LOCKFILE_RE = re.compile(
     r"(^|/)(package-lock\.json|yarn\.lock|pnpm-lock\.yaml|Cargo\.lock|go\.sum|Pipfile\.lock|poetry\.lock|composer\.lock)$"

@@ -1,4 +1,4 @@
-"""Tracked changes since the baseline (20-acceptance §4.2 steps 2–3): pre-existing dirty files that
+"""Tracked changes since the baseline (docs/acceptance.md §4.2 steps 2–3): pre-existing dirty files that
 are unchanged (:func:`unchanged_pre_existing`), the commit the work is measured against
 (:func:`diff_base`) and one net diff ``base → working tree`` (:func:`collect_tracked`)."""
 
@@ -41,7 +41,7 @@ def diff_base(project: str | os.PathLike[str], baseline: Baseline) -> str:
     repository had no commit yet (port).
 
     Raises:
-        GitFailed: the baseline commit is no longer in the repository (input issue: measuring
+        GitFailed: the baseline commit is no longer in the repository (docs/robustness.md: measuring
             against whatever HEAD is now let ``rm -rf .git && git init`` pass).
     """
     if baseline.head and _valid_commit(project, baseline.head):

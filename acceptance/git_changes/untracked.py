@@ -1,5 +1,5 @@
-"""Untracked changes since the baseline (20-acceptance §4.2 step 4, issue §6): untracked files
-counted whole, embedded repositories reported by commit (:func:`collect_untracked`), and worktree
+"""Untracked changes since the baseline (docs/acceptance.md §4.2 step 4, docs/acceptance.md §8.6): untracked
+files counted whole, embedded repositories reported by commit (:func:`collect_untracked`), and worktree
 moves git has not recorded paired by content (:func:`merge_unstaged_renames`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Verification integrity: the agent must not be able to grade itself (issue 23).
+"""Verification integrity: the agent must not be able to grade itself (docs/integrity.md).
 
 The verdict of a round comes from evidence the agent could not have shaped:
 

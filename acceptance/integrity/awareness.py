@@ -1,4 +1,4 @@
-"""Test-aware production code (issue 23): an agent's change to a non-test file that makes the code
+"""Test-aware production code (docs/integrity.md): an agent's change to a non-test file that makes the code
 detect that it runs under test (``"pytest" in sys.modules``, ``testing.Testing()``,
 ``cfg!(test)``, ``process.env.NODE_TEST_CONTEXT``, a source module importing the test framework to
 patch it). The tests then pass against behaviour no user gets, and the pristine tree cannot see

@@ -1,4 +1,4 @@
-"""Claims against evidence (issue 23 §7, advisory): what the agent's final message says it did,
+"""Claims against evidence (docs/integrity.md §7, advisory): what the agent's final message says it did,
 compared with what verification measured. Never gates a round on its own; the report and the
 task's meta list ``unsupportedClaims``.
 

@@ -1,4 +1,4 @@
-"""Flakes are named, never laundered (issue 23 §6).
+"""Flakes are named, never laundered (docs/integrity.md §6).
 
 A test check that failed is run up to :data:`~.judge.FLAKE_RERUNS` more times on the same tree
 (a re-run that fails exactly the same tests ends the re-runs: the failure reproduced). A failing

@@ -1,4 +1,4 @@
-"""Holdout checks run on the pristine tree (issue 23 §5).
+"""Holdout checks run on the pristine tree (docs/integrity.md §5).
 
 They run after the visible checks, with their ``files`` written into the pristine tree (never the
 project). What comes back is only ``{check: "hidden-<k>", area, passed, exitCode, durationMs,

@@ -1,4 +1,4 @@
-"""Where holdout checks live, and the one loader the verification uses (issue 23 §5).
+"""Where holdout checks live, and the one loader the verification uses (docs/integrity.md §5).
 
 Holdout checks are checks the agent never sees, so they are kept outside the task record, the
 brief, the prompt and every tool reply:

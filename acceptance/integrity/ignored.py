@@ -1,4 +1,4 @@
-"""Ignored files the agent wrote (issue 23): git's view of a tree leaves them out, but a test run
+"""Ignored files the agent wrote (docs/integrity.md): git's view of a tree leaves them out, but a test run
 loads them (an ignored ``calc/__init__.py`` shadows ``calc.py``, an ignored ``conftest.py`` hooks
 pytest). :func:`ignored_snapshot` records the ignored entries when the task starts;
 :func:`planted` lists the code and test-infrastructure files among those that are new or changed

@@ -1,4 +1,4 @@
-"""Which files are *test infrastructure* (issue 23): what an agent must not be able to change to
+"""Which files are *test infrastructure* (docs/integrity.md): what an agent must not be able to change to
 make its own work pass.
 
 Every toolchain declares its part (:class:`~..toolchains.base.TestInfra`); this module adds what

@@ -1,4 +1,4 @@
-"""Test inventory (issue 23 §2): the tests that ran at the baseline must still run, with a real
+"""Test inventory (docs/integrity.md §2): the tests that ran at the baseline must still run, with a real
 outcome, after the round.
 
 :class:`Evidence` is what one run of one check showed (its status, the test ids it listed, its

@@ -1,4 +1,4 @@
-"""The integrity judge of one verify round (issue 23): :class:`IntegritySession`.
+"""The integrity judge of one verify round (docs/integrity.md): :class:`IntegritySession`.
 
 Lifecycle, driven by :mod:`..engine`::
 
@@ -60,7 +60,7 @@ __all__ = ["IntegritySession", "IntegrityOutcome", "pycache_home", "test_check_i
 log = logging.getLogger("tianshu_mcp")
 
 FLAKE_RERUNS = 2
-"""A failing test check runs this many more times on the same tree (issue 23 §6)."""
+"""A failing test check runs this many more times on the same tree (docs/integrity.md §6)."""
 _ASSERT_RE = r"\bassert\b|\bassert\w*\s*\(|\bexpect\s*\(|\bt\.(?:Error|Fatal)\w*\(|\bassert(?:_eq|_ne)?!\(|\bself\.assert\w+\("
 
 

@@ -1,4 +1,4 @@
-"""Typed values of verification integrity (issue 23): the policy, holdout checks, and the
+"""Typed values of verification integrity (docs/integrity.md): the policy, holdout checks, and the
 ``report["integrity"]`` section.
 
 Plain pydantic models; the judge (:mod:`.judge`) fills :class:`IntegrityReport`.
@@ -67,7 +67,7 @@ def validate_target(value: Any) -> str:
 
 
 class HoldoutCheck(BaseModel):
-    """A check the agent never sees (issue 23 §5).
+    """A check the agent never sees (docs/integrity.md §5).
 
     ``{name, cmd: [argv…] | "string", area, timeoutMs?, files?: {relpath: text}}``. ``cmd`` runs in
     the pristine tree (never in the project), after ``files`` were written there (paths relative

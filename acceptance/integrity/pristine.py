@@ -1,4 +1,4 @@
-"""The pristine tree (issue 23 §1): the baseline's test infrastructure with the agent's other
+"""The pristine tree (docs/integrity.md §1): the baseline's test infrastructure with the agent's other
 changes on top, in a throwaway worktree.
 
 :func:`agent_changes` lists what the agent changed relative to the pre-work tree (tracked files

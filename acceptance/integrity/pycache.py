@@ -1,4 +1,4 @@
-"""Verification's own bytecode cache (issue 23): every run of a round sets ``PYTHONPYCACHEPREFIX`` to
+"""Verification's own bytecode cache (docs/integrity.md): every run of a round sets ``PYTHONPYCACHEPREFIX`` to
 :func:`pycache_home`, so an agent's planted ``__pycache__`` is never loaded; :func:`prune_pycache`
 drops the bytecode of worktrees that are gone."""
 

@@ -1,4 +1,4 @@
-"""The coded reasons a round's report gives for its verdict (issue 23): one vocabulary for the
+"""The coded reasons a round's report gives for its verdict (docs/integrity.md): one vocabulary for the
 report, the corpus tests and the hosts.
 
 :func:`verdict_reasons` reads a report dict (``report-N.json``) and names why it did not pass:

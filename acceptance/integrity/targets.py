@@ -1,4 +1,4 @@
-"""Target tests (issue 23 §3): the tests a brief names, or ``targetTests`` lists, must exist, run
+"""Target tests (docs/integrity.md §3): the tests a brief names, or ``targetTests`` lists, must exist, run
 and pass where the round is judged; a target that is missing is a failure, not a pass.
 
 A target matches a test id when it is the id (in any runner's form), or a single name equal to

@@ -1,4 +1,5 @@
-"""Suspicious signals over a round's changes: counted, never blocking (20-acceptance §4.4, issue §6).
+"""Suspicious signals over a round's changes: counted, never blocking (docs/acceptance.md §4.4,
+docs/acceptance.md §8.6).
 
 Two families:
 

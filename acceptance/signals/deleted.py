@@ -1,5 +1,5 @@
-"""``deletedTests`` (issue §6): named test definitions removed and not re-added anywhere, deleted
-test files, and name-less test markers removed (net count per file): :func:`scan_deleted_tests`."""
+"""``deletedTests`` (docs/acceptance.md §8.6): named test definitions removed and not re-added anywhere,
+deleted test files, and name-less test markers removed (net count per file): :func:`scan_deleted_tests`."""
 
 from __future__ import annotations
 

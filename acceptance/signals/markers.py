@@ -1,4 +1,4 @@
-"""The four markers of 20-acceptance §4.4, exact original rules (``scanChangedLinesForSignals``):
+"""The four markers of docs/acceptance.md §4.4, exact original rules (``scanChangedLinesForSignals``):
 :func:`scan_signals`. Plain Python, no I/O."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The shapes of the change signals (20-acceptance §4.4, issue §6): the counts (:class:`Signals`),
-the tampering hits (:class:`TamperingItem`), the result of a scan (:class:`SignalsReport`), and the
-signal kinds with their labels."""
+"""The shapes of the change signals (docs/acceptance.md §4.4, docs/acceptance.md §8.6): the counts
+(:class:`Signals`), the tampering hits (:class:`TamperingItem`), the result of a scan
+(:class:`SignalsReport`), and the signal kinds with their labels."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ MAX_TAMPERING_ITEMS = 100
 class Signals(BaseModel):
     """Suspicious-marker counts; informational, never fail a round.
 
-    JSON keys: ``todo, consoleDebug, commentedBlock, secretLike`` (20-acceptance §4.4) and
+    JSON keys: ``todo, consoleDebug, commentedBlock, secretLike`` (docs/acceptance.md §4.4) and
     ``debugLeftover, skippedOrOnlyTests, deletedTests, weakenedTests, acceptanceTampering`` (port).
     """
 

@@ -1,5 +1,5 @@
-"""The per-language rules of the change signals (20-acceptance §4.4, issue §6): what a test file is,
-and the patterns and line tests of ``debugLeftover``, ``skippedOrOnlyTests``, ``deletedTests``,
+"""The per-language rules of the change signals (docs/acceptance.md §4.4, docs/acceptance.md §8.6): what a
+test file is, and the patterns and line tests of ``debugLeftover``, ``skippedOrOnlyTests``, ``deletedTests``,
 ``weakenedTests`` and ``acceptanceTampering``. The steps of :func:`.scan.scan_changes` apply them.
 Plain Python, no I/O.
 """

@@ -1,4 +1,4 @@
-"""``acceptanceTampering`` (issue §6): changed files that decide how the work is judged — the
+"""``acceptanceTampering`` (docs/acceptance.md §8.6): changed files that decide how the work is judged — the
 acceptance configuration, files the checks name, test-runner/CI configuration, Python start-up
 hooks, pytest outcome hooks: :func:`scan_tampering`."""
 

@@ -1,5 +1,6 @@
-"""``weakenedTests`` (issue §6), removed assertions without a replacement: :func:`scan_removed_asserts`.
-(Trivially true assertions added are counted with the other added-line rules, :mod:`.scan`.)"""
+"""``weakenedTests`` (docs/acceptance.md §8.6), removed assertions without a replacement:
+:func:`scan_removed_asserts`. (Trivially true assertions added are counted with the other added-line rules,
+:mod:`.scan`.)"""
 
 from __future__ import annotations
 

@@ -4,14 +4,14 @@ A toolchain (pytest, go, cargo, jest, eslint, Maven, …) is one module of this 
 ``TOOLCHAIN``, a :class:`Toolchain`. It declares, each part optional:
 
 * ``detect``: how to recognise the toolchain in a project and which checks to derive
-  (:class:`Derived`), with a note for the report (20-acceptance §2.3, extended);
+  (:class:`Derived`), with a note for the report (docs/acceptance.md §2.3, extended);
 * ``test_command``: how to recognise its test command in a check's argv (``is_test_check``,
-  20-acceptance §3.2), and ``hint``: the argv pattern that puts its count formats first;
+  docs/acceptance.md §3.2), and ``hint``: the argv pattern that puts its count formats first;
 * ``formats``: how to count tests from its output, text and machine-readable forms
   (:class:`CountFormat`, each a parser ``text -> TestCounts | None``);
 * ``zero``: a text rule saying that no test ran (beyond the generic rules of the engine);
 * ``directives`` + ``directive_argv`` + ``shape``: how to turn its failures into repair
-  directives (20-acceptance §6): which checks it reads (by name/command) or which outputs
+  directives (docs/acceptance.md §6): which checks it reads (by name/command) or which outputs
   (by shape), and the parser ``(text, ParseContext) -> [Finding]``.
 
 The engines (:mod:`..testcount`, :mod:`..directives`, :mod:`..config`) iterate the registry
@@ -271,7 +271,7 @@ def clip(text: str, limit: int = ISSUE_MAX_CHARS) -> str:
 def directive_file(path: str | None) -> str | None:
     """``path`` as a directive's ``file``: one line without control characters, at most
     :data:`FILE_MAX_CHARS` (a longer one is no project's path: None). Paths outside the project stay
-    as printed (20-acceptance §6); :func:`outside_project` tells the renderers to say so."""
+    as printed (docs/acceptance.md §6); :func:`outside_project` tells the renderers to say so."""
     if not path:
         return None
     p = path.strip()
@@ -391,7 +391,7 @@ class CountFormat:
 
 @dataclass(frozen=True)
 class Derived:
-    """A check a toolchain derives for a project that declares none (20-acceptance §2.3).
+    """A check a toolchain derives for a project that declares none (docs/acceptance.md §2.3).
 
     Attributes:
         name: the check's name (``pytest``, ``go-test``, ``mvn-test``, …).
@@ -409,7 +409,7 @@ class Derived:
 
 @dataclass(frozen=True)
 class TestInfra:
-    """A toolchain's *test infrastructure* (issue 23): what an agent must not be able to change to
+    """A toolchain's *test infrastructure* (docs/integrity.md): what an agent must not be able to change to
     make its own work pass. The pristine tree of :mod:`..integrity.pristine` keeps these as they
     were at the baseline.
 
@@ -465,7 +465,7 @@ class Toolchain:
         shape: searched (multi-line) in the output: run ``directives`` on it too.
         directives: ``(ANSI-stripped text, context) -> findings``; may raise (the engine
             catches it, one broken parser never sinks the others).
-        infra: its test infrastructure (:class:`TestInfra`, issue 23).
+        infra: its test infrastructure (:class:`TestInfra`, docs/integrity.md).
     """
 
     id: str

@@ -249,7 +249,7 @@ INFRA = TestInfra(
 )
 """Cargo's test infrastructure: ``tests/`` and ``benches/``, the manifest (``[[test]]``,
 ``harness``, ``test = false``), ``.cargo/config`` (a ``runner``), ``build.rs``, and the
-``#[cfg(test)]`` modules inside the sources (issue 23)."""
+``#[cfg(test)]`` modules inside the sources (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="cargo",

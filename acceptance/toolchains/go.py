@@ -263,7 +263,7 @@ INFRA = TestInfra(
     id_argv=_id_argv,
 )
 """Go's test infrastructure: ``_test.go`` files (in-package tests are files of their own, so the
-package's sources stay the agent's) and ``testdata`` (issue 23)."""
+package's sources stay the agent's) and ``testdata`` (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="go",

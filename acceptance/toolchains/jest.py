@@ -158,7 +158,7 @@ INFRA = TestInfra(
     aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
 )
 """Jest's test infrastructure: test files, ``__tests__``/``__mocks__``, its config and setup files
-and the Babel config it transforms them with (issue 23)."""
+and the Babel config it transforms them with (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="jest",

@@ -64,7 +64,7 @@ def _zero(text: str) -> bool:
 
 
 INFRA = TestInfra(files=("*.test.js", "*.test.mjs", "*.test.cjs", "*.test.ts", "*.test.jsx", "*.test.tsx", "*.spec.js", "*.spec.mjs", "*.spec.cjs", "*.spec.ts", "*.spec.jsx", "*.spec.tsx", "*-test.js", "*_test.js", "*-test.mjs", "test-*.js", "test-*.mjs", "test.js", "test.mjs", "**/test/**", "**/tests/**", "**/__tests__/**", "**/__mocks__/**", ".mocharc", ".mocharc.*"))
-"""Mocha's test infrastructure: test files and its rc files (issue 23)."""
+"""Mocha's test infrastructure: test files and its rc files (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="mocha",

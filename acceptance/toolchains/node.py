@@ -74,7 +74,7 @@ INFRA = TestInfra(
     aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
 )
 """``node --test``'s test infrastructure: the files its default patterns run and the ``.npmrc``
-that can preload code into every node process (``node-options``) (issue 23)."""
+that can preload code into every node process (``node-options``) (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="node",

@@ -1,6 +1,6 @@
 """npm scripts: the ``npm run <script>`` checks of a project whose ``package.json`` has scripts.
 
-Source: 20-acceptance §2.3 (step 1): ``typecheck``/``lint``/``test``/``build``, each present one
+Source: docs/acceptance.md §2.3 (step 1): ``typecheck``/``lint``/``test``/``build``, each present one
 mandatory, in that order; the output of each is read by the toolchain it runs (``npm run lint``
 printing ESLint's format is read by :mod:`.eslint` by its shape).
 """
@@ -47,7 +47,7 @@ INFRA = TestInfra(
                                  "node-options", "config")),),
 )
 """npm's test infrastructure: the ``package.json`` keys a check's ``npm test`` reads (its scripts and
-the runners' config blocks); dependencies and the rest stay the agent's (issue 23)."""
+the runners' config blocks); dependencies and the rest stay the agent's (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="npm",

@@ -3,7 +3,7 @@ pytest-xdist's ``-n N -v`` lines ``[gw0] [ 33%] PASSED <id>``, recorded in
 ``tests/data/toolchains/pytest/``: xdist prints the summary as without it), its zero-test rules and its repair directives (``FAILED``/``ERROR`` summary lines joined with the
 failure sections, ``--tb=line`` locations, collection errors).
 
-Sources: 20-acceptance §2.3 (derived check, extended), §3.2 (zero tests), §6 (directives).
+Sources: docs/acceptance.md §2.3 (derived check, extended), §3.2 (zero tests), §6 (directives).
 """
 
 from __future__ import annotations
@@ -364,7 +364,7 @@ INFRA = TestInfra(
 """pytest's test infrastructure: test modules and conftest files, everything under a ``tests``
 directory, the ini files (``pytest.toml`` first, as pytest 9 reads it), the interpreter's start-up
 hooks and package metadata that can register a plugin (``entry_points.txt`` of a ``.dist-info``)
-(issue 23)."""
+(docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="pytest",

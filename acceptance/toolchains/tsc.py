@@ -70,7 +70,7 @@ def parse_tsc(text: str, ctx: ParseContext) -> list[Finding]:
 
 def _detect(root: Path, already: Sequence[Derived]) -> Detection:
     """``tsconfig.json`` in a project whose ``package.json`` has no scripts → the optional
-    ``typecheck-tsc`` ``npx tsc --noEmit`` (20-acceptance §2.3)."""
+    ``typecheck-tsc`` ``npx tsc --noEmit`` (docs/acceptance.md §2.3)."""
     if package_scripts(root) is None and (root / "tsconfig.json").is_file():
         return [Derived("typecheck-tsc", ("npx", "tsc", "--noEmit"), optional=True)], []
     return [], []

@@ -127,7 +127,7 @@ INFRA = TestInfra(
     aware=(re.compile(r"\bprocess\.env\.VITEST\w*|import\.meta\.vitest|\bimport\.meta\.env\.VITEST"),),
     aware_files=("*.js", "*.mjs", "*.cjs", "*.ts", "*.jsx", "*.tsx"),
 )
-"""Vitest's test infrastructure: test files, its (and Vite's) config and setup files (issue 23)."""
+"""Vitest's test infrastructure: test files, its (and Vite's) config and setup files (docs/integrity.md)."""
 
 TOOLCHAIN = Toolchain(
     id="vitest",

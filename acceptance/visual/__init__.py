@@ -1,4 +1,4 @@
-"""Visual acceptance (30-visual): screenshots of the project's pages in headless Chromium compared
+"""Visual acceptance (docs/visual.md): screenshots of the project's pages in headless Chromium compared
 with approved baselines, image specifications, and a delegated content judge.
 
 One concept per module: :mod:`.errors` (coded failures), :mod:`.config` (the ``visual`` block),

@@ -1,4 +1,4 @@
-"""Baselines: prepare a candidate, a person approves it (30-visual §7; MCP ``prepare_visual_baseline`` /
+"""Baselines: prepare a candidate, a person approves it (docs/visual.md §7; MCP ``prepare_visual_baseline`` /
 ``approve_visual_baseline``, CLI ``visual baseline prepare|approve``).
 
 ``prepare`` captures (or imports) the selected pages into ``<home>/visual-candidates/<uuid>/`` with a
@@ -97,7 +97,7 @@ def _selection(cfg: VisualConfig, case_ids: Sequence[str] | None, viewport_ids: 
 def prepare(home: str | os.PathLike[str], project_root: str | os.PathLike[str], *, case_ids: Sequence[str] | None = None,
             viewport_ids: Sequence[str] | None = None, imports: Sequence[Mapping[str, str]] = (),
             timeout_ms: int | None = None) -> dict[str, Any]:
-    """Prepare a baseline candidate (30-visual §7 Prepare).
+    """Prepare a baseline candidate (docs/visual.md §7 Prepare).
 
     Args:
         home: the data home. project_root: the project (its real path is used).
@@ -228,7 +228,7 @@ class TaskGate:
 
 def approve(home: str | os.PathLike[str], candidate_id: str, expected_digest: str, note: str,
             task: TaskGate | None = None) -> dict[str, Any]:
-    """Approve a candidate (30-visual §7 Approve).
+    """Approve a candidate (docs/visual.md §7 Approve).
 
     Returns: ``{"approvedAt", "targets": [relPath]}``.
 

@@ -1,4 +1,4 @@
-"""Screenshots of the project's pages in headless Chromium (30-visual §3).
+"""Screenshots of the project's pages in headless Chromium (docs/visual.md §3).
 
 One :class:`VisualBrowser` per round: Playwright (async API) launching Debian's Chromium at
 ``/usr/lib/chromium/chromium`` with a fresh temporary profile; :meth:`VisualBrowser.aclose`
@@ -57,7 +57,7 @@ CLOSE_TIMEOUT_S = 10.0
 
 @dataclass
 class CaptureSpec:
-    """One capture (30-visual §3). Sizes in CSS px, times in ms unless noted.
+    """One capture (docs/visual.md §3). Sizes in CSS px, times in ms unless noted.
 
     ``capture``: ``viewport`` | ``fullPage`` | ``element`` (needs ``selector``); ``steps``: the
     Page's step dicts (``click``/``input``/``hover``/``scroll``/``wait``); ``storage_state``: a
@@ -116,7 +116,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class VisualBrowser:
-    """One headless Chromium for a round (30-visual §3). Create with :meth:`launch`."""
+    """One headless Chromium for a round (docs/visual.md §3). Create with :meth:`launch`."""
 
     def __init__(self, pw: Any, browser: Any, record: ProcRecord | None, profile: Path | None, kind: str) -> None:
         self._pw, self._browser, self._record, self._profile, self._kind = pw, browser, record, profile, kind
@@ -373,7 +373,7 @@ def _browser_root(tag: str) -> tuple[ProcRecord | None, Path | None]:
 
 
 async def _run_step(page: Any, step: dict[str, Any], timeout: float) -> None:
-    """One Page step (30-visual §1 Steps, §3 step 5). Raises Playwright errors, or
+    """One Page step (docs/visual.md §1 Steps, §3 step 5). Raises Playwright errors, or
     ``INTERACTION_FAILED`` for an unknown step."""
     kind = step.get("type")
     selector = step.get("selector")

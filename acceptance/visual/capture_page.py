@@ -1,4 +1,4 @@
-"""Pieces of the capture pipeline that do not drive the browser themselves (30-visual §3):
+"""Pieces of the capture pipeline that do not drive the browser themselves (docs/visual.md §3):
 the request guard (which origins a page may reach), the stabilisation script, the login-state
 file check, and the pixel step of the stability loop (mask, compare, re-encode).
 """
@@ -25,7 +25,7 @@ STORAGE_STATE_BYTES = 5 * 1024 * 1024
 """Largest login-state file read (bytes)."""
 
 OPEN_SCHEMES = ("data", "blob", "about")
-"""Schemes a page may always use (30-visual §3 step 1)."""
+"""Schemes a page may always use (docs/visual.md §3 step 1)."""
 
 STABILISE_CSS = """
 *, *::before, *::after {
@@ -40,7 +40,7 @@ html { scroll-behavior: auto !important; }
 """
 """Stabilisation CSS: transitions off, CSS animations run to their end state at once (an
 animation's end state is its last keyframe with ``fill-mode: forwards|both``, else the
-element's own style), no text caret, no smooth scrolling (30-visual §3 step 8)."""
+element's own style), no text caret, no smooth scrolling (docs/visual.md §3 step 8)."""
 
 STABILISE_JS = """css => {
   for (const a of document.getAnimations()) {
@@ -136,7 +136,7 @@ def origin_of(url: str) -> str:
 
 
 class RequestGuard:
-    """Which requests a page may make (30-visual §3 step 1): its own origin, ``allowed_origins``,
+    """Which requests a page may make (docs/visual.md §3 step 1): its own origin, ``allowed_origins``,
     ``data:``/``blob:``/``about:``; everything else is aborted and its origin recorded in
     :attr:`blocked` (insertion-ordered, unique). A WebSocket is allowed when its origin, or the
     same origin with ``http(s)`` for ``ws(s)``, is allowed."""
@@ -186,7 +186,7 @@ def mask_rects(boxes: Iterable[tuple[float, float, float, float]], dpr: float,
                size: tuple[int, int]) -> list[dict[str, int]]:
     """Mask rectangles in screenshot pixels: each CSS-px box ``(x, y, w, h)`` relative to the
     capture's origin, scaled by ``dpr``, widened to whole pixels and clipped to ``size``
-    ``(width, height)``; boxes entirely outside the capture are dropped (30-visual §3 step 10)."""
+    ``(width, height)``; boxes entirely outside the capture are dropped (docs/visual.md §3 step 10)."""
     out = []
     width, height = size
     for x, y, w, h in boxes:
@@ -204,7 +204,7 @@ def decode_rgba(png: bytes) -> np.ndarray:
 
 
 def apply_masks(rgba: np.ndarray, rects: Iterable[dict[str, int]]) -> np.ndarray:
-    """A copy of ``rgba`` with every masked pixel set to ``(0, 0, 0, 0)`` (30-visual §3 step 12).
+    """A copy of ``rgba`` with every masked pixel set to ``(0, 0, 0, 0)`` (docs/visual.md §3 step 12).
 
     Raises:
         VisualError: ``MASK_ALL_PIXELS`` when the masks cover every pixel.
@@ -229,7 +229,7 @@ def encode_png(rgba: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-# --- login state (30-visual §3 step 3) ---------------------------------------------------------
+# --- login state (docs/visual.md §3 step 3) -------------------------------------------------------
 
 _COOKIE_KEYS = {"name", "value", "domain", "path", "expires", "httpOnly", "secure", "sameSite"}
 

@@ -1,4 +1,5 @@
-"""Pixel gate: pixelmatch in NumPy, difference regions, optional SSIM, comparison artifacts (30-visual §4).
+"""Pixel gate: pixelmatch in NumPy, difference regions, optional SSIM, comparison artifacts (docs/visual.md
+§4).
 
 The gate counts the pixels pixelmatch (``includeAA = false``) marks as different, exactly: a pixel is a
 candidate when its YIQ colour delta (semi-transparent pixels blended on white) exceeds
@@ -58,7 +59,7 @@ class Rect:
 
 @dataclass
 class Comparison:
-    """Outcome of :func:`compare_images` (30-visual §4).
+    """Outcome of :func:`compare_images` (docs/visual.md §4).
 
     Attributes:
         passed: ``diffRatio <= maxDiffRatio`` (False on a dimension mismatch).
@@ -365,7 +366,7 @@ def compare_images(baseline: str | os.PathLike[str], actual: str | os.PathLike[s
                    *, pixel_threshold: float, max_diff_ratio: float, masks: Sequence[Rect | Mapping[str, Any]] = (),
                    ssim: bool = False, input_bytes: int = DEFAULT_INPUT_BYTES,
                    decoded_pixels: int = DEFAULT_DECODED_PIXELS, deadline: float | None = None) -> Comparison:
-    """Compare an actual screenshot with its baseline and write the evidence (30-visual §4).
+    """Compare an actual screenshot with its baseline and write the evidence (docs/visual.md §4).
 
     Args:
         baseline, actual: image files (decoded per §5 with ``input_bytes``/``decoded_pixels``/``deadline``).

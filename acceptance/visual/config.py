@@ -1,4 +1,4 @@
-"""The ``visual`` block of acceptance.json: validation, digest, effective values, schema (30-visual §1).
+"""The ``visual`` block of acceptance.json: validation, digest, effective values, schema (docs/visual.md §1).
 
 The models (re-exported here) live in :mod:`.config_models`: pydantic v2 models whose attribute names
 are the JSON keys (camelCase; a snake_case spelling of a field also reads it, e.g.
@@ -40,7 +40,7 @@ MANAGED_CHROMIUM = "/usr/lib/chromium/chromium"
 
 
 class VisualConfigError(ValueError):
-    """The ``visual`` block is invalid (30-visual §1; the layer becomes ``CONFIG_INVALID``).
+    """The ``visual`` block is invalid (docs/visual.md §1; the layer becomes ``CONFIG_INVALID``).
 
     Attributes: ``path`` — JSON path of the first problem (``visual.pages[0].source.readyUrl``);
     ``detail`` — English reason; ``code`` — ``CONFIG_INVALID``. ``str(err)`` is ``"<path>: <detail>"``.
@@ -60,7 +60,7 @@ class VisualConfigError(ValueError):
 
 
 def parse_visual(data: Any) -> VisualConfig:
-    """Validate a decoded ``visual`` block and apply the defaults (30-visual §1).
+    """Validate a decoded ``visual`` block and apply the defaults (docs/visual.md §1).
 
     Args:
         data: the decoded JSON object (a ``dict``).

@@ -1,4 +1,4 @@
-"""Cross-field rules 1–8 of the ``visual`` config block (30-visual §1).
+"""Cross-field rules 1–8 of the ``visual`` config block (docs/visual.md §1).
 
 :func:`first_rule_violation` applies them, in rule order, to a structurally valid
 :class:`~.config_models.VisualConfig` and names the JSON path of the first problem;
@@ -29,7 +29,7 @@ def content_checks(cfg: VisualConfig) -> Iterator[tuple[str, str, ContentCheck]]
 
 
 def first_rule_violation(cfg: VisualConfig) -> tuple[str, str] | None:
-    """The first violated cross-field rule of 30-visual §1 (checked in rule order 1–8) as
+    """The first violated cross-field rule of docs/visual.md §1 (checked in rule order 1–8) as
     ``(json_path, English message)``, or None when the config is consistent."""
     for check in (_rule1, _rule2, _rule3, _rule4, _rule5, _rule6, _rule7, _rule8):
         found = check(cfg)

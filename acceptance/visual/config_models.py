@@ -1,4 +1,4 @@
-"""The models of the ``visual`` block of acceptance.json (30-visual §1).
+"""The models of the ``visual`` block of acceptance.json (docs/visual.md §1).
 
 Pydantic v2 models whose attribute names are the JSON keys (camelCase; a snake_case spelling of a
 field also reads it, e.g. ``cfg.limits.item_timeout_ms``). Every object is strict: unknown keys,
@@ -344,7 +344,7 @@ def _nonempty(key: str) -> dict[str, Any]:
 
 
 class VisualConfig(_Strict):
-    """The ``visual`` block (30-visual §1) with defaults applied. Cross-field rules 1–8 are checked
+    """The ``visual`` block (docs/visual.md §1) with defaults applied. Cross-field rules 1–8 are checked
     on validation (:func:`~.config_crossfield.first_rule_violation`)."""
 
     model_config = ConfigDict(json_schema_extra={"allOf": [

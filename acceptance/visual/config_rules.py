@@ -1,4 +1,4 @@
-"""Value rules, value types and error paths of the ``visual`` config block (30-visual §1).
+"""Value rules, value types and error paths of the ``visual`` config block (docs/visual.md §1).
 
 Value rules (``check_*``) take a decoded JSON string and return it unchanged or raise ``ValueError``
 with an English reason; the annotated value types (``Id``, ``ProjectPath``, ``LocalUrl``, ``Ratio``,
@@ -236,7 +236,7 @@ def check_timezone(value: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 PLACEHOLDERS = ("<image:path>", "<expect:file>", "<image:base64:file>")
-"""The only ``<…>`` tokens an ``argsTemplate`` may contain (30-visual §1 rule 3, §6.2)."""
+"""The only ``<…>`` tokens an ``argsTemplate`` may contain (docs/visual.md §1 rule 3, §6.2)."""
 TOKEN_RE = re.compile(r"<[^<>\s]*>")
 TEMPLATE_ITEM_SCHEMA: dict[str, Any] = {
     "type": "string", "minLength": 1,

@@ -1,4 +1,4 @@
-"""The AI content judge: a user-supplied command that looks at an image (30-visual §6).
+"""The AI content judge: a user-supplied command that looks at an image (docs/visual.md §6).
 
 The server never holds keys: judgement is delegated to the configured command, run as argv (no
 shell) in a project directory, in its own process group, with stdin at EOF, under a per-sample
@@ -49,7 +49,7 @@ from .errors import VisualError, status_of
 __all__ = ["PLACEHOLDERS", "Effective", "check_content", "effective", "preflight", "resolve_env", "tally"]
 
 PLACEHOLDERS = ("<image:path>", "<expect:file>", "<image:base64:file>")
-"""The only ``<…>`` tokens an argsTemplate may hold (30-visual §1 rule 3, §6.2)."""
+"""The only ``<…>`` tokens an argsTemplate may hold (docs/visual.md §1 rule 3, §6.2)."""
 
 TOKEN_RE = re.compile(r"<[^<>\s]*>")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -64,7 +64,7 @@ POLL_S = 0.05
 
 @dataclass
 class Effective:
-    """The effective parameters of one content check (30-visual §6.1, §6.2).
+    """The effective parameters of one content check (docs/visual.md §6.1, §6.2).
 
     ``command`` as configured; ``command_path`` the resolved absolute executable (None when it
     cannot be resolved); ``command_digest`` the sha256 identity of the executable and of the
@@ -114,7 +114,7 @@ def _project_dir(project_root: str | os.PathLike[str], rel: Any) -> Path:
 
 
 def resolve_command(command: str, cwd: Path) -> str | None:
-    """Resolve the judge command (30-visual §6.2): a command with ``/`` or ``\\`` is a path
+    """Resolve the judge command (docs/visual.md §6.2): a command with ``/`` or ``\\`` is a path
     relative to ``cwd`` that must be a regular file; otherwise the first ``PATH`` match
     (``shutil.which``). Returns the absolute path, or None when unresolved."""
     if "/" in command or "\\" in command:
@@ -131,7 +131,7 @@ def _sha256_file(path: str | os.PathLike[str]) -> str:
 
 def command_digest(command_path: str | None, args_template: Sequence[str], cwd: Path) -> str | None:
     """``sha256("\\n".join([sha256(executable)] + ["<token>:<sha256(file)>" …]))`` over the template
-    tokens without a placeholder that name a regular file relative to ``cwd`` (30-visual §6.2).
+    tokens without a placeholder that name a regular file relative to ``cwd`` (docs/visual.md §6.2).
     None when the executable is unresolved or unreadable."""
     if command_path is None:
         return None
@@ -153,7 +153,7 @@ def command_digest(command_path: str | None, args_template: Sequence[str], cwd: 
 
 def effective(content: Mapping[str, Any], check: Mapping[str, Any], project_root: str | os.PathLike[str], *,
               with_digest: bool = True) -> Effective:
-    """The effective parameters of ``check`` under ``content`` (30-visual §6.1) with the command
+    """The effective parameters of ``check`` under ``content`` (docs/visual.md §6.1) with the command
     resolved and digested (§6.2; ``with_digest=False`` skips hashing, digest None).
 
     Per-rule keys win over the global ones; ``timeoutMs``, ``minConfidence`` and ``cache`` are
@@ -202,7 +202,7 @@ def effective(content: Mapping[str, Any], check: Mapping[str, Any], project_root
 
 
 def resolve_env(mapping: Mapping[str, str]) -> dict[str, str]:
-    """``{childName: os.environ[hostName]}`` (30-visual §6.2).
+    """``{childName: os.environ[hostName]}`` (docs/visual.md §6.2).
 
     Raises: VisualError ``CONTENT_ENV_MISSING`` naming the first host variable that is not set."""
     resolved: dict[str, str] = {}
@@ -216,7 +216,7 @@ def resolve_env(mapping: Mapping[str, str]) -> dict[str, str]:
 
 def preflight(content: Mapping[str, Any], checks: Sequence[tuple[str, Mapping[str, Any]]],
               project_root: str | os.PathLike[str]) -> None:
-    """Round-level content preflight (30-visual §2 step 2): every labelled check must have a
+    """Round-level content preflight (docs/visual.md §2 step 2): every labelled check must have a
     resolvable command and set host variables. Does nothing when content is not enabled or
     ``checks`` is empty. Labels: a rule's id, or ``<page.id> (page content)``.
 
@@ -354,7 +354,7 @@ def check_content(*, result_id: str, target: str, image: str | os.PathLike[str],
                   optional: bool, viewport: str | None = None, input_bytes: int = DEFAULT_INPUT_BYTES,
                   decoded_pixels: int = DEFAULT_DECODED_PIXELS,
                   write_artifact: Callable[[Path, bytes], None] | None = None) -> dict[str, Any]:
-    """Judge one image against ``check["expect"]`` (30-visual §6.3) and return its VisualResult.
+    """Judge one image against ``check["expect"]`` (docs/visual.md §6.3) and return its VisualResult.
 
     Args:
         image: the image file (a project file already through the path gate, or a capture).

@@ -1,4 +1,4 @@
-"""The content judge's votes: parsed, tallied, cached (30-visual §6.2 verdict contract, §6.3
+"""The content judge's votes: parsed, tallied, cached (docs/visual.md §6.2 verdict contract, §6.3
 cache, §6.4 majority vote).
 
 :func:`parse_verdict` reads the judge's stdout, :func:`tally` turns the collected votes into a
@@ -26,7 +26,7 @@ VERDICT_KEYS = frozenset({"passed", "confidence", "reason"})
 """The only keys a verdict object may carry."""
 
 CACHEABLE_STATUSES = frozenset({"passed", "failed", "uncertain"})
-"""Statuses a finished judgement can have (only these are cached, 30-visual §6.3 step 5)."""
+"""Statuses a finished judgement can have (only these are cached, docs/visual.md §6.3 step 5)."""
 CACHE_DIR = "visual-content-cache"
 CACHE_SCHEMA = 1
 
@@ -49,7 +49,7 @@ def _invalid(message: str) -> VisualError:
 
 
 def parse_verdict(stdout: str) -> dict[str, Any]:
-    """Parse the judge's verdict: the last non-empty line of ``stdout`` (30-visual §6.2).
+    """Parse the judge's verdict: the last non-empty line of ``stdout`` (docs/visual.md §6.2).
 
     The line must be a strict JSON object ``{passed: bool, confidence?: number in [0, 1],
     reason: non-blank str}``: no other keys, no duplicate keys, no ``NaN``/``Infinity``,
@@ -100,7 +100,7 @@ def _number(value: Any) -> bool:
 
 
 def tally(votes: Sequence[Mapping[str, Any]], samples: int, min_confidence: float | None) -> dict[str, Any]:
-    """Majority vote over the judge's votes with the optional confidence gate (30-visual §6.4).
+    """Majority vote over the judge's votes with the optional confidence gate (docs/visual.md §6.4).
 
     Args:
         votes: ``{index, passed, confidence?, reason}`` mappings; ``passed`` True counts for,
@@ -163,7 +163,7 @@ def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-# --- the per-task cache (30-visual §6.3 steps 2, 3, 5) -----------------------------------------
+# --- the per-task cache (docs/visual.md §6.3 steps 2, 3, 5) ---------------------------------------
 
 def sha256_hex(data: bytes | str) -> str:
     """Lowercase hex sha256 of ``data`` (str as UTF-8)."""

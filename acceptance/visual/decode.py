@@ -1,4 +1,4 @@
-"""Images in: the project path gate, budgeted decoding to sRGB RGBA, PNG encoding (30-visual §5).
+"""Images in: the project path gate, budgeted decoding to sRGB RGBA, PNG encoding (docs/visual.md §5).
 
 Every image the visual stage reads (image rules, content checks, baselines, screenshots) goes through
 :func:`decode_image` / :func:`decode_bytes`, which apply the spec's checks in the spec's order:
@@ -35,9 +35,9 @@ from PIL import Image, ImageCms, ImageOps, UnidentifiedImageError
 from .errors import VisualError
 
 DEFAULT_INPUT_BYTES = 20_971_520
-"""``limits.inputBytes`` default (30-visual §1)."""
+"""``limits.inputBytes`` default (docs/visual.md §1)."""
 DEFAULT_DECODED_PIXELS = 32_000_000
-"""``limits.decodedPixels`` default (30-visual §1)."""
+"""``limits.decodedPixels`` default (docs/visual.md §1)."""
 
 _FORMATS = {"PNG": "png", "JPEG": "jpeg", "MPO": "jpeg", "WEBP": "webp"}
 # Signatures of the supported formats: unidentifiable bytes that start like one of them are corrupt,
@@ -51,7 +51,7 @@ _PIL_DIR = os.path.dirname(Image.__file__)
 
 @dataclass(frozen=True)
 class Decoded:
-    """A decoded image (30-visual §5).
+    """A decoded image (docs/visual.md §5).
 
     Attributes:
         data: the input bytes as read (file size = ``len(data)``).
@@ -70,7 +70,7 @@ class Decoded:
 
 
 def project_file(root: str | os.PathLike[str], rel: str) -> Path:
-    """The real path of ``rel`` inside the project ``root`` (30-visual §5 project path gate).
+    """The real path of ``rel`` inside the project ``root`` (docs/visual.md §5 project path gate).
 
     ``rel`` is resolved against ``realpath(root)``; ``..`` or an absolute path leaving the root is
     refused; then the deepest existing ancestor is resolved (symlinks included) and must still lie in
@@ -158,7 +158,7 @@ def _read_input(path: str | os.PathLike[str], input_bytes: int, deadline: float 
 
 def decode_image(path: str | os.PathLike[str], *, input_bytes: int = DEFAULT_INPUT_BYTES,
                  decoded_pixels: int = DEFAULT_DECODED_PIXELS, deadline: float | None = None) -> Decoded:
-    """Read and decode an image file under the §5 budgets (30-visual §5).
+    """Read and decode an image file under the §5 budgets (docs/visual.md §5).
 
     Args:
         path: the file (already through :func:`project_file` when it comes from the project).

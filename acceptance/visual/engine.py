@@ -1,4 +1,4 @@
-"""The visual stage of one verify round (30-visual §2, §6.5).
+"""The visual stage of one verify round (docs/visual.md §2, §6.5).
 
 :func:`run_visual` runs the image rules, the content rules and the pages (each pixel page at each of
 its viewports: capture → compare with the approved baseline; a page's ``content`` check judges the
@@ -61,7 +61,8 @@ def _error_result(exc: BaseException, id_: str, kind: str, target: str, optional
 
 def run_visual(cfg: VisualConfig, project_root: str | os.PathLike[str], round_dir: str | os.PathLike[str],
                task_dir: str | os.PathLike[str], should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """Run the visual stage (30-visual §2) and return ``{"results", "artifactDirectory", "artifactBytes"}``.
+    """Run the visual stage (docs/visual.md §2) and return ``{"results", "artifactDirectory",
+    "artifactBytes"}``.
 
     Raises:
         VisualError: round-level failures only — content preflight (``CONTENT_COMMAND_MISSING``,
@@ -118,7 +119,7 @@ async def _pages(cfg: VisualConfig, root: str, rdir: Path, task_dir: Path, conte
         try:
             browser = await VisualBrowser.launch(executable_path=browser_executable(cfg), locale=cfg.defaults.locale,
                                                  browser_kind=cfg.browser.mode)
-        except Exception as exc:  # noqa: BLE001 - re-raised in every page job (30-visual §2 step 3)
+        except Exception as exc:  # noqa: BLE001 - re-raised in every page job (docs/visual.md §2 step 3)
             launch_error = exc
         for page in cfg.pages:
             for vp in page_viewports(cfg, page):
@@ -134,7 +135,7 @@ async def _pages(cfg: VisualConfig, root: str, rdir: Path, task_dir: Path, conte
 async def _page_job(cfg: VisualConfig, page: Page, vp: Viewport, root: str, rdir: Path, task_dir: Path,
                     content_cfg: dict[str, Any], round_deadline: float, stop: Callable[[], bool],
                     browser: VisualBrowser | None, pool: ServicePool, launch_error: BaseException | None) -> list[dict[str, Any]]:
-    """One page at one viewport → ``[pixel result?, content result?]`` (30-visual §2.2)."""
+    """One page at one viewport → ``[pixel result?, content result?]`` (docs/visual.md §2.2)."""
     started = time.monotonic()
     item = rdir / page.id / vp.id
     pixel: dict[str, Any] | None = None
@@ -189,7 +190,7 @@ def _rules(cfg: VisualConfig, page: Page) -> dict[str, Any]:
 
 def _compare(cfg: VisualConfig, page: Page, vp: Viewport, root: str, item: Path, masks: list[dict[str, Any]],
              pixel: dict[str, Any]) -> None:
-    """Check the approved baseline, then compare (30-visual §2.2, §4); updates ``pixel`` in place."""
+    """Check the approved baseline, then compare (docs/visual.md §2.2, §4); updates ``pixel`` in place."""
     import hashlib
     import json
 
@@ -246,7 +247,7 @@ def _bytes(path: Path) -> int:
 
 
 def gate(results: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    """How the results gate the round (30-visual §6.5).
+    """How the results gate the round (docs/visual.md §6.5).
 
     Returns:
         ``{"blocking": [{code, message}], "failed": [ids], "uncertain": [ids], "warnings": [ids with code]}``:

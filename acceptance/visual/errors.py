@@ -1,4 +1,4 @@
-"""Coded visual failures (30-visual §2.1, §3, §5, §6, §8).
+"""Coded visual failures (docs/visual.md §2.1, §3, §5, §6, §8).
 
 A :class:`VisualError` carries the spec's code and a *kind* that decides the result's status:
 ``blocked`` (the default: the environment or the configuration stops the check; a person acts),
@@ -15,23 +15,23 @@ from ...core.errors import ErrorCode
 Kind = Literal["blocked", "failed", "cancelled"]
 
 VISUAL_CODES = frozenset({
-    # configuration, baselines and integrity (30-visual §1, §7, §9)
+    # configuration, baselines and integrity (docs/visual.md §1, §7, §9)
     "BASELINE_APPROVAL_REQUIRED", "BASELINE_CHANGED", "BASELINE_CONFIG", "BASELINE_IGNORED", "BASELINE_IMPORT_CONFLICT",
     "BASELINE_SELECTION", "BASELINE_TARGET_CONFLICT", "CANDIDATE_CHANGED", "CANDIDATE_NOT_FOUND", "CANDIDATE_PROJECT",
     "APPROVAL_NOTE_REQUIRED", "CONFIG_CHANGED", "VISUAL_INTEGRITY", "SNAPSHOT_INVALID", "VISUAL_BUSY", "VISUAL_EXISTS",
     "TASK_NOT_BLOCKED", "TASK_ID_INVALID", "TASK_NO_PROJECT", "TASK_ACTIVE", "REVIEW_INVALID", "REVIEW_CHANGED",
     "REVIEW_STALE", "ARTIFACT_PATH", "ARTIFACT_EXISTS", "ARTIFACT_BUDGET", "VISUAL_INTERNAL",
-    # browser and capture (30-visual §3, §3.1, §8)
+    # browser and capture (docs/visual.md §3, §3.1, §8)
     "BROWSER_MISSING", "BROWSER_VERSION", "BROWSER_DEPENDENCY_MISSING", "BROWSER_INSTALL_UNSUPPORTED",
     "RUNTIME_UNSUPPORTED", "IMAGE_DEPENDENCY_MISSING", "PAGE_UNREACHABLE", "RESOURCE_BLOCKED", "PAGE_NOT_READY",
     "INTERACTION_FAILED", "ELEMENT_AMBIGUOUS", "ELEMENT_HIDDEN", "MASK_NOT_FOUND", "MASK_NOT_VISIBLE", "MASK_ALL_PIXELS",
     "PIXEL_BUDGET", "SCREENSHOT_UNSTABLE", "LOGIN_STATE_INVALID", "LOGIN_STATE_EXPIRED", "STATIC_ROOT", "PORT_CONFLICT",
     "SERVICE_PORT_REQUIRED", "SERVICE_ENV_MISSING", "SERVICE_EXITED", "ITEM_TIMEOUT", "ROUND_TIMEOUT", "CANCELLED",
-    # images and comparison (30-visual §4, §5, §2.3)
+    # images and comparison (docs/visual.md §4, §5, §2.3)
     "PATH_OUTSIDE_PROJECT", "INPUT_BUDGET", "INPUT_CHANGED", "IMAGE_INVALID", "IMAGE_EMPTY", "IMAGE_MISSING",
     "IMAGE_UNREADABLE", "IMAGE_UNSUPPORTED", "IMAGE_CORRUPT", "DIMENSION_MISMATCH", "PIXEL_DIFFERENCE",
     "IMAGE_SPEC_MISMATCH",
-    # the content judge (30-visual §6)
+    # the content judge (docs/visual.md §6)
     "CONTENT_CONFIG_INVALID", "CONTENT_COMMAND_MISSING", "CONTENT_ENV_MISSING", "CONTENT_TIMEOUT",
     "CONTENT_COMMAND_FAILED", "CONTENT_OUTPUT_INVALID", "CONTENT_RULE_NOT_FOUND",
 })
@@ -65,7 +65,7 @@ class VisualError(Exception):
 
 def status_of(kind: Kind) -> str:
     """The result status of an error kind: blocked → ``blocked``, failed → ``failed``,
-    cancelled → ``skipped`` (30-visual §2.1)."""
+    cancelled → ``skipped`` (docs/visual.md §2.1)."""
     return {"blocked": "blocked", "failed": "failed", "cancelled": "skipped"}[kind]
 
 

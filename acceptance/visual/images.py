@@ -1,4 +1,4 @@
-"""Image rules: one project image file against its declared specification (30-visual §2.3).
+"""Image rules: one project image file against its declared specification (docs/visual.md §2.3).
 
 The result fields here are ``{status, code, message, repairable, metrics}``; the engine adds
 ``id``, ``kind: "image"``, ``target``, ``optional``, ``rules`` and ``durationMs``.
@@ -46,7 +46,7 @@ def _outside(spec: Mapping[str, Any], actual: float | None) -> bool:
 
 def check_image(rule: Mapping[str, Any], path: str | os.PathLike[str], *, input_bytes: int, decoded_pixels: int,
                 deadline: float | None = None, target: str | None = None) -> dict[str, Any]:
-    """Check one image file against an image rule (30-visual §2.3).
+    """Check one image file against an image rule (docs/visual.md §2.3).
 
     Args:
         rule: the Image rule JSON (camelCase): optional ``formats`` (list of ``png|jpeg|webp``),

@@ -1,4 +1,4 @@
-"""Cross-process locks of visual operations (30-visual §8; 20-acceptance §3.0).
+"""Cross-process locks of visual operations (docs/visual.md §8; docs/acceptance.md §3.0).
 
 One lock per key — ``task:<taskId>`` and the project's real path — at
 ``<home>/visual-locks/<sha256(key)>.lock``: a verify round holds both, ``prepare``/``approve`` hold the
@@ -6,7 +6,7 @@ project's. A key already held answers ``VISUAL_BUSY`` at once, naming the holder
 
 The original creates the lock file with ``O_EXCL`` and has no stale-lock recovery: a crashed holder
 left the project locked until someone deleted the file. Here the lock is the ``flock`` of
-:class:`filelock.FileLock` on that file (issue 10): the kernel releases it when its holder dies,
+:class:`filelock.FileLock` on that file (docs/visual.md §11): the kernel releases it when its holder dies,
 however it dies, so a stale lock cannot exist; the holder's ``{pid, purpose, key, createdAt}`` is kept
 beside it (``.owner.json``) for the busy message only.
 """
@@ -34,7 +34,7 @@ def lock_path(home: str | os.PathLike[str], key: str) -> Path:
 
 
 def project_key(project_root: str | os.PathLike[str]) -> str:
-    """The lock key of a project: its real path (30-visual §8)."""
+    """The lock key of a project: its real path (docs/visual.md §8)."""
     return os.path.realpath(os.fspath(project_root))
 
 

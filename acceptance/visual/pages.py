@@ -1,4 +1,4 @@
-"""One page at one viewport, from the ``visual`` config to a screenshot (30-visual §2.2, §3) — shared by
+"""One page at one viewport, from the ``visual`` config to a screenshot (docs/visual.md §2.2, §3) — shared by
 the round's visual stage (:mod:`.engine`) and baseline preparation (:mod:`.baselines`).
 
 Also :func:`run_coro`: the browser is driven with Playwright's async API, and the callers are sync
@@ -21,7 +21,7 @@ from .services import ServicePool
 T = TypeVar("T")
 
 CHROMIUM = "/usr/lib/chromium/chromium"
-"""Debian's Chromium binary (00-design §8): the ``managed`` browser of the Python port."""
+"""Debian's Chromium binary (docs/architecture.md §8): the ``managed`` browser of the Python port."""
 
 
 def browser_executable(cfg: VisualConfig) -> str | None:
@@ -58,16 +58,16 @@ def run_coro(coro: Awaitable[T]) -> T:
 
 
 def item_deadline(cfg: VisualConfig, round_deadline: float) -> float:
-    """``min(now + itemTimeoutMs, round deadline)`` in ``time.monotonic()`` seconds (30-visual §8)."""
+    """``min(now + itemTimeoutMs, round deadline)`` in ``time.monotonic()`` seconds (docs/visual.md §8)."""
     return min(time.monotonic() + cfg.limits.itemTimeoutMs / 1000, round_deadline)
 
 
 async def capture_page(browser: VisualBrowser, pool: ServicePool, cfg: VisualConfig, page: Page, viewport: Viewport,
                        project_root: str | os.PathLike[str], round_deadline: float) -> Capture:
-    """Start (or reuse) the page's source, then capture ``page`` at ``viewport`` (30-visual §3).
+    """Start (or reuse) the page's source, then capture ``page`` at ``viewport`` (docs/visual.md §3).
 
     Raises:
-        VisualError: any code of 30-visual §3/§3.1 (``PAGE_UNREACHABLE``, ``SERVICE_EXITED``,
+        VisualError: any code of docs/visual.md §3/§3.1 (``PAGE_UNREACHABLE``, ``SERVICE_EXITED``,
             ``PAGE_NOT_READY``, ``MASK_NOT_FOUND``, ``SCREENSHOT_UNSTABLE``, ``ITEM_TIMEOUT`` …).
     """
     deadline = item_deadline(cfg, round_deadline)

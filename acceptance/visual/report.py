@@ -1,4 +1,4 @@
-"""The visual section of a round's reports (30-visual §10): markdown for ``report-N.md`` and a
+"""The visual section of a round's reports (docs/visual.md §10): markdown for ``report-N.md`` and a
 self-contained HTML fragment for ``report-N.html`` with each page's image quadruple
 (actual / baseline / diff / regions) side by side, an overlay with an opacity slider, the diff
 regions as boxes, and a status filter. All text is escaped; images are linked relative to the
@@ -19,7 +19,7 @@ _ORDER = ("actual", "baseline", "diff", "regions")
 GATE_LABELS = {"off": N_("not configured"), "applied": N_("applied"),
                "downgraded": N_("below the threshold, downgraded to uncertain"),
                "no-confidence": N_("the command reported no confidence; minConfidence did not apply")}
-"""Confidence-gate labels (msgids: shown through ``_()``; 30-visual §10)."""
+"""Confidence-gate labels (msgids: shown through ``_()``; docs/visual.md §10)."""
 
 
 def _yes_no(flag: Any) -> str:
@@ -35,7 +35,7 @@ def visual_markdown(report: Mapping[str, Any], html_path: str | None = None) -> 
 
     ``html_path``: the round's offline HTML report, linked at the end; default
     ``report["files"]["html"]``, which ``write_report`` sets only after the section is rendered
-    (the engine passes the path it will write; 30-visual §10)."""
+    (the engine passes the path it will write; docs/visual.md §10)."""
     visual = report.get("visual")
     if not isinstance(visual, Mapping):
         return ""

@@ -1,4 +1,4 @@
-"""Page sources of one visual round: the servers the pages are captured from (30-visual §3.1).
+"""Page sources of one visual round: the servers the pages are captured from (docs/visual.md §3.1).
 
 A :class:`ServicePool` turns a page's ``source`` into a base URL:
 
@@ -57,7 +57,7 @@ def project_path(project_root: str | Path, rel: str) -> Path | None:
     """The resolved path of the project-relative ``rel`` when it stays inside the project.
 
     ``rel`` must be non-empty, not absolute (``/``, ``\\`` or ``X:``), without a ``..`` segment
-    (split on ``/`` and ``\\``) and without NUL (30-visual §1 ``projectRelativePath``); the
+    (split on ``/`` and ``\\``) and without NUL (docs/visual.md §1 ``projectRelativePath``); the
     result, symlinks followed, must be the project root or lie under it. Returns None otherwise.
     """
     if not isinstance(rel, str) or not rel or "\0" in rel or rel[0] in "/\\" or (len(rel) > 1 and rel[1] == ":"):
@@ -82,7 +82,7 @@ def static_file(root: Path, url_path: str) -> Path | None:
     ``url_path`` is the request path without query: percent-decoded, leading ``/`` stripped,
     empty or ending in ``/`` → ``index.html``. None for NUL, ``..``, a hidden name (``.env``,
     ``.git/…``), a backslash, any symlink on
-    the way (``lstat`` of each component) or anything but a regular file (30-visual §3.1).
+    the way (``lstat`` of each component) or anything but a regular file (docs/visual.md §3.1).
     """
     path = urllib.parse.unquote(url_path, errors="strict") if "%" in url_path else url_path
     path = path.lstrip("/")
@@ -268,7 +268,7 @@ def probe_ready(scheme: str, host: str, port: int, path: str, timeout_s: float) 
 # --- the pool ----------------------------------------------------------------------------------
 
 class ServicePool:
-    """The page services of one round (30-visual §3.1).
+    """The page services of one round (docs/visual.md §3.1).
 
     Args:
         project_root: the project directory; static roots and command cwds are gated under it.

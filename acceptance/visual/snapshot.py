@@ -1,4 +1,4 @@
-"""The visual snapshot of a task: frozen at its start, checked during every round (30-visual §9).
+"""The visual snapshot of a task: frozen at its start, checked during every round (docs/visual.md §9).
 
 The snapshot is ``{config, configDigest, baselines, createdAt, approved?}`` in
 ``<taskDir>/visual-snapshot.json``: the **project layer's** ``visual`` block (defaults applied) and the
@@ -66,7 +66,7 @@ def _project_visual(project_root: str | os.PathLike[str]) -> tuple[Any, str]:
 
 
 def capture_snapshot(project_root: str | os.PathLike[str]) -> dict[str, Any]:
-    """The snapshot of ``project_root`` now (30-visual §9).
+    """The snapshot of ``project_root`` now (docs/visual.md §9).
 
     Returns:
         ``{"config": visual JSON | None, "configDigest": sha256 hex, "baselines": {relPath: sha256 | None,
@@ -128,7 +128,7 @@ def freeze(task_dir: str | os.PathLike[str], project_root: str | os.PathLike[str
 
 
 def check(task_dir: str | os.PathLike[str], project_root: str | os.PathLike[str]) -> None:
-    """Freeze if needed, then compare the snapshot with the project now (30-visual §9).
+    """Freeze if needed, then compare the snapshot with the project now (docs/visual.md §9).
 
     Raises:
         VisualError: ``VISUAL_INTEGRITY`` (blocked) naming what changed — the visual block of
@@ -153,7 +153,7 @@ def check(task_dir: str | os.PathLike[str], project_root: str | os.PathLike[str]
 
 def refresh(task_dir: str | os.PathLike[str], project_root: str | os.PathLike[str], approved: dict[str, Any]) -> dict[str, Any]:
     """Replace the task's snapshot with the project now plus ``approved`` (``{note, at, previousDigest, …}``):
-    a person accepted the change (30-visual §7 approve with taskId, §9 rules approve). Returns it."""
+    a person accepted the change (docs/visual.md §7 approve with taskId, §9 rules approve). Returns it."""
     snap = {**capture_snapshot(project_root), "approved": approved}
     atomic_write_json(Path(task_dir) / SNAPSHOT_FILE, snap)
     return snap

@@ -1,4 +1,4 @@
-"""The visual parts of a verify round, in the order of 20-acceptance §3.1 (steps 4, 7, 10).
+"""The visual parts of a verify round, in the order of docs/acceptance.md §3.1 (steps 4, 7, 10).
 
 :class:`VisualStage` is what :func:`tianshu_mcp.acceptance.engine.verify_round` calls: the snapshot
 freeze + integrity check before the commands (unconditional: an agent that edits the visual rules
@@ -94,7 +94,7 @@ class VisualStage:
         return {k for k, v in (snap or {}).get("baselines", {}).items() if v}
 
     def message_bits(self) -> list[str]:
-        """The visual parts of the verdict message (30-visual §6.5, English)."""
+        """The visual parts of the verdict message (docs/visual.md §6.5, English)."""
         bits = []
         if self.gates["failed"]:
             bits.append("visual defects: " + ", ".join(self.gates["failed"]))

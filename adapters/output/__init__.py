@@ -1,4 +1,4 @@
-"""What an agent's output says while it works (issue 24): progress, usage, its final message, and
+"""What an agent's output says while it works (docs/real-agents.md): progress, usage, its final message, and
 a model that keeps failing.
 
 * :mod:`.events` — the typed events every reader produces (a tool call and the files it touches,

@@ -1,4 +1,4 @@
-"""The typed events read from an agent's output (issue 24 §3–§4).
+"""The typed events read from an agent's output (docs/real-agents.md §3–§4).
 
 Every reader of :mod:`.formats` turns one output line into zero or more of these; the task's
 output watch forwards them to the event stream and the Prefect flow-run log, sums the usage and

@@ -1,4 +1,4 @@
-"""Readers of agent output, one per format (issue 24 §3): each turns one line into typed events.
+"""Readers of agent output, one per format (docs/real-agents.md §3): each turns one line into typed events.
 
 A profile names its format in ``outputFormat`` (None: plain text). A structured reader reads JSON
 lines; a line that is not JSON (what the CLI prints on stderr) goes to the plain-text reader,

@@ -1,5 +1,5 @@
 """When an agent is stuck: a retry loop on a model error that will not heal, or silence
-(issue 24 §4).
+(docs/real-agents.md §4).
 
 CLIs retry a failed model call on their own, some for minutes (Claude Code about 3 minutes on a
 401, Gemini CLI about 5 on a 429, Qwen Code about 35): a bad key or an exhausted quota would hold

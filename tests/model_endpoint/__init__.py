@@ -1,4 +1,4 @@
-"""A scripted model endpoint for the real agent CLIs (issue 24): see :mod:`.server`."""
+"""A scripted model endpoint for the real agent CLIs (docs/real-agents.md): see :mod:`.server`."""
 
 from .plan import Edit, Hold, Plan, Say, Script
 from .server import MODEL, ModelEndpoint, Recorded

@@ -1,4 +1,4 @@
-"""Output formats shared by several toolchains, one module per format (issue 13).
+"""Output formats shared by several toolchains, one module per format (docs/toolchains.md).
 
 Each module's doc says what it reads; for example :mod:`.junit` reads JUnit XML reports
 (Surefire, Gradle, pytest ``--junitxml``, jest-junit, go-junit-report, cargo-nextest, CTest,

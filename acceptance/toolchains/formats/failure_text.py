@@ -1,5 +1,5 @@
 """Where a test failed, from the text of its failure: the traceback or stack trace a JUnit or TRX
-report carries (issue 13, break-test).
+report carries (docs/toolchains.md, break-test).
 
 A JUnit report's ``file``/``line`` attributes, when it has them, name the test's declaration
 (PHPUnit, pytest's ``xunit1`` family) or nothing at all (pytest's default ``xunit2``, Surefire,

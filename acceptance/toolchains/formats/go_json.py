@@ -1,4 +1,4 @@
-"""``go test -json``: test counts from the test2json event stream (issue 13, must-show 2).
+"""``go test -json``: test counts from the test2json event stream (docs/toolchains.md §2).
 
 ``go test -json ./...`` prints one JSON object per line (``cmd/test2json``)::
 

@@ -1,5 +1,5 @@
 """The Jest JSON report (``jest --json``, ``vitest run --reporter=json``): test counts and ids
-(issue 13, must-show 2).
+(docs/toolchains.md §2).
 
 Both runners print one report object on stdout (jest: one line, after its human summary on
 stderr; vitest: one line, nothing else)::

@@ -1,4 +1,4 @@
-"""JUnit XML reports as a source of test counts and test ids (issue 13, must-show 3).
+"""JUnit XML reports as a source of test counts and test ids (docs/toolchains.md §3).
 
 Nearly every test runner can write a JUnit XML report: Maven Surefire and Gradle (Java, Kotlin),
 pytest ``--junitxml``, jest-junit, go-junit-report / gotestsum, cargo-nextest, CTest

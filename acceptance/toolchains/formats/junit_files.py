@@ -1,7 +1,7 @@
 """The JUnit XML files of a check: find them by a project-relative glob, ignore stale ones,
 refuse files outside the project, count the rest with :func:`.junit.parse_junit_report` (or
-:func:`.trx.parse_trx_report` for a .NET TRX file, told apart by its root element) (issue 13,
-must-show 3). Never raises for file-system problems.
+:func:`.trx.parse_trx_report` for a .NET TRX file, told apart by its root element) (docs/toolchains.md
+§3). Never raises for file-system problems.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def _plural(n: int, word: str) -> str:
 
 
 def collect_junit(project: Path, pattern: str, started_at: float) -> JUnitResult:
-    """Count the JUnit XML files a check wrote (issue 13, must-show 3).
+    """Count the JUnit XML files a check wrote (docs/toolchains.md §3).
 
     Args:
         project: the project root.

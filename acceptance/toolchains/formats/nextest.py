@@ -1,4 +1,4 @@
-"""``cargo nextest run``: test counts from nextest's human output (issue 13, must-show 2).
+"""``cargo nextest run``: test counts from nextest's human output (docs/toolchains.md §2).
 
 nextest (https://nexte.st) writes to stderr, one status line per finished test and a summary::
 

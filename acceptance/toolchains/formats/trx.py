@@ -1,4 +1,4 @@
-"""Visual Studio test result files (TRX) as a source of test counts and test ids (issue 13).
+"""Visual Studio test result files (TRX) as a source of test counts and test ids (docs/toolchains.md).
 
 ``dotnet test --logger trx`` (VSTest, built into the .NET SDK: no package needed, unlike the JUnit
 logger) and ``dotnet test --report-trx`` (Microsoft.Testing.Platform) write one ``*.trx`` file per
