@@ -153,7 +153,8 @@ class TaskRecord(BaseModel):
     holdoutCount: Optional[int] = None
     dryRun: Optional[bool] = None
     targetTaskId: Optional[str] = None
-    acceptedSeq: Optional[int] = None
+    acceptedSeq: Optional[int] = None  # the home's acceptance number (FIFO order, design note 53)
+    acceptedAt: Optional[str] = None  # its time, ISO-8601 UTC with microseconds
     # a remote task
     workPool: Optional[str] = None
     repoUrl: Optional[str] = None

@@ -137,7 +137,7 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
         atomic_write_json(path, entry)
     try:  # the record's own copy (shown by no tool; read by people and tests)
         TaskStore(home).update(record_id, acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:
         pass  # no task.json (a caller that writes none): the entry alone decides
     return entry
 
