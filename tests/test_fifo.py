@@ -1,4 +1,4 @@
-"""Submission order is execution order per project (FIFO issue, design note 53).
+"""Submission order is execution order per project (design note 53).
 
 Acceptance numbers are strictly increasing across processes and threads of one home; submitters
 create a queue's flow runs in that order whoever races for them (a withdrawn, a damaged and an
