@@ -54,7 +54,7 @@ REQUIRED_DOCS = (
 
 # --- (a) references to documents outside the repository -----------------------------------------
 
-_NICKNAMES = r"walking-skeleton|acceptance|hosting|input|lifecycle|webhook|scale-out"
+_NICKNAMES = r"walking-skeleton|acceptance|hosting|input|lifecycle|webhook|scale-out|FIFO"
 """The tracker issues' nicknames as the code used them (``hosting issue``); ``blocking`` is not
 one: a blocking issue is what a report lists."""
 
@@ -85,7 +85,7 @@ def outside_references(text: str) -> list[tuple[int, str, str]]:
 
 
 @pytest.mark.parametrize("text", [
-    "the hosting issue §6", "(lifecycle issue, must-show 6)", "issue 23 §5", "Issue 13 (toolchains)",
+    "the hosting issue §6", "(FIFO issue)", "(lifecycle issue, must-show 6)", "issue 23 §5", "Issue 13 (toolchains)",
     "the issue-24 fields", "10-tools §3.3", "see ../shared/spec/00-design.md", "50-prefect-lab P3",
     "(issue §8)", "scale-out\n    issue §2", "must-shows 4–5", "seed 003's events", "input issue",
     "the issue's closing note", "walking-skeleton issue §2–§3", "issues 2 and 3",
