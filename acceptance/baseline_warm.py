@@ -32,7 +32,7 @@ from ..core.reaper import keep_alive, release
 from .config import resolve_checks
 from .engine import VerifyRequest, integrity_policy
 from .git import Baseline
-from .grading_worktree import run_baseline_checks
+from .grading.baseline_runs import run_baseline_checks
 from .integrity.judge import test_check_indices
 from .integrity.models import IntegrityPolicy
 from .pinning import load_pinned
@@ -135,7 +135,7 @@ def warm_baseline_run(req: VerifyRequest) -> list[str]:
     Resolves the checks as :func:`verify_round` will (the same layers, pinned rules and extra
     checks of ``req``), and when verification integrity will judge the round, runs the test checks
     (:func:`.integrity.judge.test_check_indices`) on the baseline worktree through
-    :func:`.grading_worktree.run_baseline_checks`, which caches them per task: the first round's
+    :func:`.grading.baseline_runs.run_baseline_checks`, which caches them per task: the first round's
     integrity session then reads the cache instead of running the suite a second time beside the
     round's checks. A round that starts before this run ends waits for it (the cache's file lock).
 

@@ -27,7 +27,7 @@ PROJECT_DIR = ".tianshu-mcp"
 PROJECT_FILE = "acceptance.json"
 
 BASELINE_POLICIES = ("tolerate-untargeted", "strict", "regressions-only")
-"""Values of ``baselinePolicy`` (see :mod:`tianshu_mcp.acceptance.grading`):
+"""Values of ``baselinePolicy`` (see :mod:`tianshu_mcp.acceptance.grading.grade`):
 
 * ``tolerate-untargeted`` (default): regressions and new failures of mandatory checks fail the round;
   a mandatory check whose failing tests were all already failing at baseline, and none of which the

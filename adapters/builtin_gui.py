@@ -11,7 +11,7 @@ Every one of these apps is a Windows/macOS Electron app, and this build runs on 
 ``status: research`` (listed, never dispatched; docs/agents-tasks.md §1.8). To drive one where it
 does run, copy its entry into ``agent-profiles.json`` under the same id, set ``"status":
 "ready"`` and ``command`` to the app's executable, and adjust ``gui`` (its ``selectors`` follow
-the semantic keys of :data:`tianshu_mcp.adapters.cdp_config.DEFAULT_SELECTORS`).
+the semantic keys of :data:`tianshu_mcp.adapters.cdp.config.DEFAULT_SELECTORS`).
 """
 
 from __future__ import annotations

@@ -83,13 +83,13 @@ _acp_run, _acp_end = _lazy(".acp", "run_acp_round", "end_acp_session")
 _gui_run, _gui_end = _lazy(".cdp", "run_gui_round", "end_gui_session")
 
 def _acp_grace(profile: AgentProfile) -> int:
-    from .acp_policy import AcpSettings
+    from .acp.policy import AcpSettings
 
     return AcpSettings.model_validate((profile.model_extra or {}).get("acp") or {}).cancel_grace_ms + 2000
 
 
 def _gui_grace(profile: AgentProfile) -> int:
-    from .cdp_config import gui_settings
+    from .cdp.config import gui_settings
 
     settings = gui_settings(profile)
     return settings.cancel_wait_ms + 5000 if settings.stop_capable else 0

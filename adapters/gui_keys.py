@@ -1,7 +1,7 @@
 """The keys of a desktop profile's ``gui`` object and their JSON types (docs/agents-tasks.md §1.6).
 
 Shared by :mod:`.profiles` (a wrong type is refused when ``agent-profiles.json`` loads:
-``CONFIG_INVALID`` naming the key) and :mod:`.cdp_config` (which reads the values). Keys not
+``CONFIG_INVALID`` naming the key) and :mod:`.cdp.config` (which reads the values). Keys not
 listed here (``activation``, ``appxPackageName``, install facts) are kept and not checked.
 """
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
-from .acp_policy import AcpSettings
+from .acp.policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
 from .builtin_gui import gui_builtin_data

@@ -59,7 +59,7 @@ from tianshu_mcp.acceptance import engine as engine_mod
 from tianshu_mcp.acceptance.baseline_warm import warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyOutcome, VerifyRequest, verify_round
 from tianshu_mcp.acceptance.git import Baseline, capture_baseline
-from tianshu_mcp.acceptance.grading import capture_baseline_state
+from tianshu_mcp.acceptance.grading.grade import capture_baseline_state
 from tianshu_mcp.acceptance.integrity import judge as judge_mod
 from tianshu_mcp.acceptance.integrity import pristine as pristine_mod
 from tianshu_mcp.acceptance.integrity.infra import infra_rules

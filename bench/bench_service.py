@@ -8,7 +8,7 @@ Prints medians (and max) of:
 * the time from that cold ``run_task`` until its flow run exists (the service's first start,
   migrations included);
 * service start time on a fresh database and warm (stop, start again); a new home's start
-  with the machine's migrated database template (``deployments/dbseed.py``) against one
+  with the machine's migrated database template (``hosting/dbseed.py``) against one
   without (an empty cache: the template is made first, which is what a start without seeding
   costs), and the ratio;
 * idle CPU of the service process tree (percent of one core over 30 s);

@@ -77,17 +77,13 @@ def project_key(norm: str) -> str:
 def repo_root(norm: str) -> str | None:
     """The normalised top level of the git work tree containing ``norm``, or None (not in a
     repository, or git cannot tell). ≈5 ms; git runs with a scrubbed environment."""
-    import subprocess
+    from .git import run_git
 
-    from .childenv import scrub
-
-    try:
-        out = subprocess.run(["git", "-C", norm, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             stdin=subprocess.DEVNULL, timeout=30, check=False, env=scrub())
-    except (OSError, subprocess.TimeoutExpired):
+    if not os.path.isdir(norm):
         return None
+    out = run_git(["rev-parse", "--show-toplevel"], norm, timeout_ms=30_000)
     top = out.stdout.strip()
-    return norm_path(os.path.realpath(top)) if out.returncode == 0 and top else None
+    return norm_path(os.path.realpath(top)) if out.ok and top else None
 
 
 def serial_key(norm: str) -> str:

@@ -219,7 +219,7 @@ class ServerConfig(BaseModel):
     """How long a task waits for the user's answer (needs_user) before its flow run fails, ms."""
     flow_stall_ms: int = Field(900000, ge=10000, alias="flowStallMs")
     """A Running flow-run process that shows no progress this long is ended by the service's
-    watchdog (:mod:`tianshu_mcp.deployments.watchdog`), ms."""
+    watchdog (:mod:`tianshu_mcp.hosting.watchdog`), ms."""
     prefect: PrefectConfig = Field(default_factory=PrefectConfig)
     remote: RemoteConfig = Field(default_factory=RemoteConfig)
     notifications: NotificationsConfig = Field(default_factory=NotificationsConfig)

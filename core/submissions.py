@@ -9,7 +9,7 @@ acceptance").
 
 and answer at once. Whoever has the home's Prefect API ready — the per-home service right after
 start and every half second, and the client that wrote the entry — turns the entry into a flow
-run (:mod:`tianshu_mcp.deployments.intake`), records ``flowRunId`` in ``task.json`` and removes
+run (:mod:`tianshu_mcp.hosting.intake`), records ``flowRunId`` in ``task.json`` and removes
 the entry. Creation uses the Prefect idempotency key ``<deployment>:<id>``, so two submitters
 racing for one entry get the same flow run. An entry is written atomically and only after
 ``task.json``; a process death at any point loses nothing: the next start submits what is left.

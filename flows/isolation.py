@@ -1,4 +1,4 @@
-"""The flow run's side of worktree isolation (docs/isolation.md §1; :mod:`tianshu_mcp.tasks.worktree`).
+"""The flow run's side of worktree isolation (docs/isolation.md §1; :mod:`tianshu_mcp.core.git.worktree`).
 
 :func:`open_workspace` runs before the project gate: it takes the task's worktree lock, makes (or
 re-opens) the worktree and records where the task works (``workPath``; the agent's cwd, the
@@ -18,7 +18,7 @@ from ..core.i18n import _
 from ..core.record import Isolation, TaskRecord
 from ..core.settings import data_home
 from ..tasks.common import record, store
-from ..tasks.worktree import Workspace, close_worktree, hold, open_worktree
+from ..core.git.worktree import Workspace, close_worktree, hold, open_worktree
 
 _held: dict[str, tuple[Workspace, FileLock]] = {}
 
@@ -69,7 +69,7 @@ def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str,
             is committed, the worktree is only removed.
 
     Returns:
-        What :func:`~tianshu_mcp.tasks.worktree.close_worktree` returned, None for an inplace task.
+        What :func:`~tianshu_mcp.core.git.worktree.close_worktree` returned, None for an inplace task.
     """
     held = _held.pop(task_id, None)
     if held is None:

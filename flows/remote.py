@@ -6,7 +6,7 @@ agent id, the verification settings; never a credential — the caller refuses a
 one, :func:`tianshu_mcp.core.remotes.check_repo_url`). On the worker:
 
 1. :func:`enter_remote` writes the task's ``task.json`` into the worker's own data home, fetches
-   the remote into the worker's clone (:mod:`tianshu_mcp.tasks.remote_repo`) and points the task
+   the remote into the worker's clone (:mod:`tianshu_mcp.core.git.remote_clone`) and points the task
    at that clone with isolation ``worktree`` starting at ``ref``'s commit;
 2. the flow runs as for a local worktree task (agent, checks, grading in the worktree);
 3. :func:`leave_remote` pushes ``tianshu/<taskId>`` to the remote and publishes the task's
@@ -49,7 +49,7 @@ from ..core.remotes import (
 )
 from ..core.settings import data_home, load_config
 from ..tasks.common import record, store
-from ..tasks.remote_repo import push_result, sync_clone
+from ..core.git.remote_clone import push_result, sync_clone
 from .states import NEEDS_ATTENTION
 
 log = logging.getLogger("tianshu_mcp")

@@ -1,6 +1,6 @@
 """run_task's ``isolation`` and manage_task's ``merge`` (docs/isolation.md §1).
 
-The work itself is :mod:`tianshu_mcp.tasks.worktree` (git) and :mod:`tianshu_mcp.flows.isolation`
+The work itself is :mod:`tianshu_mcp.core.git.worktree` (git) and :mod:`tianshu_mcp.flows.isolation`
 (the flow run's side); this module decides a call's isolation mode and merges a result branch.
 """
 
@@ -41,7 +41,7 @@ def resolve_isolation(args: dict[str, Any], registered: dict[str, Any], norm: st
         raise TianshuError(ErrorCode.CONFIG_INVALID, _("projects.json: the entry of {path} has worktreeParallel "
                                                        "{limit}; use an integer 1..32").format(path=norm, limit=repr(limit)))
     if mode == "worktree":
-        from ..tasks.worktree import repo_top
+        from ..core.git.worktree import repo_top
 
         repo_top(norm)  # WORKTREE_UNAVAILABLE: not git, or no commit yet
     return mode, limit
@@ -59,7 +59,7 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
             unfinished in-place task of the project is editing its work tree); MERGE_CONFLICT;
             GIT_FAILED (git refused, e.g. uncommitted changes in files the branch changes).
     """
-    from ..tasks.worktree import merge_result
+    from ..core.git.worktree import merge_result
 
     view = await service.view(task_id)
     task = view.task
@@ -104,7 +104,7 @@ def refuse_gone_result(task: dict[str, Any]) -> None:
     Raises:
         TianshuError: INVALID_STATE naming the branch; nothing for other tasks.
     """
-    from ..tasks.worktree import branch_exists, branch_name, repo_top
+    from ..core.git.worktree import branch_exists, branch_name, repo_top
 
     if task.get("isolation") != "worktree" or task.get("workPool") or not task.get("resultBranch"):
         return

@@ -3,10 +3,10 @@
 Three modes, decided from the config before Prefect is imported:
 
 * ``service`` (default): find the home's background service, or start it detached
-  (:mod:`tianshu_mcp.deployments.launcher`); this process is a thin client, and its exit never
+  (:mod:`tianshu_mcp.hosting.launcher`); this process is a thin client, and its exit never
   touches a task.
 * ``in-process`` (``prefect.hosting``): attach to a live host of the home, else host the API,
-  UI and worker here (:class:`~tianshu_mcp.deployments.service.HomeService`); when this process
+  UI and worker here (:class:`~tianshu_mcp.hosting.service.HomeService`); when this process
   exits every active task of the home is interrupted (the original behaviour).
 * ``remote``: ``TIANSHU_PREFECT_API_URL`` / ``prefect.apiUrl`` names an external Prefect server;
   tianshu hosts nothing.
@@ -34,7 +34,7 @@ from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import ServerConfig, home_tag
 from ..core.webhooks import WebhookDrainer
-from ..deployments.identity import auth_string, clients_dir, register_client
+from ..hosting.identity import auth_string, clients_dir, register_client
 from ..deployments.topology import export_env, remote_api_url
 
 log = logging.getLogger("tianshu_mcp")
@@ -99,7 +99,7 @@ class Runtime:
             elif self.mode == "in-process":
                 self._connect_in_process(timeout_s)
             else:
-                from ..deployments.launcher import connect, find
+                from ..hosting.launcher import connect, find
 
                 info = find(self.home)
                 if info is None:
@@ -145,8 +145,8 @@ class Runtime:
         export_env(self.home, api_url, self.auth)
 
     def _connect_in_process(self, timeout_s: float) -> None:
-        from ..deployments.launcher import connect
-        from ..deployments.service import AlreadyHosted, HomeService
+        from ..hosting.launcher import connect
+        from ..hosting.service import AlreadyHosted, HomeService
 
         deadline = time.monotonic() + timeout_s
         while True:
@@ -195,7 +195,7 @@ class Runtime:
     async def _submit_pending(self) -> None:
         from prefect.client.orchestration import PrefectClient
 
-        from ..deployments.intake import submit_pending
+        from ..hosting.intake import submit_pending
 
         async with PrefectClient(self.api_url, auth_string=self.auth) as client:
             await submit_pending(client, self.home)
@@ -287,5 +287,5 @@ def _warm_imports() -> None:
     import prefect.client.schemas.filters  # noqa: F401
     import prefect.states  # noqa: F401
 
-    from ..deployments import intake  # noqa: F401
+    from ..hosting import intake  # noqa: F401
 

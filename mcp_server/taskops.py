@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -24,13 +23,14 @@ from typing import Any, Sequence
 from ..acceptance.integrity.holdout_store import save_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
 from ..adapters.profiles import ResolvedAgent
+from ..core import submissions
 from ..core.childenv import save_client_env
 from ..core.errors import ErrorCode, TianshuError
+from ..core.git import run_git
 from ..core.i18n import N_, _
 from ..core.ids import new_task_id
 from ..core.model import NO_QUESTION, TERMINAL, meta_from_task
 from ..core.paths import SafeProject, serial_key
-from ..core import submissions
 from ..core.procs import kill_recorded
 from ..core.settings import load_config
 from ..core.taskstore import TaskStore, age_s, utc_now
@@ -63,14 +63,8 @@ class TaskView:
 
 def dirty_count(project: str) -> int | None:
     """Number of ``git status --porcelain`` lines, or None when not a git repo (docs/tools.md §3.1 rule 6)."""
-    try:
-        out = subprocess.run(
-            ["git", "--no-optional-locks", "-C", project, "status", "--porcelain"], capture_output=True, text=True,
-            stdin=subprocess.DEVNULL, timeout=20, check=False,  # read only: no index refresh
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
+    out = run_git(["status", "--porcelain"], project, timeout_ms=20_000)  # GIT_OPTIONAL_LOCKS=0: no index refresh
+    if not out.ok:
         return None
     return len([ln for ln in out.stdout.splitlines() if ln.strip()])
 
@@ -204,7 +198,7 @@ class TaskService:
         entry to the background submitters. Returns the current ``task.json``.
 
         Flow runs of one queue are created in acceptance order
-        (:func:`~tianshu_mcp.deployments.intake.submit_one`): while an entry of the same queue
+        (:func:`~tianshu_mcp.hosting.intake.submit_one`): while an entry of the same queue
         accepted before this one is pending, this one is left to the service's rounds, which
         submit the queue in order. With a remote API this call submits those older entries first
         itself (waiting ≤ 10 s for one another process is submitting).
@@ -216,7 +210,7 @@ class TaskService:
 
         remote = self.runtime.mode == "remote"
         if await self.runtime.settle(25.0 if remote else 0.5):
-            from ..deployments.intake import submit_one
+            from ..hosting.intake import submit_one
 
             with anyio.move_on_after(20.0 if remote else 0.7):
                 try:
@@ -266,7 +260,9 @@ class TaskService:
                         states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
                                                _iso_z(run.state.timestamp))
             if any(t.get("workPool") for t in tasks):
-                from .remote_sync import sync_remote  # a remote task's details come from its artifacts
+                from .remote_sync import (
+                    sync_remote,  # a remote task's details come from its artifacts
+                )
 
                 tasks = await sync_remote(self, client, tasks, states)
         return [self._view_of(t, states) for t in tasks]

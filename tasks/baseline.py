@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from prefect import task
 
 from ..acceptance.git import Baseline, capture_baseline
-from ..acceptance.grading import maybe_capture_baseline_state
+from ..acceptance.grading.grade import maybe_capture_baseline_state
 from ..acceptance.pinning import pin_rules
 from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe

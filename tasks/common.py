@@ -55,7 +55,7 @@ def stop_probe(task_dir: Path) -> Callable[[], bool]:
     """The ``should_stop`` probe of the flow's supervision loops (agent, checks): True once a
     cancel was requested; each call also proves the flow-run process is alive by touching
     ``flow-alive`` at most every :data:`ALIVE_EVERY_S` s (the service's watchdog ends a process
-    that stops doing so, :mod:`tianshu_mcp.deployments.watchdog`)."""
+    that stops doing so, :mod:`tianshu_mcp.hosting.watchdog`)."""
     last = [0.0]
 
     def probe() -> bool:

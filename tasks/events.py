@@ -20,16 +20,15 @@ from __future__ import annotations
 import logging
 import os
 import re
-import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Self
 
-from ..acceptance.git_changes import owned_by_cli
+from ..acceptance.git.changes import owned_by_cli
 from ..adapters.output.ansi import strip_ansi
 from ..adapters.prompts import AUTHORIZATION, QUOTE_CHARS, PromptClassifier
-from ..core.childenv import scrub
+from ..core.git import run_git
 from ..core.i18n import _
 from .common import store
 
@@ -68,16 +67,11 @@ def emit(task_id: str, event: str, state: str, detail: str | None = None, data: 
 
 def _tree_state(project: str) -> frozenset[tuple[str, str, int, int]] | None:
     """What ``git status`` lists, as ``(path, XY, size, mtime ns)``; None outside git or on error."""
-    try:
-        out = subprocess.run(["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"], cwd=project,
-                             capture_output=True, timeout=30, stdin=subprocess.DEVNULL, check=False,
-                             env={**scrub(), "GIT_OPTIONAL_LOCKS": "0"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
+    out = run_git(["status", "--porcelain=v1", "-z", "--untracked-files=all"], project, timeout_ms=30_000)
+    if not out.ok:
         return None
     rows = set()
-    for entry in out.stdout.decode("utf-8", "replace").split("\0"):
+    for entry in out.stdout.split("\0"):
         if len(entry) < 4:
             continue
         path = entry[3:]

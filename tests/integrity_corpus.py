@@ -276,7 +276,7 @@ def make_request(**kwargs: Any) -> Any:
 def start_task(project: Path, task_dir: Path, home: Path) -> Any:
     """What run_task does before the agent starts: baseline, pinned rules, baseline state."""
     from tianshu_mcp.acceptance.git import capture_baseline
-    from tianshu_mcp.acceptance.grading import capture_baseline_state
+    from tianshu_mcp.acceptance.grading.grade import capture_baseline_state
     from tianshu_mcp.acceptance.pinning import pin_rules
 
     baseline = capture_baseline(project)

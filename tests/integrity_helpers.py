@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from tianshu_mcp.acceptance.engine import VerifyOutcome, VerifyRequest, verify_round
 from tianshu_mcp.acceptance.git import Baseline, capture_baseline
-from tianshu_mcp.acceptance.grading import capture_baseline_state
+from tianshu_mcp.acceptance.grading.grade import capture_baseline_state
 from tianshu_mcp.acceptance.pinning import load_pinned, pin_rules
 
 PYTEST_CHECK = {"name": "tests", "cmd": [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]}

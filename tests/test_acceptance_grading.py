@@ -17,7 +17,7 @@ import pytest
 from tianshu_mcp.acceptance.config import AcceptanceConfigError, parse_layer, resolve_checks
 from tianshu_mcp.acceptance.engine import VerifyRequest, verify_round
 from tianshu_mcp.acceptance.git import capture_baseline
-from tianshu_mcp.acceptance.grading import (
+from tianshu_mcp.acceptance.grading.grade import (
     CACHE_FILE,
     LOG_FILE,
     STATE_FILE,

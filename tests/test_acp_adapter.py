@@ -14,7 +14,7 @@ import pytest
 
 from conftest import pid_running
 from fixture_project import FAKE_ACP, RIGHT_FIX, WRONG_FIX, acp_profile, make_calc_repo
-from tianshu_mcp.adapters.acp import end_acp_session, run_acp_round
+from tianshu_mcp.adapters.acp.driver import end_acp_session, run_acp_round
 from tianshu_mcp.adapters.profiles import AgentProfile, ResolvedAgent, resolve_profile
 from tianshu_mcp.adapters.round import AgentRunContext, RoundHooks
 from tianshu_mcp.core.procs import ProcRecord, tree_alive
@@ -162,7 +162,7 @@ def test_refusal_and_a_crash_are_agent_failures_not_hard_failures(rounds: Any, m
 @pytest.mark.parametrize("mode, stop", [("max-tokens", "max_tokens"), ("max-turn-requests", "max_turn_requests")])
 def test_a_turn_cut_short_is_verified_as_it_is_and_the_rework_continues_the_session(rounds: Any, mode: str,
                                                                                     stop: str) -> None:
-    # adapters/acp.py: max_tokens / max_turn_requests → exit code 0 with a log note; the work done
+    # adapters/acp/driver.py: max_tokens / max_turn_requests → exit code 0 with a log note; the work done
     # so far goes to verification (not an agent failure, not a hard failure)
     r = rounds(mode)
     res = r.run(0)
@@ -181,7 +181,7 @@ def test_a_turn_cut_short_is_verified_as_it_is_and_the_rework_continues_the_sess
 @pytest.mark.parametrize("policy", ["allow", "deny", "ask"])
 def test_a_request_without_a_location_follows_the_no_location_policy(rounds: Any, policy: str) -> None:
     # the execute mode asks to run a command: a tool call with no location → acp.permissions.noLocation
-    # (adapters/acp_policy.py decide); insideProject/outsideProject are set to the opposite so only
+    # (adapters/acp/policy.py decide); insideProject/outsideProject are set to the opposite so only
     # noLocation can explain the outcome
     other = "deny" if policy != "deny" else "allow"
     r = rounds("execute", acp={"permissions": {"noLocation": policy, "insideProject": other, "outsideProject": other}})
@@ -210,7 +210,7 @@ def test_a_request_without_a_location_follows_the_no_location_policy(rounds: Any
 
 
 def test_resuming_an_agent_without_load_session_opens_a_new_session_with_the_whole_brief(rounds: Any) -> None:
-    # adapters/acp.py open(): a saved session but no loadSession capability → session/new; the round's
+    # adapters/acp/driver.py open(): a saved session but no loadSession capability → session/new; the round's
     # prompt is then the whole brief (+ the feedback), not the feedback alone
     r = rounds("no-load", acp={"permissions": {"insideProject": "ask"}})
     assert r.run(0).question_kind == "user_confirmation"

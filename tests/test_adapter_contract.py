@@ -195,7 +195,7 @@ def test_ending_a_cli_tasks_sessions_loads_neither_acp_nor_playwright() -> None:
     import sys
 
     code = ("import sys; from tianshu_mcp.adapters.drivers import end_all_sessions; end_all_sessions('tsk_x'); "
-            "print(sorted(m for m in ('acp', 'playwright', 'tianshu_mcp.adapters.acp', 'tianshu_mcp.adapters.cdp') "
+            "print(sorted(m for m in ('acp', 'playwright', 'tianshu_mcp.adapters.acp.driver', 'tianshu_mcp.adapters.cdp.driver') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"

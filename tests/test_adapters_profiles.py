@@ -335,7 +335,7 @@ GUI_LAUNCH_FACTS: dict[str, dict[str, object]] = {
 
 
 def test_builtin_gui_profiles_carry_the_specs_launch_facts(tmp_path: Path) -> None:
-    from tianshu_mcp.adapters.cdp_config import gui_settings
+    from tianshu_mcp.adapters.cdp.config import gui_settings
 
     profiles = load_profiles(tmp_path)
     gui_ids = {pid for pid, p in profiles.items() if p.driver == "gui"}

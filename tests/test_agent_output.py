@@ -231,7 +231,7 @@ def test_good_cli_facts_load() -> None:
 
 
 def test_owned_paths_match_the_first_component_or_the_whole_path() -> None:
-    from tianshu_mcp.acceptance.git_changes import owned_by_cli
+    from tianshu_mcp.acceptance.git.changes import owned_by_cli
 
     assert owned_by_cli(".aider.chat.history.md", [".aider*"])
     assert owned_by_cli(".aider.tags.cache.v4/cache.db", [".aider*"])

@@ -32,7 +32,7 @@ from tianshu_mcp.adapters.profiles import (
     describe_agent,
     list_agents,
 )
-from tianshu_mcp.mcp_server.agents_cli import main as agents_main
+from tianshu_mcp.console.agents import main as agents_main
 
 NODE_CLIS = ("codex", "gemini")
 """Fake CLIs written as Node scripts (``#!/usr/bin/env node``); the others are plain sh."""

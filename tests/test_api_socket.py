@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tianshu_mcp.deployments.embedded import bind_socket
+from tianshu_mcp.hosting.embedded import bind_socket
 
 
 def test_accepted_connections_get_tcp_nodelay() -> None:

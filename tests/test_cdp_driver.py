@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 from fake_desktop import app_pids, LAUNCHER, free_port, gui_profile
 from fixture_project import make_calc_repo
-from tianshu_mcp.adapters.cdp import attempt_of, end_gui_session, marker, run_gui_round
-from tianshu_mcp.adapters.cdp_liveness import (
+from tianshu_mcp.adapters.cdp.driver import attempt_of, end_gui_session, marker, run_gui_round
+from tianshu_mcp.adapters.cdp.liveness import (
     JudgeLimits,
     Observation,
     judge,
@@ -259,7 +259,7 @@ def test_cancel_clicks_stop_and_waits_for_idle(rig: Any) -> None:
 @needs_chromium
 def test_a_stop_button_over_a_frozen_reply_stalls_into_a_user_confirmation(rig: Any) -> None:
     # "hang": the app shows its stop button and never changes its (empty) reply; after
-    # stallTimeoutMs the driver's stalled branch ends the round asking the user (adapters/cdp.py _watch)
+    # stallTimeoutMs the driver's stalled branch ends the round asking the user (adapters/cdp/driver.py _watch)
     r = rig("hang", stallTimeoutMs=1500)
     rec = Recorder()
     res = r.run(rec)

@@ -117,7 +117,7 @@ def test_a_creation_refused_503_is_retried_within_a_fraction_of_a_second() -> No
     import httpx
     from prefect.exceptions import PrefectHTTPStatusError
     from prefect.settings import PREFECT_CLIENT_MAX_RETRIES
-    from tianshu_mcp.deployments.intake import create_flow_run
+    from tianshu_mcp.hosting.intake import create_flow_run
 
     class Locked:
         """A client whose first two creations meet a locked database."""
@@ -144,7 +144,7 @@ def test_a_creation_refused_503_is_retried_within_a_fraction_of_a_second() -> No
 def _submitter(api: str, auth: str, home: Path, own: list[str], stop: threading.Event, errors: list[BaseException]) -> None:
     """A client that submits its own entries, youngest first (the old race), until none waits."""
     from prefect.client.orchestration import PrefectClient
-    from tianshu_mcp.deployments.intake import submit_one
+    from tianshu_mcp.hosting.intake import submit_one
 
     async def main() -> None:
         async with PrefectClient(api, auth_string=auth) as client:
@@ -162,7 +162,7 @@ def _submitter(api: str, auth: str, home: Path, own: list[str], stop: threading.
 def _service(api: str, auth: str, home: Path, stop: threading.Event, errors: list[BaseException]) -> None:
     """The service's rounds: every pending entry, in order."""
     from prefect.client.orchestration import PrefectClient
-    from tianshu_mcp.deployments.intake import submit_pending
+    from tianshu_mcp.hosting.intake import submit_pending
 
     async def main() -> None:
         async with PrefectClient(api, auth_string=auth) as client:
@@ -196,7 +196,7 @@ def test_racing_submitters_create_each_queue_in_acceptance_order_and_the_pool_ha
     from prefect.client.orchestration import PrefectClient
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
     from prefect.states import Cancelled
-    from tianshu_mcp.deployments import intake
+    from tianshu_mcp.hosting import intake
     from tianshu_mcp.deployments.setup import drop_zombie_automation
     from tianshu_mcp.deployments.topology import pool_deployment
     from tianshu_mcp.mcp_server.cancel import _withdraw

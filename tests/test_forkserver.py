@@ -1,5 +1,5 @@
-"""The warm engine: the fork server and the worker's launcher (``deployments/forkserver.py``,
-``deployments/engine_cmd.py``), with real processes and Prefect's real engine module.
+"""The warm engine: the fork server and the worker's launcher (``hosting/forkserver.py``,
+``hosting/engine_cmd.py``), with real processes and Prefect's real engine module.
 
 An engine that cannot reach its API hangs in ``load_flow_run`` (the API socket listens but never
 accepts), which gives the signal tests a live engine to watch.
@@ -49,7 +49,7 @@ def ended(proc: psutil.Process) -> bool:
 @pytest.fixture
 def forkserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     path = tmp_path / "engine.sock"
-    proc = subprocess.Popen([PY, "-m", "tianshu_mcp.deployments.forkserver", str(path), str(os.getpid())],
+    proc = subprocess.Popen([PY, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
                             stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         until(lambda: path.exists() or proc.poll() is not None, 120, "the fork server to listen")
@@ -83,7 +83,7 @@ def launcher_env(sock: Path | None, api: str = "http://127.0.0.1:9/api", flow_ru
 
 
 def launch(env: dict[str, str], cwd: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([PY, "-m", "tianshu_mcp.deployments.engine_cmd"], env=env, cwd=cwd,
+    return subprocess.Popen([PY, "-m", "tianshu_mcp.hosting.engine_cmd"], env=env, cwd=cwd,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
@@ -167,7 +167,7 @@ def test_fork_server_ends_with_its_parent(tmp_path: Path) -> None:
     path = tmp_path / "engine.sock"
     holder = subprocess.Popen([PY, "-c", (
         "import os, subprocess, sys, time\n"
-        "p = subprocess.Popen([sys.executable, '-m', 'tianshu_mcp.deployments.forkserver', sys.argv[1], str(os.getpid())])\n"
+        "p = subprocess.Popen([sys.executable, '-m', 'tianshu_mcp.hosting.forkserver', sys.argv[1], str(os.getpid())])\n"
         "print(p.pid, flush=True)\n"
         "time.sleep(600)\n"), str(path)], stdout=subprocess.PIPE)
     assert holder.stdout is not None
@@ -190,7 +190,7 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
         flow_proc = home / "tasks" / sub["taskId"] / "flow-proc.json"
         until(flow_proc.exists, 120, "the flow run to start")
         engine = psutil.Process(json.loads(flow_proc.read_text())["pid"])
-        assert "tianshu_mcp.deployments.forkserver" in " ".join(engine.parent().cmdline())
+        assert "tianshu_mcp.hosting.forkserver" in " ".join(engine.parent().cmdline())
         assert (home / "prefect" / "engine.sock").exists()
         done = meta_of(await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel"}))
         assert done["status"] == "cancelled"
@@ -205,7 +205,7 @@ def test_a_dead_fork_server_is_restarted(ts_daemon: dict[str, Any]) -> None:
         found = []
         for child in service.children():
             try:
-                if child.status() != psutil.STATUS_ZOMBIE and "tianshu_mcp.deployments.forkserver" in " ".join(child.cmdline()):
+                if child.status() != psutil.STATUS_ZOMBIE and "tianshu_mcp.hosting.forkserver" in " ".join(child.cmdline()):
                     found.append(child)
             except psutil.Error:
                 continue

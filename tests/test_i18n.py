@@ -170,7 +170,7 @@ def test_zh_git_grading_and_check_reasons(monkeypatch: pytest.MonkeyPatch) -> No
     """GitFailed quotes git's own words untranslated; check reasons keep their English constants
     (compared by code) and are translated when shown; baseline-grading text for the verdict."""
     from tianshu_mcp.acceptance.git import Baseline, GitResult, git_failed
-    from tianshu_mcp.acceptance.grading import _decide, grade_round
+    from tianshu_mcp.acceptance.grading.grade import _decide, grade_round
     from tianshu_mcp.acceptance.runner import SKIP_CANCELLED, ZERO_TEST_REASON, display_reason
 
     monkeypatch.setenv("TIANSHU_MCP_LOCALE", "zh-CN")

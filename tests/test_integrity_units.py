@@ -14,9 +14,9 @@ import pytest
 
 from tianshu_mcp.acceptance.config import CheckDef
 from tianshu_mcp.acceptance.git import capture_baseline
-from tianshu_mcp.acceptance.grading import capture_baseline_state
-from tianshu_mcp.acceptance.grading_ids import TestIds, parse_test_ids
-from tianshu_mcp.acceptance.grading_worktree import WORKTREE_PREFIX
+from tianshu_mcp.acceptance.grading.grade import capture_baseline_state
+from tianshu_mcp.acceptance.grading.ids import TestIds, parse_test_ids
+from tianshu_mcp.acceptance.grading.baseline_runs import WORKTREE_PREFIX
 from tianshu_mcp.acceptance.integrity.awareness import scan_added_lines
 from tianshu_mcp.acceptance.integrity.claims import check_claims
 from tianshu_mcp.acceptance.integrity.infra import InfraKind, glob_regex, id_argv, infra_rules

@@ -25,7 +25,7 @@ import pytest
 from integrity_helpers import PYTEST_CHECK, Task, edit, git, init_repo
 from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child, warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyRequest
-from tianshu_mcp.acceptance.grading_worktree import CACHE_FILE
+from tianshu_mcp.acceptance.grading.baseline_runs import CACHE_FILE
 from tianshu_mcp.acceptance.pinning import load_pinned
 
 CONFTEST = '''import os, time

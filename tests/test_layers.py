@@ -1,5 +1,5 @@
-"""Layering: a layer never imports the layers above it (README "Layout"): mcp_server →
-deployments → flows → tasks → {adapters, acceptance} → core, one way (so no cycle between layers),
+"""Layering: a layer never imports the layers above it (README "Layout"): console → mcp_server →
+hosting → deployments → flows → tasks → {adapters, acceptance} → core, one way (so no cycle between layers),
 and adapters and acceptance never import each other. Acceptance is plain Python that judges
 work: it never imports adapters, tasks, flows, mcp_server or deployments.
 
@@ -16,12 +16,14 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "tianshu_mcp"
 
 FORBIDDEN_IMPORTS: dict[str, tuple[str, ...]] = {
-    "core": ("adapters", "acceptance", "tasks", "flows", "deployments", "mcp_server"),
-    "adapters": ("acceptance", "tasks", "flows", "deployments", "mcp_server"),
-    "acceptance": ("adapters", "tasks", "flows", "mcp_server", "deployments"),
-    "tasks": ("flows", "deployments", "mcp_server"),
-    "flows": ("deployments", "mcp_server"),
-    "deployments": ("mcp_server",),
+    "core": ("adapters", "acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server", "console"),
+    "adapters": ("acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server", "console"),
+    "acceptance": ("adapters", "tasks", "flows", "deployments", "hosting", "mcp_server", "console"),
+    "tasks": ("flows", "deployments", "hosting", "mcp_server", "console"),
+    "flows": ("deployments", "hosting", "mcp_server", "console"),
+    "deployments": ("hosting", "mcp_server", "console"),
+    "hosting": ("mcp_server", "console"),
+    "mcp_server": ("console",),
 }
 """Per layer (a top-level folder), the layers its modules may not import."""
 

@@ -16,7 +16,7 @@ from fixture_project import git, make_calc_repo
 from tianshu_mcp.core.errors import ErrorCode, TianshuError
 from tianshu_mcp.core.remotes import check_pool, check_ref, check_repo_url, repo_key
 from tianshu_mcp.mcp_server.remote_sync import merge_fields, parse_record, write_files
-from tianshu_mcp.tasks.remote_repo import clone_dir, push_result, sync_clone
+from tianshu_mcp.core.git.remote_clone import clone_dir, push_result, sync_clone
 
 BIN = Path(sys.executable).parent
 

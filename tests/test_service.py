@@ -56,7 +56,7 @@ def service_processes(home: Path) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         try:
             cmd = " ".join(proc.info["cmdline"] or [])
-            if ("tianshu_mcp.deployments.service" in cmd or cmd.endswith("tianshu-mcp server")) \
+            if ("tianshu_mcp.hosting.service" in cmd or cmd.endswith("tianshu-mcp server")) \
                     and proc.environ().get("TIANSHU_MCP_HOME") == str(home) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:
@@ -69,7 +69,7 @@ def forkservers_of(home: Path) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "tianshu_mcp.deployments.forkserver" in " ".join(proc.info["cmdline"] or []) \
+            if "tianshu_mcp.hosting.forkserver" in " ".join(proc.info["cmdline"] or []) \
                     and proc.environ().get("TIANSHU_MCP_HOME") == str(home) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except psutil.Error:

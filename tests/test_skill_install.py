@@ -505,7 +505,7 @@ async def _console(home: Path, env: dict[str, str], *args: str) -> AsyncIterator
 
 @pytest.mark.anyio
 async def test_e2e_console_switches_no_skill_install_and_approve_skill_update(tmp_path: Path) -> None:
-    """``tianshu-mcp --no-skill-install`` and ``tianshu-mcp --approve-skill-update`` (mcp_server/cli.py),
+    """``tianshu-mcp --no-skill-install`` and ``tianshu-mcp --approve-skill-update`` (console/main.py),
     each beside a plain start on the same target, with nothing else set (the env switch is empty)."""
     target = tmp_path / "host" / "skills" / "tianshu-mcp"
     env = {**NO_PREFECT, "TIANSHU_MCP_NO_SKILL_INSTALL": "", skill_boot.TARGET_ENV: str(target)}

@@ -264,7 +264,7 @@ def test_host_killed_attached_server_takes_over_and_sigterm_shuts_down(tmp_path:
 def _flow_processes_of(home: Path) -> list[int]:
     """Flow-run processes (launchers, engines, forked or not, and the fork server) still running
     for this data home. A forked engine's /proc environ is the fork server's (set before the fork)."""
-    marks = ("prefect.engine", "tianshu_mcp.deployments.engine_cmd", "tianshu_mcp.deployments.forkserver")
+    marks = ("prefect.engine", "tianshu_mcp.hosting.engine_cmd", "tianshu_mcp.hosting.forkserver")
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:

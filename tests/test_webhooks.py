@@ -452,7 +452,7 @@ def test_concurrent_deliverers_send_each_delivery_once(tmp_path: Path) -> None:
 def test_a_damaged_submission_ends_failed_with_its_event_and_webhook(tmp_path: Path) -> None:
     import anyio
     from tianshu_mcp.core import submissions
-    from tianshu_mcp.deployments.intake import submit_one
+    from tianshu_mcp.hosting.intake import submit_one
 
     with receiver() as rx:
         home = hook_home(tmp_path, rx.url)

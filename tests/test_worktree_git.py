@@ -1,4 +1,4 @@
-"""Worktree isolation's git side on real repositories (docs/isolation.md §1; tasks/worktree.py).
+"""Worktree isolation's git side on real repositories (docs/isolation.md §1; core/git/worktree.py).
 
 No Prefect here: the flow-run side and the MCP tools are in test_worktree_e2e.py.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fixture_project import RIGHT_FIX, git, make_calc_repo
 from tianshu_mcp.core.errors import TianshuError
-from tianshu_mcp.tasks import worktree as wt
+from tianshu_mcp.core.git import worktree as wt
 
 
 def tree_hash(repo: Path, raw_index: bool = True) -> str:

@@ -13,7 +13,7 @@ from ...core.i18n import _
 from ...core.reaper import reap_orphans
 from ..check_outputs import CheckOutputs
 from ..git import Analysis, GitFailed, analyze_changes
-from ..grading import Grading
+from ..grading.grade import Grading
 from .checks import CheckRun
 from .context import RoundContext
 from .setup import RoundConfig
@@ -29,7 +29,7 @@ class RoundChanges:
 
     Attributes:
         analysis: the change analysis.
-        report: ``report["analysis"]`` (:meth:`..git_models.Analysis.to_json` plus the round's notes
+        report: ``report["analysis"]`` (:meth:`..git.models.Analysis.to_json` plus the round's notes
             and warnings; the later steps add theirs).
         task_output: True when a change is the task's output (not only check output or approved
             visual baselines): the zero-change gate's input.

@@ -19,7 +19,7 @@ from ..check_outputs import CheckOutputs, Snapshot, attribute, ledger_path, snap
 from ..check_result import CheckResult
 from ..config import ResolvedChecks
 from ..git import GIT_CHECK_NAME, Baseline, git_diff_check, run_git
-from ..grading import Grading, capture_baseline_state, grade_round, load_baseline_state
+from ..grading.grade import Grading, capture_baseline_state, grade_round, load_baseline_state
 from ..integrity.judge import IntegrityOutcome, IntegritySession
 from ..integrity.models import IntegrityPolicy
 from ..runner import run_checks

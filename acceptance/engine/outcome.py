@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from ...core.procs import stop_requested
-from ..grading import Grading
+from ..grading.grade import Grading
 from ..repair import extract_repair_directives
 from ..report import html_report_path, write_report
 from ..runner import ZERO_TEST_REASON

@@ -12,7 +12,7 @@ from ...core.errors import ErrorCode
 from ...core.i18n import _
 from ..config import AcceptanceConfigError, CheckDef, ResolvedChecks, resolve_checks, summarize_resolved
 from ..git import Baseline, capture_baseline
-from ..grading import capture_baseline_state, load_baseline_state
+from ..grading.grade import capture_baseline_state, load_baseline_state
 from ..visual.stage import VisualStage
 from .context import GitGuard, RoundContext, next_round, now_iso
 from .request import VerifyRequest

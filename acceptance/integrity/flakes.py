@@ -17,8 +17,8 @@ from typing import Any, Callable, Mapping
 
 from ..config import CheckDef
 from ..git import Baseline
-from ..grading_ids import TestIds, parse_test_ids
-from ..grading_worktree import outputs_from_log, check_status, rerun_on_baseline
+from ..grading.ids import TestIds, parse_test_ids
+from ..grading.baseline_runs import outputs_from_log, check_status, rerun_on_baseline
 from ..runner import run_checks
 from .inventory import Evidence
 

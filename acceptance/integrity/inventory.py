@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ...core.i18n import _
-from ..grading_ids import TestIds
+from ..grading.ids import TestIds
 
 __all__ = ["Evidence", "InventoryResult", "compare", "MAX_LISTED"]
 
@@ -29,7 +29,7 @@ class Evidence:
     """One run of one check.
 
     Attributes:
-        status: ``passed|failed|timeout|error|no-tests|skipped`` (see :func:`..grading_worktree.check_status`).
+        status: ``passed|failed|timeout|error|no-tests|skipped`` (see :func:`..grading.baseline_runs.check_status`).
         ids: the test ids its output listed (None: none recognised).
         counts: its :class:`~..toolchains.base.TestCounts` JSON (``passed``, ``failed``, ``skipped``,
             ``errors``), None when no count was recognised.

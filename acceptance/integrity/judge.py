@@ -8,7 +8,7 @@ Lifecycle, driven by :mod:`..engine`::
 
 ``start`` lists what the agent changed, sorts out its test infrastructure, and starts, beside the
 round's own checks: the **baseline run** (the test checks on the pre-work tree, once per task,
-cached: :func:`..grading_worktree.run_baseline_checks`; the flow starts it with the task, see
+cached: :func:`..grading.baseline_runs.run_baseline_checks`; the flow starts it with the task, see
 :mod:`..baseline_warm`, so a round usually finds it done) and, when the agent changed test
 infrastructure, the **pristine run** (the test checks on :func:`.pristine.pristine_tree`, which
 that run's thread checks out first). The
@@ -37,10 +37,10 @@ from typing import Any, Callable, Mapping, Sequence
 from ...core.i18n import _
 from ..config import CheckDef
 from ..git import Baseline, run_git
-from ..grading_ids import parse_test_ids
-from ..grading_state import load_baseline_state
+from ..grading.ids import parse_test_ids
+from ..grading.state import load_baseline_state
 from ...core.procs import stop_requested
-from ..grading_worktree import check_key, outputs_from_log, check_status, run_baseline_checks, worktree_argv
+from ..grading.baseline_runs import check_key, outputs_from_log, check_status, run_baseline_checks, worktree_argv
 from ..runner import run_checks
 from ..testcount import is_test_check
 from .awareness import scan_added_lines
@@ -132,7 +132,7 @@ class IntegritySession:
                  agent_message: str = "", default_timeout_ms: int = 300_000, concurrency: int = 1,
                  should_stop: Callable[[], bool] | None = None, pycache_dir: str | os.PathLike[str] | None = None) -> None:
         """Args: the round's policy, project, task directory (logs), the directory of the baseline's
-        files (:mod:`..grading_state`), round number, baseline, command checks, brief, targets,
+        files (:mod:`..grading.state`), round number, baseline, command checks, brief, targets,
         holdout checks, the agent's final output, the check runner's settings, and the bytecode
         cache directory of verification's runs (default: :func:`pycache_home`)."""
         if pycache_dir is None:

@@ -3,7 +3,7 @@ changes on top, in a throwaway worktree.
 
 :func:`agent_changes` lists what the agent changed relative to the pre-work tree (tracked files
 against the baseline head — also what it committed —, and untracked files); :func:`pristine_tree`
-starts from the baseline worktree (:func:`..grading_worktree.baseline_worktree`: head + the
+starts from the baseline worktree (:func:`..grading.baseline_runs.baseline_worktree`: head + the
 pre-work dirty state) and copies every changed file that is not test infrastructure
 (:mod:`.infra`) from the project. Test infrastructure stays as it was: a changed test file keeps
 its baseline text, a deleted one is there, a new one is left out; ``package.json`` takes the
@@ -26,7 +26,7 @@ from typing import Iterator, Mapping
 
 from ...core.i18n import _
 from ..git import Baseline, run_git
-from ..grading_worktree import Worktree, baseline_worktree
+from ..grading.baseline_runs import Worktree, baseline_worktree
 from .ignored import planted
 from .infra import InfraKind, InfraRules, follow_test_links
 
@@ -240,7 +240,7 @@ def pristine_tree(project: str | os.PathLike[str], task_dir: str | os.PathLike[s
 
     Args:
         project: the project root (the agent's tree).
-        task_dir: the task directory holding the baseline state (:mod:`..grading_state`).
+        task_dir: the task directory holding the baseline state (:mod:`..grading.state`).
         baseline: the pre-work baseline (needs a head).
         rules: the test-infrastructure rules (:func:`.infra.infra_rules`).
         changes: :func:`agent_changes` when already computed.

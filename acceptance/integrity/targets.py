@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from ...core.i18n import _
-from ..grading import is_targeted
+from ..grading.grade import is_targeted
 
 __all__ = ["Target", "TargetStatus", "brief_targets", "match", "judge_target"]
 

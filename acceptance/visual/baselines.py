@@ -16,7 +16,6 @@ import html
 import json
 import os
 import shutil
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -25,9 +24,17 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ...core.files import atomic_write_bytes, atomic_write_text
+from ...core.git import run_git
 from ..config import project_layer_path, read_layer_bytes
 from .capture import VisualBrowser
-from .config import VisualConfig, VisualConfigError, baseline_relative, config_digest, page_viewports, parse_visual
+from .config import (
+    VisualConfig,
+    VisualConfigError,
+    baseline_relative,
+    config_digest,
+    page_viewports,
+    parse_visual,
+)
 from .decode import decode_image, encode_png, project_file
 from .errors import VisualError
 from .locks import project_key, visual_lock
@@ -298,9 +305,4 @@ def approve(home: str | os.PathLike[str], candidate_id: str, expected_digest: st
 def _git_ignored(root: str, target: str) -> bool:
     """``git check-ignore -- <target> <target>.manifest.json`` exits 0: one of them is ignored
     (``-q`` is refused with two paths: git exits 128, which read as "not ignored")."""
-    try:
-        r = subprocess.run(["git", "-C", root, "check-ignore", "--", target, target + ".manifest.json"],
-                           stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return r.returncode == 0
+    return run_git(["check-ignore", "--", target, target + ".manifest.json"], root, timeout_ms=30_000).ok

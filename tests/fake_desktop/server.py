@@ -3,7 +3,7 @@
 
 A fake for a vendor's desktop coding app (ZCode, Codex desktop, TraeWork, …): those are
 Electron apps for Windows/macOS that cannot run on this Linux machine, so the driver
-(:mod:`tianshu_mcp.adapters.cdp`) is proven against this stand-in instead. The "app" is Chromium
+(:mod:`tianshu_mcp.adapters.cdp.driver`) is proven against this stand-in instead. The "app" is Chromium
 (started by :mod:`launcher`) showing the page served here; the page keeps its own state
 (logged in, known projects, bound project, model) in ``localStorage``, so it lives in the
 Chromium user-data-dir exactly as a real Electron app's state does.

@@ -1,0 +1,124 @@
+"""The worker's flow-run command: ``python -m tianshu_mcp.hosting.engine_cmd``.
+
+Asks the home's fork server (:mod:`.forkserver`, named by ``TIANSHU_MCP_ENGINE_SOCKET``) for a
+warm ``prefect.engine`` and stands in for it until it ends; without a reachable fork server it
+``exec``\\ s ``python -m prefect.engine`` (what Prefect itself would run). Standard library only:
+this process must start in tens of milliseconds.
+
+Standing in means: signals the worker sends (SIGTERM on cancel, SIGINT, SIGHUP) go to the
+engine's process group; when the engine ends, this process ends the same way (exit code, or the
+same signal); when this process is killed, the engine notices the closed connection and kills its
+own group (:func:`.forkserver._follow_launcher`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+SOCKET_ENV = "TIANSHU_MCP_ENGINE_SOCKET"  # the same name as forkserver.SOCKET_ENV
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class NoEngine(OSError):
+    """The fork server started no engine for this request (a plain engine may be started)."""
+
+
+def _recv_exact(conn: socket.socket, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def connect(path: str, timeout_s: float = 10.0) -> socket.socket | None:
+    """Connect to the fork server at ``path``; None when there is none to reach."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.settimeout(timeout_s)
+    try:
+        conn.connect(path)
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+
+def stand_in(conn: socket.socket) -> int:
+    """Send this process's environment, directory and streams; relay signals until the engine
+    ends; return its exit code (or re-raise the signal that ended it: does not return then).
+
+    Raises:
+        NoEngine: the request could not be sent or no engine pid came back (nothing was started;
+            the caller may fall back to a plain engine).
+    """
+    body = json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    try:
+        socket.send_fds(conn, [struct.pack("!I", len(body)) + body], [0, 1, 2])
+    except OSError as exc:
+        raise NoEngine(str(exc)) from exc
+    pending: list[int] = []
+    engine: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        if engine:
+            try:
+                os.killpg(engine[0], signum)
+            except ProcessLookupError:
+                pass
+        else:
+            pending.append(signum)
+
+    for sig in FORWARDED:
+        signal.signal(sig, forward)
+    try:
+        header = _recv_exact(conn, 8)
+    except OSError as exc:
+        raise NoEngine(str(exc)) from exc
+    if header is None:
+        raise NoEngine("the fork server closed the connection before starting an engine")
+    conn.settimeout(None)
+    engine.append(struct.unpack("!q", header)[0])
+    for signum in pending:
+        forward(signum, None)
+    try:
+        status_bytes = _recv_exact(conn, 4)
+    except OSError:
+        status_bytes = None
+    if status_bytes is None:
+        sys.stderr.write("tianshu-mcp: the fork server stopped before reporting the flow run's exit status\n")
+        return 1
+    status = struct.unpack("!i", status_bytes)[0]
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig  # the signal was blocked or ignored after all
+    return os.waitstatus_to_exitcode(status)
+
+
+def main() -> int:
+    """Run the flow run through the fork server, or exec a plain ``prefect.engine``."""
+    path = os.environ.get(SOCKET_ENV)
+    conn = connect(path) if path else None
+    if conn is not None:
+        try:
+            return stand_in(conn)
+        except NoEngine as exc:
+            sys.stderr.write(f"tianshu-mcp: fork server unusable ({exc}); starting the engine directly\n")
+            for sig in FORWARDED:
+                signal.signal(sig, signal.SIG_DFL)
+            conn.close()
+    os.execv(sys.executable, [sys.executable, "-m", "prefect.engine", *sys.argv[1:]])
+    return 1  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

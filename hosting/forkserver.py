@@ -1,0 +1,256 @@
+"""A warm engine: a pre-imported interpreter that forks this home's flow-run processes.
+
+Every flow run is a process running ``python -m prefect.engine``. Starting one costs an
+interpreter start and ``import prefect`` (≈1.4 s on a quiet 2-core machine, more under load),
+most of run_task → agent start. The service therefore keeps one *fork server* beside its worker,
+the way ``multiprocessing``'s forkserver start method and gunicorn's ``--preload`` do it: a child
+process that imports Prefect's engine and our flows once, then forks a copy for each flow run.
+
+The worker still starts a process per flow run, but a small one
+(:mod:`tianshu_mcp.hosting.engine_cmd`, standard library only): it hands its environment,
+working directory and standard streams to the fork server over a unix socket and stands in for
+the forked engine: the worker's signals go to the engine's process group, and the engine's exit
+status (or the signal that ended it) becomes the launcher's own. Without a fork server (in-process
+hosting, a scale-out worker, a refused connection) the launcher ``exec``\\ s ``python -m
+prefect.engine`` itself, exactly what Prefect would have started.
+
+Protocol (one stream connection per flow run): launcher → server ``!I`` length + JSON
+``{"env": {...}, "cwd": str}`` with fds 0, 1, 2 attached (``SCM_RIGHTS``); server → launcher
+``!q`` engine pid, later ``!i`` wait status (``os.waitpid``) once the engine is reaped.
+
+Safety of ``fork``: the server never starts a thread, an event loop or a Prefect service before
+forking (checked: it refuses to serve when another thread exists), so each child starts as a
+clean single-threaded copy. The socket lives in the home's ``prefect/`` directory, mode 0600.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+# what a flow-run process imports anyway; the fork server imports it once
+PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.flows",
+           "tianshu_mcp.flows.run_task", "tianshu_mcp.flows.verify")
+MAX_REQUEST = 4 * 1024 * 1024  # bytes
+PARENT_CHECK_S = 1.0
+_BOUND_INODE: int | None = None  # the inode of the socket this server bound
+
+
+@dataclass
+class Request:
+    """A launcher's request, as the forked child keeps it (its environment, directory and
+    streams are applied to the process itself): the connection whose closing means the
+    launcher is gone."""
+
+    conn: socket.socket
+
+
+def socket_path(home: Path) -> Path:
+    """Where the home's fork server listens: ``<home>/prefect/engine.sock``."""
+    return home / "prefect" / "engine.sock"
+
+
+def spawn(path: Path) -> subprocess.Popen[bytes]:
+    """Start a fork server at ``path`` for this process (it exits when this process does) in a
+    session of its own (a terminal's Ctrl-C is its parent's business), and point this process's
+    flow-run launchers at it (``TIANSHU_MCP_ENGINE_SOCKET``). Launchers start plain engines until
+    it listens, and whenever it is gone."""
+    from .engine_cmd import SOCKET_ENV
+
+    proc = subprocess.Popen([sys.executable, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
+                            stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    os.environ[SOCKET_ENV] = str(path)
+    return proc
+
+
+def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
+    """Read one ``!I``-length-prefixed JSON request and the fds attached to its first bytes.
+
+    Raises:
+        ValueError: the request is malformed, too large or cut short.
+    """
+    data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
+    try:
+        if len(data) < 4:
+            raise ValueError("request shorter than its length prefix")
+        (size,) = struct.unpack("!I", data[:4])
+        if size > MAX_REQUEST:
+            raise ValueError(f"request of {size} bytes exceeds {MAX_REQUEST}")
+        body = bytearray(data[4:])
+        while len(body) < size:
+            chunk = conn.recv(min(65536, size - len(body)))
+            if not chunk:
+                raise ValueError("request cut short")
+            body += chunk
+        payload = json.loads(bytes(body))
+        if not isinstance(payload, dict) or not isinstance(payload.get("env"), dict) \
+                or not isinstance(payload.get("cwd"), str) or len(fds) != 3:
+            raise ValueError("request needs env, cwd and three fds")
+        return payload, fds
+    except Exception:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def serve(path: Path, parent_pid: int) -> Request | None:
+    """Preload, listen on ``path`` and fork an engine per request; return only in a forked child.
+
+    Returns:
+        In a forked child: its :class:`Request` (streams, environment and directory already
+        applied). In the server: None once ``parent_pid`` is gone or preloading left a thread.
+    """
+    for module in PRELOAD:
+        importlib.import_module(module)
+    if threading.active_count() != 1:
+        sys.stderr.write(f"tianshu-mcp fork server: preloading started threads {threading.enumerate()}; not serving\n")
+        return None
+    path.unlink(missing_ok=True)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        listener.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    global _BOUND_INODE
+    _BOUND_INODE = os.stat(path).st_ino
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w)
+    children: dict[int, socket.socket] = {}
+    while os.getppid() == parent_pid:
+        ready, _, _ = select.select([listener, wake_r], [], [], PARENT_CHECK_S)
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        _reap(children)
+        if listener in ready:
+            request = _accept(listener, children)
+            if request is not None:  # in the forked child
+                signal.set_wakeup_fd(-1)
+                for fd in (wake_r, wake_w):
+                    os.close(fd)
+                return request
+    listener.close()
+    return None
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    """Report every exited child's wait status to its launcher."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is not None:
+            try:
+                conn.sendall(struct.pack("!i", status))
+            except OSError:
+                pass
+            conn.close()
+
+
+def _accept(listener: socket.socket, children: dict[int, socket.socket]) -> Request | None:
+    """Accept one launcher and fork its engine; the child gets its Request, the server None."""
+    conn, _ = listener.accept()
+    try:
+        conn.settimeout(5)
+        payload, fds = read_request(conn)
+        conn.settimeout(None)
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"tianshu-mcp fork server: bad request ({exc})\n")
+        conn.close()
+        return None
+    pid = os.fork()
+    if pid == 0:
+        listener.close()
+        for other in children.values():
+            other.close()
+        return _become_engine(conn, payload, fds)
+    for fd in fds:
+        os.close(fd)
+    children[pid] = conn
+    try:
+        conn.sendall(struct.pack("!q", pid))
+    except OSError:
+        pass
+    return None
+
+
+def _become_engine(conn: socket.socket, payload: dict[str, object], fds: list[int]) -> Request:
+    """In the forked child: new session, the launcher's streams, environment and directory."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.setsid()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    env = {str(k): str(v) for k, v in dict(payload["env"]).items()}  # type: ignore[arg-type]
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(str(payload["cwd"]))
+    return Request(conn)
+
+
+def _follow_launcher(conn: socket.socket) -> None:
+    """In the engine: when the launcher is gone (the worker, or the whole machine's worker
+    side, was killed), kill every descendant — the agent and the checks run in sessions of their
+    own, and the engine is their subreaper — then end the engine's group as a kill of the engine
+    itself would have."""
+    def watch() -> None:
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
+        from ..core.reaper import kill_descendants
+
+        kill_descendants()
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="tianshu-launcher-watch", daemon=True).start()
+
+
+def run_engine(request: Request) -> None:
+    """Run ``prefect.engine`` as ``__main__`` in this (forked) process; returns or raises
+    ``SystemExit`` like ``python -m prefect.engine`` would."""
+    import runpy
+
+    _follow_launcher(request.conn)
+    sys.argv = [sys.argv[0]]
+    sys.modules.pop("prefect.engine", None)  # preloaded; runpy warns when running a loaded module
+    runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
+
+
+def main() -> int:
+    """``python -m tianshu_mcp.hosting.forkserver <socket path> <parent pid>``."""
+    path, parent = Path(sys.argv[1]), int(sys.argv[2])
+    request = serve(path, parent)
+    if request is None:
+        try:  # only our own socket: a restarted service may already have bound a new one there
+            if _BOUND_INODE is not None and os.stat(path).st_ino == _BOUND_INODE:
+                path.unlink()
+        except OSError:
+            pass
+        return 0
+    run_engine(request)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

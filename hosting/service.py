@@ -1,0 +1,327 @@
+"""The per-home service: Prefect API + UI + process worker for one data home (docs/architecture.md §3,
+docs/hosting.md).
+
+:class:`HomeService` is what hosts a home's Prefect, wherever it runs:
+
+* detached, as the **background service** that the first tianshu-mcp process needing Prefect
+  starts (``python -m tianshu_mcp.hosting.service``, see :mod:`.launcher`); it keeps tasks
+  alive across stdio servers and exits by itself when idle;
+* in the foreground, as ``tianshu-mcp server`` (under a process supervisor; no idle exit);
+* inside a stdio server, in ``in-process`` hosting (opt-in), where tasks end with that server.
+
+Start-up order: the home's host lock (one host per home; a second one exits with code 3) →
+database check (``PREFECT_DB_CORRUPT`` naming the file) → bind the socket itself → publish
+``service.json`` (``starting``) → API + UI → work pool, deployments, automation → start-up sweep
+and missed-schedule trim → pending submissions → worker → ``service.json`` ``ready``.
+
+While it runs, :meth:`HomeService.maintain` turns submission entries into flow runs every half
+second and, when ``idleExitMs`` > 0, ends the service after that long with no active or queued
+run, no pending submission, no connected client and no active schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable
+
+import anyio
+import psutil
+from filelock import FileLock, Timeout
+
+from ..core import submissions
+from ..core.errors import ErrorCode, TianshuError
+from ..core.files import atomic_write_json
+from ..core.reaper import export_host
+from ..core.settings import ServerConfig
+from .dbseed import seed_database
+from .identity import (
+    ServiceInfo,
+    auth_string,
+    home_id,
+    live_clients,
+    prefect_dir,
+    service_error_file,
+    service_file,
+)
+from ..deployments.topology import export_env
+
+log = logging.getLogger("tianshu_mcp")
+
+EXIT_ALREADY_HOSTED = 3
+EXIT_START_FAILED = 4
+_ACTIVE = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING", "PAUSED")
+
+
+class AlreadyHosted(Exception):
+    """Another live process holds the home's host lock."""
+
+
+def check_database(home: Path) -> None:
+    """Open ``<home>/prefect/prefect.db`` read-only and read its schema.
+
+    Raises:
+        TianshuError: ``PREFECT_DB_CORRUPT`` naming the file and how to recover; task files
+            under ``<home>/tasks`` are never touched.
+    """
+    db = home / "prefect" / "prefect.db"
+    if not db.exists():
+        return
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise TianshuError(
+            ErrorCode.PREFECT_DB_CORRUPT,
+            f"the Prefect database {db} cannot be read ({exc}). To recover, stop every tianshu-mcp "
+            f"process of this home and move it aside: mv {db} {db}.corrupt — the next start creates a "
+            f"new one. Task files under {home / 'tasks'} are kept; the run history shown in the Prefect UI "
+            "starts anew.") from exc
+
+
+class HomeService:
+    """Hosts one data home's Prefect in this process.
+
+    Args:
+        home: the data home. config: the server config (``prefect.port``, ``concurrency``).
+        mode: ``"service"`` (background or ``tianshu-mcp server``) or ``"in-process"``.
+        run_worker: also run the process worker (False only in tests of the API alone).
+    """
+
+    def __init__(self, home: Path, config: ServerConfig, mode: str = "service", run_worker: bool = True) -> None:
+        self.home = home
+        self.config = config
+        self.mode = mode
+        self.run_worker = run_worker
+        self.info: ServiceInfo | None = None
+        self._lock = FileLock(str(prefect_dir(home) / "host.lock"))
+        self._host: Any = None
+        self._stop = threading.Event()
+
+    # --- start / stop ------------------------------------------------------------------------
+    def start(self) -> ServiceInfo:
+        """Bring the API, worker and deployments up (blocking, ≈5 s warm; a new home starts from a migrated template, :mod:`.dbseed`).
+
+        Raises:
+            AlreadyHosted: another process hosts this home.
+            TianshuError: ``PREFECT_DB_CORRUPT``; ``SERVICE_START_FAILED`` for anything else
+                (also written to ``service-error.json`` for the client that started us).
+        """
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout as exc:
+            raise AlreadyHosted(str(self.home)) from exc
+        try:
+            check_database(self.home)
+            seed_database(prefect_dir(self.home))  # a new home: a migrated copy, not 11 CPU-s of migrations
+            return self._start_locked()
+        except Exception as exc:
+            err = exc if isinstance(exc, TianshuError) else TianshuError(
+                ErrorCode.SERVICE_START_FAILED, f"the tianshu-mcp service could not start: {type(exc).__name__}: {exc}")
+            atomic_write_json(service_error_file(self.home), {"code": err.code.value, "message": err.message,
+                                                              "pid": os.getpid()})
+            self._teardown()
+            raise err from exc
+
+    def _start_locked(self) -> ServiceInfo:
+        from .embedded import bind_socket
+
+        t0 = time.monotonic()
+        auth = auth_string(self.home)
+        hid = home_id(self.home)
+        sock = bind_socket(self.config.prefect.port)
+        port = int(sock.getsockname()[1])
+        api = f"http://127.0.0.1:{port}/api"
+        export_env(self.home, api, auth, server_port=port)
+        me = psutil.Process()
+        export_host()  # flow-run processes follow this process: when it dies they stop their agents
+        self.info = ServiceInfo(me.pid, me.create_time(), port, api, f"http://127.0.0.1:{port}", hid, "starting", self.mode)
+        self.info.publish(self.home)
+        from .embedded import PrefectHost
+
+        self._host = PrefectHost(sock, {"homeId": hid, "home": str(self.home), "pid": me.pid}, auth)
+        self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
+        anyio.run(self._setup)
+        if self.run_worker:
+            from .forkserver import socket_path
+
+            self._host.start_worker(socket_path(self.home))
+        self.info = replace(self.info, state="ready")
+        self.info.publish(self.home)
+        service_error_file(self.home).unlink(missing_ok=True)
+        log.info("tianshu-mcp service (%s) ready in %.1f s: UI %s, home %s", self.mode, time.monotonic() - t0,
+                 self.info.ui_url, self.home)
+        return self.info
+
+    async def _setup(self) -> None:
+        from .intake import submit_pending
+        from ..deployments.setup import ensure_all
+        from .sweep import startup_sweep, trim_missed_schedules
+
+        async with self.client() as client:
+            await ensure_all(client, self.config.concurrency.max_running)
+            await startup_sweep(client, self.home)
+            await trim_missed_schedules(client)
+            await submit_pending(client, self.home)
+
+    def client(self) -> Any:
+        """A new Prefect client on this service's API (use as ``async with``)."""
+        from prefect.client.orchestration import PrefectClient
+
+        assert self.info is not None
+        return PrefectClient(self.info.api_url, auth_string=auth_string(self.home))
+
+    def request_stop(self) -> None:
+        """Ask :meth:`maintain` to return (thread- and signal-safe)."""
+        self._stop.set()
+
+    def stop(self, include_queued: bool = False) -> int:
+        """Interrupt running runs (and queued ones with ``include_queued``), stop the worker and
+        the API, withdraw ``service.json``, release the host lock; return how many runs were
+        interrupted. Never raises."""
+        self._stop.set()
+        n = 0
+        if self._host is not None and self.info is not None and self.info.state == "ready":
+            from .sweep import shutdown_interrupt
+
+            async def _interrupt() -> int:
+                async with self.client() as client:
+                    return await shutdown_interrupt(client, self.home, include_queued=include_queued)
+
+            try:
+                n = anyio.run(_interrupt)
+            except Exception as exc:  # noqa: BLE001 - stopping goes on
+                log.warning("shutdown: %s", exc)
+            if n:
+                log.info("shutdown: %d active run(s) interrupted", n)
+        self._teardown()
+        return n
+
+    def _teardown(self) -> None:
+        if self._host is not None:
+            self._host.stop_worker()
+            self._host.stop_api()
+            self._host = None
+        current = ServiceInfo.read(self.home)
+        if current is not None and current.pid == os.getpid():
+            service_file(self.home).unlink(missing_ok=True)
+        if self._lock.is_locked:
+            self._lock.release()
+
+    # --- while running -----------------------------------------------------------------------
+    async def maintain(self, idle_exit_ms: int = 0) -> str:
+        """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
+        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
+        (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
+        from ..core.webhooks import WebhookDrainer
+        from ..core.git.worktree import sweep_home
+        from .watchdog import CHECK_EVERY_S, end_hung_runs
+
+        idle_since: float | None = None
+        last_idle_check = last_watchdog = 0.0
+        drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
+        async with self.client() as client:
+            from .intake import submit_pending
+
+            while not self._stop.is_set():
+                drainer.kick()  # also drains what a previous service left pending
+                if submissions.has_pending(self.home):
+                    try:
+                        await submit_pending(client, self.home)
+                    except Exception as exc:  # noqa: BLE001 - retried next tick
+                        log.warning("submitting pending tasks failed (retrying): %s", exc)
+                if self._host is not None:
+                    self._host.check_forkserver()
+                now = time.monotonic()
+                if now - last_watchdog >= CHECK_EVERY_S:
+                    last_watchdog = now
+                    try:
+                        await end_hung_runs(client, self.home)
+                    except Exception as exc:  # noqa: BLE001 - looked at again on the next check
+                        log.warning("watchdog check failed: %s", exc)
+                    try:  # worktrees a killed flow run left (tasks.worktree's cleanup policy)
+                        removed = await anyio.to_thread.run_sync(sweep_home, self.home)
+                        if removed:
+                            log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
+                    except Exception as exc:  # noqa: BLE001 - looked at again on the next check
+                        log.warning("worktree sweep failed: %s", exc)
+                if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
+                    last_idle_check = now
+                    try:
+                        idle = await self._idle(client) and not drainer.busy()
+                    except Exception as exc:  # noqa: BLE001
+                        log.warning("idle check failed: %s", exc)
+                        idle = False
+                    idle_since = (idle_since or now) if idle else None
+                    if idle_since is not None and now - idle_since >= idle_exit_ms / 1000:
+                        log.info("idle for %.0f s (no run, client or schedule): the service exits", now - idle_since)
+                        return "idle"
+                await anyio.sleep(0.5)
+        return "stopped"
+
+    async def _idle(self, client: Any) -> bool:
+        from prefect.exceptions import ObjectNotFound
+
+        from .sweep import runs_in_states
+
+        if submissions.has_pending(self.home) or live_clients(self.home):
+            return False
+        if await runs_in_states(client, _ACTIVE, limit=1):
+            return False
+        try:
+            dep = await client.read_deployment_by_name("reverify/reverify")
+        except ObjectNotFound:
+            return True
+        return not any(s.active for s in await client.read_deployment_schedules(dep.id))
+
+
+def run(home: Path, config: ServerConfig, idle_exit_ms: int, announce: Callable[[ServiceInfo], None] | None = None) -> int:
+    """Run the service in this process until SIGTERM/SIGINT or idle; return the exit code
+    (0; 3 = another process hosts the home; 4 = start failed, see ``service-error.json``)."""
+    service = HomeService(home, config)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: service.request_stop())
+    try:
+        info = service.start()
+    except AlreadyHosted:
+        log.info("another process already hosts Prefect for %s", home)
+        return EXIT_ALREADY_HOSTED
+    except TianshuError as exc:
+        log.error("%s", exc.render())
+        return EXIT_START_FAILED
+    if announce is not None:
+        announce(info)
+    reason = "stopped"
+    try:
+        reason = anyio.run(service.maintain, idle_exit_ms)
+    except Exception as exc:  # noqa: BLE001
+        log.exception("service loop failed: %s", exc)
+    finally:
+        log.info("service stopping (%s)", reason)
+        service.stop()
+    return 0
+
+
+def main() -> int:
+    """Entry point of the detached background service (``python -m tianshu_mcp.hosting.service``)."""
+    from ..core.log import setup_logging
+    from ..core.settings import data_home, load_config
+
+    home = data_home()
+    setup_logging(home, file_name=None)  # stderr is <home>/logs/service.log (see launcher)
+    config = load_config(home)
+    return run(home, config, config.prefect.idle_exit_ms)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
