@@ -53,7 +53,7 @@ async def _maintain_forever(every_s: float = 5.0) -> None:
     """Keep a fork server beside the worker (warm flow-run engines, :mod:`.forkserver`; restarted
     when it dies), and sweep the worktrees a killed flow run of this worker left (a crash, a
     restart after power loss): committed to their branch in the worker's clone, then removed
-    (tasks.worktree's policy)."""
+    (core.git.worktree's policy)."""
     from ..core.git.worktree import sweep_home
     from .forkserver import socket_path, spawn
 

@@ -249,7 +249,7 @@ class HomeService:
                         await end_hung_runs(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check
                         log.warning("watchdog check failed: %s", exc)
-                    try:  # worktrees a killed flow run left (tasks.worktree's cleanup policy)
+                    try:  # worktrees a killed flow run left (core.git.worktree's cleanup policy)
                         removed = await anyio.to_thread.run_sync(sweep_home, self.home)
                         if removed:
                             log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))

@@ -1,0 +1,40 @@
+"""The stdio server's stdout is the MCP stream: one stray line breaks the host's JSON-RPC reader.
+Printing is the console commands' job (``console/``); below it nothing prints to stdout.
+
+Pure ``ast``: a ``print(...)`` call without ``file=`` (or with ``file=sys.stdout``) in any layer
+except ``console/`` fails.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIET_LAYERS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server")
+
+
+def stdout_prints(source: str) -> list[int]:
+    """Line numbers of ``print`` calls that write to stdout."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            target = next((k.value for k in node.keywords if k.arg == "file"), None)
+            if target is None or ast.unparse(target) == "sys.stdout":
+                lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_below_the_console_prints_to_stdout() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for layer in QUIET_LAYERS
+        for path in sorted((ROOT / layer).rglob("*.py"))
+        for line in stdout_prints(path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "print() to stdout outside console/:\n  " + "\n  ".join(offenders)
+
+
+def test_the_scan_tells_stdout_from_stderr() -> None:
+    assert stdout_prints("print('x')\nprint('y', file=sys.stdout)") == [1, 2]
+    assert stdout_prints("print('x', file=sys.stderr)\nlog.info('print')") == []
