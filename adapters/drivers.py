@@ -79,8 +79,8 @@ def _lazy(module: str, run: str, end: str) -> tuple[RoundRunner, Callable[[str],
     return run_round, end_session
 
 
-_acp_run, _acp_end = _lazy(".acp", "run_acp_round", "end_acp_session")
-_gui_run, _gui_end = _lazy(".cdp", "run_gui_round", "end_gui_session")
+_acp_run, _acp_end = _lazy(".acp.driver", "run_acp_round", "end_acp_session")
+_gui_run, _gui_end = _lazy(".cdp.driver", "run_gui_round", "end_gui_session")
 
 def _acp_grace(profile: AgentProfile) -> int:
     from .acp.policy import AcpSettings

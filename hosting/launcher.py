@@ -25,6 +25,9 @@ from ..core.files import read_json_safe, tail_lines
 from .identity import ServiceInfo, prefect_dir, probe, service_error_file, service_log
 from .service import EXIT_ALREADY_HOSTED
 
+_SERVICE_MODULES = ("tianshu_mcp.hosting.service", "tianshu_mcp.deployments.service")
+"""How a service process is started (``python -m <module>``): now, and before the move to
+``hosting/`` (design note 54), so that ``service stop`` after an upgrade still knows the old one."""
 
 
 def _mismatch(why: str, home: Path) -> TianshuError:
@@ -186,7 +189,7 @@ def _checked(info: ServiceInfo, home: Path) -> tuple[str, str]:
         cmd = " ".join(psutil.Process(info.pid).cmdline())
     except psutil.Error:
         cmd = ""
-    if "tianshu_mcp.hosting.service" in cmd or "tianshu-mcp" in cmd:
+    if any(module in cmd for module in _SERVICE_MODULES) or "tianshu-mcp" in cmd:
         return verdict, why
     return "mismatch", f"process {info.pid} named by service.json answers no identity and is not a tianshu-mcp service"
 
