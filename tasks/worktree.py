@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from filelock import FileLock, Timeout
 from pydantic import BaseModel, ConfigDict
@@ -177,10 +176,10 @@ class WorktreeClose(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     resultBranch: str
-    resultCommit: Optional[str] = None
+    resultCommit: str | None = None
     resultPatch: str
     patchBytes: int = 0
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class MergeResult(BaseModel):
@@ -194,8 +193,8 @@ class MergeResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    branch: Optional[str] = None
-    mergeCommit: Optional[str] = None
+    branch: str | None = None
+    mergeCommit: str | None = None
     alreadyMerged: bool = False
 
 
