@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
 
 from .errors import ErrorCode, TianshuError
 
@@ -26,6 +29,44 @@ PATH_KEYS = ("reportMd", "reportJson", "reportHtml", "logFile", "resultPatch", "
 """Keys holding a path under the task directory (rewritten to the receiving side's directory)."""
 RECORD_FORMAT = "tianshu-remote-record/1"
 """The ``format`` of a remote task's published record (a caller refuses one it does not know)."""
+
+
+class RemoteSpec(BaseModel):
+    """The ``remote`` parameter of a remote task's ``run-task`` flow run (docs/isolation.md §2):
+    ``{"repoUrl", "ref", "pool", "parallel", "record"}``.
+
+    Attributes:
+        repoUrl: the git remote (checked again on the worker, :func:`check_repo_url`).
+        ref: the branch, tag or commit to start from (:func:`check_ref`).
+        pool: the work pool the task was sent to.
+        parallel: the submitter's limit of runs of this repository at once (1..32), or None.
+        record: the caller's ``task.json`` without its :data:`CALLER_KEYS`: JSON as the caller's
+            version wrote it (taken over with ``foreign`` checks, so it stays untyped here).
+
+    A damaged value (a wrong type from a hand-made flow run) is read as absent, so the worker
+    refuses it with a coded error (INVALID_ARGUMENT) instead of failing the parameter check.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    repoUrl: str = ""
+    ref: str = "HEAD"
+    pool: str = ""
+    parallel: int | None = None
+    record: dict[str, JsonValue] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _lenient(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        kept = {k: v for k, v in data.items() if k not in ("repoUrl", "ref", "pool") or isinstance(v, str)}
+        parallel = data.get("parallel")
+        if not isinstance(parallel, int) or isinstance(parallel, bool) or not 1 <= parallel <= 32:
+            kept.pop("parallel", None)
+        if not isinstance(data.get("record"), dict):
+            kept.pop("record", None)
+        return kept
 
 
 def record_artifact_key(task_id: str) -> str:

@@ -9,8 +9,6 @@ removed and the lock released. A needs_user suspension (an exception out of the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from filelock import FileLock
 
 from ..core.errors import TianshuError
@@ -18,7 +16,7 @@ from ..core.i18n import _
 from ..core.record import Isolation, TaskRecord
 from ..core.settings import data_home
 from ..tasks.common import record, store
-from ..core.git.worktree import Workspace, close_worktree, hold, open_worktree
+from ..core.git.worktree import Workspace, WorktreeClose, close_worktree, hold, open_worktree
 
 _held: dict[str, tuple[Workspace, FileLock]] = {}
 
@@ -58,7 +56,7 @@ def open_workspace(task_id: str, project_path: str, meta: TaskRecord) -> str:
     return ws.work_path
 
 
-def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str, Any] | None:
+def close_workspace(task_id: str, status: str, commit: bool = True) -> WorktreeClose | None:
     """Commit the task's result to its branch, write ``result.patch``, remove the worktree.
 
     Args:
@@ -69,7 +67,8 @@ def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str,
             is committed, the worktree is only removed.
 
     Returns:
-        What :func:`~tianshu_mcp.core.git.worktree.close_worktree` returned, None for an inplace task.
+        What :func:`~tianshu_mcp.core.git.worktree.close_worktree` returned (``resultBranch``,
+        ``resultCommit``, ``resultPatch``, ``patchBytes``, ``error``), None for an inplace task.
     """
     held = _held.pop(task_id, None)
     if held is None:
@@ -77,21 +76,20 @@ def close_workspace(task_id: str, status: str, commit: bool = True) -> dict[str,
     ws, lock = held
     st = store()
     try:
-        meta = st.read(task_id) or {}
-        files = (meta.get("changedFiles") if status == "succeeded" and isinstance(meta.get("changedFiles"), list)
-                 else None) if commit else []
-        brief = str(meta.get("task") or "").strip().splitlines()
+        meta = st.load(task_id)
+        changed = meta.changedFiles if meta is not None else None
+        files = (changed if status == "succeeded" else None) if commit else []
+        brief = str((meta.task if meta is not None else None) or "").strip().splitlines()
         subject = f"tianshu: {task_id}" + (f" {brief[0][:60]}" if brief else "")
         out = close_worktree(ws, st.dir(task_id), files, subject)
-        record(task_id, workPath=None, worktreePath=None, resultCommit=out["resultCommit"],
-               resultPatch=out["resultPatch"])
+        record(task_id, workPath=None, worktreePath=None, resultCommit=out.resultCommit, resultPatch=out.resultPatch)
         what = (_("branch {branch} unchanged").format(branch=ws.branch) if not commit
-                else _("result committed to {branch} ({commit})").format(branch=ws.branch, commit=out["resultCommit"][:12])
-                if out["resultCommit"]
+                else _("result committed to {branch} ({commit})").format(branch=ws.branch, commit=out.resultCommit[:12])
+                if out.resultCommit
                 else _("no change to commit; branch {branch} stays at the baseline").format(branch=ws.branch))
         st.event(task_id, "note", status, _("{what}; patch {patch} ({bytes} bytes); worktree removed").format(
-            what=what, patch=out["resultPatch"], bytes=out["patchBytes"])
-            + (_("; git said: {error}").format(error=out["error"]) if out.get("error") else ""))
+            what=what, patch=out.resultPatch, bytes=out.patchBytes)
+            + (_("; git said: {error}").format(error=out.error) if out.error else ""))
         return out
     finally:
         lock.release()

@@ -1,7 +1,7 @@
 """The worker's side of a remote task (docs/isolation.md §2).
 
 A remote task's flow run carries ``remote = {"repoUrl", "ref", "pool", "parallel", "record"}`` in its
-parameters: ``record`` is the caller's ``task.json`` without the caller's paths (the brief, the
+parameters (:class:`~tianshu_mcp.core.remotes.RemoteSpec`): ``record`` is the caller's ``task.json`` without the caller's paths (the brief, the
 agent id, the verification settings; never a credential — the caller refuses a ``repoUrl`` with
 one, :func:`tianshu_mcp.core.remotes.check_repo_url`). On the worker:
 
@@ -28,11 +28,11 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed, State
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import read_text_tail
@@ -41,6 +41,7 @@ from ..core.remotes import (
     CALLER_KEYS,
     PATH_KEYS,
     RECORD_FORMAT,
+    RemoteSpec,
     check_ref,
     check_repo_url,
     record_artifact_key,
@@ -61,9 +62,9 @@ MAX_FILES_BYTES = 1024 * 1024
 
 
 @contextmanager
-def repo_slot(task_id: str, remote: dict[str, Any]) -> Iterator[None]:
+def repo_slot(task_id: str, remote: RemoteSpec) -> Iterator[None]:
     """Hold one slot of the repository's global concurrency limit ``tianshu-repo-<key>-<pool>``
-    (limit = the submitter's ``remote["parallel"]``, else this worker's
+    (limit = the submitter's ``remote.parallel``, else this worker's
     ``concurrency.worktreeParallel``) for the whole remote run; wait for it first.
 
     Prefect takes the slot atomically on the server, with a lease the run renews (a killed
@@ -78,10 +79,9 @@ def repo_slot(task_id: str, remote: dict[str, Any]) -> Iterator[None]:
     from prefect.concurrency.sync import concurrency
     from prefect.exceptions import ObjectAlreadyExists
 
-    url = str(remote.get("repoUrl") or "")
-    parallel = remote.get("parallel")
-    limit = parallel if isinstance(parallel, int) and 1 <= parallel <= 32 else load_config(data_home()).concurrency.worktree_parallel
-    name = repo_limit_name(str(remote.get("pool") or ""), repo_key(url))
+    url = remote.repoUrl
+    limit = remote.parallel or load_config(data_home()).concurrency.worktree_parallel  # parallel: 1..32 or None
+    name = repo_limit_name(remote.pool, repo_key(url))
     with get_client(sync_client=True) as client:
         try:
             client.upsert_global_concurrency_limit_by_name(name, limit)
@@ -92,7 +92,7 @@ def repo_slot(task_id: str, remote: dict[str, Any]) -> Iterator[None]:
         yield
 
 
-def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
+def enter_remote(task_id: str, remote: RemoteSpec) -> str:
     """Seed the task in the worker's home and make its clone ready; return the clone's path.
 
     A re-run of the task (rework, resumed question) on the same worker keeps the worker's own
@@ -103,7 +103,7 @@ def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
             REMOTE_AUTH_FAILED, REF_NOT_FOUND.
     """
     st = store()
-    sent = dict(remote.get("record") or {})
+    sent = remote.record
     own = st.read(task_id)
     fields = {k: v for k, v in sent.items() if k not in CALLER_KEYS and k not in PATH_KEYS and k != "taskId"}
     if own is None:
@@ -111,8 +111,8 @@ def enter_remote(task_id: str, remote: dict[str, Any]) -> str:
     else:
         st.update_foreign(task_id, {k: v for k, v in fields.items()
                                     if k not in own or k in ("task", "context", "autoFixRounds")})
-    url = check_repo_url(str(remote.get("repoUrl") or ""))
-    ref = check_ref(str(remote.get("ref") or "HEAD"))
+    url = check_repo_url(remote.repoUrl)
+    ref = check_ref(remote.ref or "HEAD")
     record(task_id, phase="fetching", lastMessage=_("fetching {url} ({ref}) into this worker's clone").format(url=url, ref=ref))
     clone, commit = sync_clone(data_home(), url, ref, task_id)
     record(task_id, projectPath=clone, isolation="worktree", worktreeStart=commit, remoteCommit=commit,
@@ -150,8 +150,28 @@ def leave_remote(task_id: str, state: State | None) -> State | None:
     return state
 
 
-def record_payload(task_id: str) -> dict[str, Any] | None:
-    """What :func:`publish_record` sends: ``{"format", "taskDir", "record", "files": {name: text}}``.
+class RecordPayload(BaseModel):
+    """What :func:`publish_record` sends (read by :mod:`tianshu_mcp.mcp_server.remote_sync`):
+    ``{"format", "taskDir", "record", "files": {name: text}}``.
+
+    Attributes:
+        format: :data:`~tianshu_mcp.core.remotes.RECORD_FORMAT`.
+        taskDir: the task's directory on the worker (the caller rewrites paths under it).
+        record: the worker's ``task.json`` as it is on disk, less ``clientEnv`` (JSON of this
+            worker's version, taken over by the caller with ``foreign`` checks).
+        files: file name in the task directory → its text (the tail of a long one).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    format: str
+    taskDir: str
+    record: dict[str, JsonValue]
+    files: dict[str, str]
+
+
+def record_payload(task_id: str) -> RecordPayload | None:
+    """What :func:`publish_record` sends: the :class:`RecordPayload`.
 
     ``files`` holds the task directory's ``result.patch``, its reports (``report-<n>.md``/``.json``/``.html``,
     newest first) and the tail of the agent's log, within :data:`MAX_FILES_BYTES`. None when the task has no record.
@@ -175,8 +195,8 @@ def record_payload(task_id: str) -> dict[str, Any] | None:
             continue
         files[name] = text
         total += len(text)
-    return {"format": RECORD_FORMAT, "taskDir": str(tdir),
-            "record": {k: v for k, v in meta.items() if k not in ("clientEnv",)}, "files": files}
+    return RecordPayload(format=RECORD_FORMAT, taskDir=str(tdir),
+                         record={k: v for k, v in meta.items() if k not in ("clientEnv",)}, files=files)
 
 
 def publish_record(task_id: str) -> None:
@@ -188,7 +208,7 @@ def publish_record(task_id: str) -> None:
     try:
         create_markdown_artifact(
             key=record_artifact_key(task_id),
-            markdown="```json\n" + json.dumps(payload, ensure_ascii=False, indent=1) + "\n```\n",
+            markdown="```json\n" + json.dumps(payload.model_dump(mode="json"), ensure_ascii=False, indent=1) + "\n```\n",
             description=f"The record of remote task {task_id} (read by the MCP server that submitted it)",
         )
     except Exception as exc:  # noqa: BLE001 - the caller then shows the flow run's state and message

@@ -20,7 +20,6 @@ from prefect.states import Failed, State
 from ..acceptance.git import Baseline, GitFailed
 from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
-from ..core.files import read_json_safe
 from ..core.i18n import _
 from ..core.model import TaskStatus, exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
@@ -32,13 +31,21 @@ from ..core.record import (
     TaskRecord,
     VerificationSource,
 )
+from ..core.remotes import RemoteSpec
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
-from ..tasks.common import AGENT_PROC_FILE, CANCEL_FILE, FLOW_PROC_FILE, record, store
+from ..tasks.common import (
+    AGENT_PROC_FILE,
+    FLOW_PROC_FILE,
+    CancelMarker,
+    read_cancel,
+    record,
+    store,
+)
 from ..tasks.dispatch import dispatch_round, end_agent_session
 from ..tasks.dry_run import dry_run_task
-from ..tasks.events import emit
+from ..tasks.events import EventData, emit
 from ..tasks.repair import write_repair_plan
 from ..tasks.results import RoundResult, Verdict
 from ..tasks.verify import (
@@ -97,18 +104,17 @@ def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: TaskRec
         pass
 
 
-def _cancel_marker(task_id: str) -> dict[str, Any] | None:
-    data = read_json_safe(store().dir(task_id) / CANCEL_FILE)
-    return data if isinstance(data, dict) else None
+def _cancel_marker(task_id: str) -> CancelMarker | None:
+    return read_cancel(store().dir(task_id))
 
 
 def _end_killed(task_id: str) -> State:
     """End a task stopped by a cancel (``cancelled``) or by the service's shutdown (``interrupted``)."""
-    marker = _cancel_marker(task_id) or {}
-    if marker.get("source") == "shutdown":
+    marker = _cancel_marker(task_id) or CancelMarker()
+    if marker.source == "shutdown":
         return finish(task_id, TaskStatus.INTERRUPTED, _("server exited; the agent process was terminated"),
                       ErrorType.INTERRUPTED, abortSource=AbortSource.SHUTDOWN)
-    reason = marker.get("reason")
+    reason = marker.reason
     msg = _("cancelled") + (_(": {reason}").format(reason=reason) if reason else "")
     return finish(task_id, TaskStatus.CANCELLED, msg, ErrorType.CANCELLED, abortSource=AbortSource.USER)
 
@@ -117,16 +123,16 @@ def _dry_run(task_id: str) -> State:
     """A dry run (docs/tools.md §3.7): the static report only — no agent, no round, no project change;
     ``succeeded`` when nothing blocks, else ``needs_attention``/``verify_failed``."""
     out = dry_run_task.with_options(task_run_name="dry-run")(task_id)
-    n = out["number"]
-    fields = {"dryRun": True, "dryRunReportMd": out["files"]["md"], "dryRunReportJson": out["files"]["json"],
-              "dryRunPlanDoc": out["planDoc"]}
-    if out["ready"]:
+    n = out.number
+    fields = {"dryRun": True, "dryRunReportMd": out.files["md"], "dryRunReportJson": out.files["json"],
+              "dryRunPlanDoc": out.planDoc}
+    if out.ready:
         msg = _("dry run {n} (dry-run-report-{n}): {message}. No agent ran and the project was not changed; submit "
-                "the task without dryRun to dispatch it. Report {path}").format(n=n, message=out["message"],
-                                                                                path=out["files"]["md"])
+                "the task without dryRun to dispatch it. Report {path}").format(n=n, message=out.message,
+                                                                                path=out.files["md"])
         return finish(task_id, TaskStatus.SUCCEEDED, msg, **fields)
     msg = _("dry run {n} (dry-run-report-{n}) found what would block the task: {message}. Report {path}").format(
-        n=n, message=out["message"], path=out["files"]["md"])
+        n=n, message=out.message, path=out.files["md"])
     return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg, ErrorType.VERIFY_FAILED, **fields)
 
 
@@ -146,7 +152,7 @@ def run_task_flow(
     auto_fix_rounds: int = 0,
     task_timeout_ms: int = 1800000,
     feedback: str | None = None,
-    remote: dict[str, Any] | None = None,
+    remote: RemoteSpec | None = None,
 ) -> State:
     """Run task ``task_id`` to a final state.
 
@@ -158,7 +164,8 @@ def run_task_flow(
         auto_fix_rounds: rework rounds allowed after a failed verification (0..10).
         task_timeout_ms: the agent's wall-clock limit per round, ms.
         feedback: manual rework feedback for the first round of this run.
-        remote: a remote task's ``{"repoUrl", "ref", "pool", "parallel", "record"}`` (:mod:`.remote`): the
+        remote: a remote task's :class:`~tianshu_mcp.core.remotes.RemoteSpec` ``{"repoUrl", "ref",
+            "pool", "parallel", "record"}`` (:mod:`.remote`; Prefect validates the JSON into it): the
             worker seeds the task from ``record``, works in a worktree of its own clone and
             pushes ``tianshu/<taskId>``; ``project_path`` is then the remote's URL.
 
@@ -173,7 +180,7 @@ def run_task_flow(
 
 
 def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool, auto_fix_rounds: int,
-              task_timeout_ms: int, feedback: str | None, remote: dict[str, Any] | None) -> State:
+              task_timeout_ms: int, feedback: str | None, remote: RemoteSpec | None) -> State:
     """The body of :func:`run_task_flow` (same arguments and result): the rounds, then the
     workspace's close and, for a remote task, the push and the published record."""
     state: State | None = None
@@ -293,7 +300,7 @@ def _first_round(task_id: str, meta: TaskRecord, baseline: Baseline, auto_verify
         try:
             plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.reportRound}")(
                 task_id, meta.reportRound or 0, meta.reportJson, meta.reportMd or "")
-            return _Start(rnd, "\n\n".join(p for p in (feedback, plan["feedback"]) if p))
+            return _Start(rnd, "\n\n".join(p for p in (feedback, plan.feedback) if p))
         except Exception as exc:  # noqa: BLE001 - the caller's feedback still goes to the agent
             get_run_logger().warning("the last report could not be turned into a repair plan: %s", exc)
     return _Start(rnd, feedback)
@@ -366,7 +373,7 @@ def _verify(task_id: str, rnd: int, baseline: Baseline, result: RoundResult, rem
     st.event(task_id, "verify_start", "verify_start", _("round {round}: verification started").format(round=rnd))
     verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=result.agent_run())
     # testIntegrity / unsupportedClaims of this round (or cleared) come with the verdict's fields
-    record(task_id, roundsUsed=rnd + 1, **verdict.record_fields(VerificationSource.AUTO))
+    record(task_id, roundsUsed=rnd + 1, **verdict.record_fields(VerificationSource.AUTO).model_dump(mode="json"))
     st.event(task_id, "verify_round", "verify_start",
              (_("round {round}: passed") if verdict.passed else _("round {round}: failed")).format(round=rnd))
     if remote:
@@ -395,14 +402,14 @@ def _rework(task_id: str, rnd: int, verdict: Verdict) -> State | str:
                           ", ".join(verdict.failed_checks) or "see the report", rnd + 1)
     emit(task_id, "rework_triggered", "fixing",
          _("round {round} failed verification, automatic rework round {next}").format(round=rnd, next=rnd + 1),
-         {"round": rnd + 1, "mode": "auto", "failedChecks": verdict.failed_checks})
+         EventData(round=rnd + 1, mode="auto", failedChecks=verdict.failed_checks))
     try:
         plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{rnd}")(
             task_id, verdict.round, verdict.json_path, verdict.md_path)
     except Exception as exc:  # noqa: BLE001 - an unreadable report ends the task, coded
         return finish(task_id, TaskStatus.FAILED, _("internal error writing the repair plan: {error}").format(error=exc),
                       ErrorType.INTERNAL)
-    return str(plan["feedback"])
+    return plan.feedback
 
 
 def _end(task_id: str, step: Next, facts: EndingFacts) -> State:
@@ -411,12 +418,13 @@ def _end(task_id: str, step: Next, facts: EndingFacts) -> State:
         return _end_killed(task_id)
     assert step.status is not None and step.reason is not None
     msg = ending_message(step.reason, facts)
-    fields: dict[str, Any] = {"roundsUsed": facts.round + 1} if step.spends_round else {}
-    if step.reason in (Reason.TIMEOUT, Reason.IDLE_TIMEOUT):
-        fields["abortSource"] = AbortSource.TIMEOUT
-    if step.reason is Reason.BLOCKED and facts.verdict is not None and facts.verdict.visual_blocked:
-        fields["pendingVisualVerification"] = True
-    state = finish(task_id, step.status, msg, step.error_type, **fields)
+    timed_out = step.reason in (Reason.TIMEOUT, Reason.IDLE_TIMEOUT)
+    visual = step.reason is Reason.BLOCKED and facts.verdict is not None and facts.verdict.visual_blocked
+    # task.json fields beside the ending's own: each written only when it applies (None would delete it)
+    state = finish(task_id, step.status, msg, step.error_type,
+                   **({"roundsUsed": facts.round + 1} if step.spends_round else {}),
+                   **({"abortSource": AbortSource.TIMEOUT} if timed_out else {}),
+                   **({"pendingVisualVerification": True} if visual else {}))
     if step.reason is Reason.TIMEOUT or step.reason is Reason.IDLE_TIMEOUT:
         store().event(task_id, "timeout_killed", "failed", msg)
     return state

@@ -14,11 +14,11 @@ judges the project's current state against HEAD with the zero-change gate off.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from prefect import flow, task
 from prefect.states import Completed, Failed, State
 
+from ..acceptance.config_model import AcceptanceCheck, AcceptanceConfig
 from ..acceptance.git import Baseline, GitFailed, capture_baseline, resolve_commit
 from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
@@ -72,15 +72,19 @@ def verify_flow(
     project_path: str,
     target_task_id: str | None = None,
     baseline_ref: str | None = None,
-    extra_checks: list[dict[str, Any]] | None = None,
+    extra_checks: list[AcceptanceCheck] | None = None,
     checks_mode: str = "append",
-    acceptance_override: dict[str, Any] | None = None,
+    acceptance_override: AcceptanceConfig | None = None,
     source: str = "manual",
     target_tests: list[str] | None = None,
 ) -> State:
     """Verify ``project_path`` for record ``record_id`` (see the module doc); ``source`` is
     ``manual`` (verify_task) or ``scheduled`` (a reverify run); ``target_tests`` is the call's
-    ``targetTests`` (None: the target task's own, or none). The call's holdout checks are never a
+    ``targetTests`` (None: the target task's own, or none); ``extra_checks`` and ``checks_mode`` are the
+    call's ``extraChecks`` (:class:`AcceptanceCheck` ``{name, cmd, timeoutMs?, optional?, junitXml?}``)
+    and ``checksMode``; ``acceptance_override`` is the call's ``acceptanceOverride`` layer (None: the
+    target task's stored one). Prefect validates the JSON parameters into these models (the MCP
+    handler has refused invalid ones with a coded error already). The call's holdout checks are never a
     parameter (Prefect shows parameters): they wait in the record's ``holdout.json``.
 
     Returns ``Completed(Succeeded)`` when the round passed, ``Failed(NeedsAttention)`` when it was
@@ -105,7 +109,7 @@ def verify_flow(
 
 
 def _verify(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None,
-            extra_checks: list[dict[str, Any]] | None, checks_mode: str, acceptance_override: dict[str, Any] | None,
+            extra_checks: list[AcceptanceCheck] | None, checks_mode: str, acceptance_override: AcceptanceConfig | None,
             source: str, target_tests: list[str] | None = None) -> State:
     """The body of :func:`verify_flow` (``project_path``: where the work is judged)."""
     guard_run(record_id, project_path)
@@ -123,13 +127,16 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
     report_owner = target_task_id or record_id
     verdict = run_verify_round(
         "verify-round-manual", report_owner, 0, baseline, extra_checks, checks_mode,
-        acceptance_override if acceptance_override is not None else (st.read(report_owner) or {}).get("acceptanceOverride"),
+        # the layer as the engine reads it: the call's (its wire form) or the task's stored raw one, which
+        # may be damaged on disk and is then reported as CONFIG_INVALID by the round
+        acceptance_override.to_json() if acceptance_override is not None
+        else (st.read(report_owner) or {}).get("acceptanceOverride"),
         str(st.dir(baseline_ref)) if baseline_ref and baseline_ref.startswith("tsk_") else None,
         target_task_id is not None,
         target_tests=target_tests,
         holdout_dir=str(st.dir(record_id)),  # the call's own holdoutChecks (task mode: beside the task's)
     )
-    details = verdict.record_fields(source)
+    details = verdict.record_fields(source).model_dump(mode="json")
     if target_task_id:
         record(target_task_id, **details)
         st.event(target_task_id, "verify_round", "verify_start",
@@ -173,7 +180,7 @@ def reverify_flow(project_path: str) -> State:
     submissions.enqueue(
         st.home, record_id, "verify/verify",
         {"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
-         "acceptance_override": {"requireChanges": False}, "source": "scheduled"},
+         "acceptance_override": AcceptanceConfig(requireChanges=False).to_json(), "source": "scheduled"},
         [f"tianshu-task:{record_id}", f"project:{key}", "agent:scheduled-verify", home_tag()], serial_key(project_path),
         rec["createdAt"])
     return Completed(message=f"queued verification {record_id} for {project_path}")

@@ -45,7 +45,7 @@ def reverify(task_id: str, rnd: int, baseline: Baseline, auto_fix_rounds: int,
              _("round {round}: re-verification (pendingVisualVerification)").format(round=rnd))
     verdict = run_verify_round(f"reverify-round-{rnd}", task_id, rnd, baseline)
     fields = verdict.record_fields("auto")
-    record(task_id, **{k: v for k, v in fields.items() if k not in ("changedFiles", "diffstat")})
+    record(task_id, **fields.model_dump(mode="json", exclude={"changedFiles", "diffstat"}))
     st.event(task_id, "verify_round", "verify_start",
              (_("round {round} re-verification: passed") if verdict.passed
               else _("round {round} re-verification: failed")).format(round=rnd))
@@ -70,4 +70,4 @@ def reverify(task_id: str, rnd: int, baseline: Baseline, auto_fix_rounds: int,
         return Failed(message=msg)
     plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{verdict.round}")(
         task_id, verdict.round, verdict.json_path, verdict.md_path)
-    return str(plan["feedback"])
+    return plan.feedback

@@ -428,7 +428,7 @@ class Handlers:
         if action == "merge":
             merged, text = await merge_task(self.service, task_id)
             view = await self.service.view(task_id)
-            return ok_result(text, {**view.meta(self.runtime), "merge": merged})
+            return ok_result(text, {**view.meta(self.runtime), "merge": merged.model_dump()})
         if action == "continue":
             view = await continue_task(self.service, task_id, args.get("message") or "")
             return ok_result(_("task {taskId} continued with your answer; it is queued to re-run its round.\n"

@@ -6,7 +6,7 @@ The work itself is :mod:`tianshu_mcp.core.git.worktree` (git) and :mod:`tianshu_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -14,6 +14,9 @@ from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
 from ..core.taskstore import utc_now
 from .remote import refuse_remote
+
+if TYPE_CHECKING:
+    from ..core.git.worktree import MergeResult
 
 MODES = ("inplace", "worktree")
 
@@ -47,26 +50,27 @@ def resolve_isolation(args: dict[str, Any], registered: dict[str, Any], norm: st
     return mode, limit
 
 
-async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
+async def merge_task(service: Any, task_id: str) -> tuple[MergeResult, str]:
     """manage_task(action="merge"): merge a succeeded worktree task's ``tianshu/<taskId>`` into
     the project's current branch (``git merge --no-ff``) and delete the merged branch.
 
     Returns:
-        ``(merge, text)``: ``{"branch", "mergeCommit", "alreadyMerged"}`` and the answer's text.
+        ``(merge, text)``: the :class:`~tianshu_mcp.core.git.worktree.MergeResult`
+        ``{branch, mergeCommit, alreadyMerged}`` and the answer's text.
 
     Raises:
         TianshuError: TASK_NOT_FOUND; INVALID_STATE (not a worktree task, not succeeded, or an
             unfinished in-place task of the project is editing its work tree); MERGE_CONFLICT;
             GIT_FAILED (git refused, e.g. uncommitted changes in files the branch changes).
     """
-    from ..core.git.worktree import merge_result
+    from ..core.git.worktree import MergeResult, merge_result
 
     view = await service.view(task_id)
     task = view.task
     if task.get("mergeCommit"):  # merged before: the same answer again, nothing done
-        merged = {"branch": task.get("resultBranch"), "mergeCommit": task["mergeCommit"], "alreadyMerged": True}
+        merged = MergeResult(branch=task.get("resultBranch"), mergeCommit=task["mergeCommit"], alreadyMerged=True)
         return merged, _("task {taskId}: {branch} was merged already, as {commit}.").format(
-            taskId=task_id, branch=merged["branch"], commit=task["mergeCommit"])
+            taskId=task_id, branch=merged.branch, commit=task["mergeCommit"])
     refuse_remote(task, "merge")
     if task.get("isolation") != "worktree":
         raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} ran in the project's own work tree (isolation "
@@ -86,13 +90,13 @@ async def merge_task(service: Any, task_id: str) -> tuple[dict[str, Any], str]:
     brief = str(task.get("task") or "").strip().splitlines()
     message = f"Merge {task.get('resultBranch')} (tianshu task {task_id})" + (f": {brief[0][:60]}" if brief else "")
     merged = await anyio.to_thread.run_sync(merge_result, service.runtime.home, task["projectPath"], task_id, message)
-    service.store.update(task_id, mergeCommit=merged["mergeCommit"], mergedAt=utc_now())
-    service.store.event(task_id, "note", view.status, f"merged {merged['branch']}"
-                        + (f" as {merged['mergeCommit'][:12]}" if merged["mergeCommit"] else " (already merged)"))
+    service.store.update(task_id, mergeCommit=merged.mergeCommit, mergedAt=utc_now())
+    service.store.event(task_id, "note", view.status, f"merged {merged.branch}"
+                        + (f" as {merged.mergeCommit[:12]}" if merged.mergeCommit else " (already merged)"))
     text = (_("task {taskId}: {branch} merged into {path} as {commit}; the merged branch was deleted.")
-            if merged["mergeCommit"] else
+            if merged.mergeCommit else
             _("task {taskId}: {branch} was already part of {path}'s branch; the merged branch was deleted.")).format(
-        taskId=task_id, branch=merged["branch"], path=task["projectPath"], commit=merged["mergeCommit"])
+        taskId=task_id, branch=merged.branch, path=task["projectPath"], commit=merged.mergeCommit)
     return merged, text
 
 

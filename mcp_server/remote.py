@@ -27,13 +27,21 @@ from ..acceptance.git import run_git
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
-from ..core.paths import SafeProject
-from ..core.projects import ProjectRegistry
-from ..core.remotes import CALLER_KEYS, LOCAL_POOL, check_pool, check_ref, check_repo_url, repo_key
-from ..core.settings import load_config
-from ..deployments.topology import pool_deployment
 from ..core.idempotency import IdempotencyStore, normalize_key
 from ..core.ids import new_task_id
+from ..core.paths import SafeProject
+from ..core.projects import ProjectRegistry
+from ..core.remotes import (
+    CALLER_KEYS,
+    LOCAL_POOL,
+    RemoteSpec,
+    check_pool,
+    check_ref,
+    check_repo_url,
+    repo_key,
+)
+from ..core.settings import load_config
+from ..deployments.topology import pool_deployment
 from .format import clip, ok_result
 from .taskops import TaskView
 
@@ -130,13 +138,14 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
                   projectKey=target.key, isolation="worktree", workPool=target.pool, repoUrl=target.repo_url,
                   ref=target.ref)
     record = service.store.create(task_id, fields)
-    sent = {k: v for k, v in record.items() if k not in CALLER_KEYS}
     limit = target.parallel or cfg.concurrency.worktree_parallel
+    remote = RemoteSpec(repoUrl=target.repo_url, ref=target.ref, pool=target.pool, parallel=limit,
+                        record={k: v for k, v in record.items() if k not in CALLER_KEYS})
     parameters = {
         "task_id": task_id, "project_path": target.repo_url, "agent_id": agent_id,
         "auto_verify": fields["autoVerify"], "auto_fix_rounds": fields["autoFixRounds"],
         "task_timeout_ms": fields["taskTimeoutMs"],
-        "remote": {"repoUrl": target.repo_url, "ref": target.ref, "pool": target.pool, "parallel": limit, "record": sent},
+        "remote": remote.model_dump(mode="json"),  # the flow run's RemoteSpec, as JSON
     }
     tags = [f"tianshu-task:{task_id}", f"project:{target.key}", f"agent:{agent_id}", service.runtime.home_tag,
             f"work-pool:{target.pool}", f"project-name:{os.path.basename(target.repo_url.rstrip('/')) or target.repo_url}",

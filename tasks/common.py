@@ -6,6 +6,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..core.files import read_json_safe
+from ..core.record import TaskRecord
 from ..core.settings import data_home
 from ..core.taskstore import TaskStore
 
@@ -26,14 +30,51 @@ def store() -> TaskStore:
     return TaskStore(data_home())
 
 
-def record(task_id: str, **fields: Any) -> dict[str, Any]:
-    """Write task details (the single writer used by the flow); None deletes a key."""
-    return store().update(task_id, **fields)
+def record(task_id: str, **fields: Any) -> None:
+    """Write task details (the single writer used by the flow): ``fields`` are
+    :class:`~tianshu_mcp.core.record.TaskRecord` field names and values; None deletes a key.
+
+    Raises:
+        ValueError: a field the record does not declare, or a value of the wrong type.
+        FileNotFoundError: the task does not exist.
+    """
+    store().update(task_id, **fields)
 
 
-def work_path(meta: dict[str, Any]) -> str:
-    """Where a task works: its worktree (``workPath``, isolation ``worktree``) or its project."""
-    return str(meta.get("workPath") or meta["projectPath"])
+def load_task(task_id: str) -> TaskRecord:
+    """The typed record of ``task_id`` (:meth:`TaskStore.load`).
+
+    Raises:
+        FileNotFoundError: the task has no readable ``task.json``.
+    """
+    meta = store().load(task_id)
+    if meta is None:
+        raise FileNotFoundError(f"task {task_id} has no readable task.json")
+    return meta
+
+
+def work_path(meta: TaskRecord) -> str:
+    """Where a task works: its worktree (``workPath``, isolation ``worktree``) or its project.
+
+    Raises:
+        KeyError: the record has neither (not a task's record).
+    """
+    path = meta.workPath or meta.projectPath
+    if path is None:
+        raise KeyError("projectPath")
+    return path
+
+
+class CancelMarker(BaseModel):
+    """``<taskDir>/cancel.json``: ``{source, reason, at}`` (``source``: ``user``, ``ui``,
+    ``shutdown``; ``at``: ISO-8601 UTC). Its presence is the request; a damaged marker still is one
+    (its fields then None)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    source: str | None = None
+    reason: str | None = None
+    at: str | None = None
 
 
 def request_cancel(task_dir: Path, source: str, reason: str | None) -> None:
@@ -43,7 +84,20 @@ def request_cancel(task_dir: Path, source: str, reason: str | None) -> None:
     from ..core.taskstore import utc_now
 
     if not (task_dir / CANCEL_FILE).exists():
-        atomic_write_json(task_dir / CANCEL_FILE, {"source": source, "reason": reason, "at": utc_now()})
+        marker = CancelMarker(source=source, reason=reason, at=utc_now())
+        atomic_write_json(task_dir / CANCEL_FILE, marker.model_dump())
+
+
+def read_cancel(task_dir: Path) -> CancelMarker | None:
+    """The task's :class:`CancelMarker`, None when no cancel was requested (or the file is not a
+    JSON object)."""
+    data = read_json_safe(task_dir / CANCEL_FILE)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return CancelMarker.model_validate(data)
+    except ValidationError:
+        return CancelMarker()  # written by hand or damaged: still a request
 
 
 def cancel_requested(task_dir: Path) -> bool:

@@ -32,11 +32,12 @@ from .common import (
     AGENT_PROC_FILE,
     AGENT_PROFILE_FILE,
     cancel_requested,
+    load_task,
     stop_probe,
     store,
     work_path,
 )
-from .events import ChangeWatch, PromptWatch, RoundEvents, emit
+from .events import ChangeWatch, EventData, PromptWatch, RoundEvents, emit
 from .output_watch import OutputWatch
 from .results import RoundResult
 
@@ -59,11 +60,11 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
         ``error_type`` ``agent_unresolved`` / ``setup_failed``.
     """
     st = store()
-    meta = st.read(task_id) or {}
+    meta = load_task(task_id)
     tdir = st.dir(task_id)
     proc_file = tdir / AGENT_PROC_FILE
     try:
-        agent = _task_agent(meta["agentId"], tdir)
+        agent = _task_agent(meta.agentId or "", tdir)
     except TianshuError as exc:
         return RoundResult.hard(ErrorType.SETUP_FAILED, exc.render())
     if not agent.ok:
@@ -73,23 +74,23 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
         project_path=work_path(meta),
         task_dir=tdir,
         round=round,
-        task=meta["task"],
-        context=meta.get("context"),
+        task=meta.task or "",
+        context=meta.context,
         feedback=feedback,
-        timeout_ms=int(meta.get("taskTimeoutMs") or 0),
+        timeout_ms=meta.taskTimeoutMs or 0,
         answer=answer,
-        model=meta.get("model"),
+        model=meta.model,
     )
     emit(task_id, "task_dispatched", "running",
          _("round {round}: brief handed to {agentId}").format(round=round, agentId=agent.id),
-         {"round": round, "agentId": agent.id})
+         EventData(round=round, agentId=agent.id))
     profile = agent.profile
     assert profile is not None  # an ok agent has its profile
     if ctx.model and profile.driver != "gui":  # said, not silently dropped
         emit(task_id, "note", "running",
              _("round {round}: the model hint '{model}' is not used: a {driver} agent runs the model its profile "
                "sets").format(round=round, model=ctx.model, driver=profile.driver),
-             {"round": round, "model": ctx.model})
+             EventData(round=round, model=ctx.model))
     driver = driver_for(profile)
     events = RoundEvents(task_id)
     settings = profile.liveness

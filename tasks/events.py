@@ -23,7 +23,9 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Self
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from ..acceptance.git.changes import owned_by_cli
 from ..adapters.output.ansi import strip_ansi
@@ -37,10 +39,47 @@ log = logging.getLogger("tianshu_mcp")
 PREFECT_EVENT_PREFIX = "tianshu.task."
 
 
-def emit(task_id: str, event: str, state: str, detail: str | None = None, data: dict[str, Any] | None = None) -> None:
-    """Record ``event`` of ``task_id`` in ``task.jsonl`` and in Prefect's event feed; never raises."""
+class EventData(BaseModel):
+    """The ``data`` of a task event (``task.jsonl`` and the Prefect event's ``payload.data``): the
+    keys its emitter set, in this order, None values kept (``model_dump(exclude_unset=True)``).
+
+    Attributes:
+        round: the round the event belongs to.
+        agentId / model: ``task_dispatched``'s agent, a model hint the driver does not use.
+        mode / failedChecks: ``rework_triggered``: ``auto``, the failing checks.
+        tool / files: ``agent_tool_call`` and ``file_modification_started``: the tool, the paths (≤ 20).
+        status / line / attempt / ending: ``agent_model_retry``: the HTTP status (or None), the
+            log line, the attempt number, True when the round is ended for it.
+        silentS / lastLine: ``agent_stalled``: seconds without output, the last line printed.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    round: int | None = None
+    agentId: str | None = None
+    model: str | None = None
+    mode: str | None = None
+    failedChecks: list[str] | None = None
+    tool: str | None = None
+    files: list[str] | None = None
+    status: int | None = None
+    line: str | None = None
+    attempt: int | None = None
+    ending: bool | None = None
+    silentS: int | None = None
+    lastLine: str | None = None
+
+
+def emit(task_id: str, event: str, state: str, detail: str | None = None,
+         data: EventData | dict[str, JsonValue] | None = None) -> None:
+    """Record ``event`` of ``task_id`` in ``task.jsonl`` and in Prefect's event feed; never raises.
+
+    ``data``: the :class:`EventData` of an event of this package, or the JSON object an agent
+    driver attached to its own event (:data:`tianshu_mcp.adapters.round.EventSink`), passed on as it is.
+    """
+    raw = data.model_dump(mode="json", exclude_unset=True) if isinstance(data, EventData) else data
     try:
-        store().event(task_id, event, state, detail, data)
+        store().event(task_id, event, state, detail, raw)
     except Exception as exc:  # noqa: BLE001 - an event must never end a task
         log.warning("task %s: event %s not recorded: %s", task_id, event, exc)
     try:
@@ -50,11 +89,11 @@ def emit(task_id: str, event: str, state: str, detail: str | None = None, data: 
         run_id = flow_run.id
         if not run_id:
             return
-        payload: dict[str, Any] = {"state": state}
+        payload: dict[str, JsonValue] = {"state": state}  # Prefect's event payload: JSON
         if detail is not None:
             payload["detail"] = detail[:2000]
-        if data is not None:
-            payload["data"] = data
+        if raw is not None:
+            payload["data"] = raw
         emit_event(
             event=PREFECT_EVENT_PREFIX + event,
             resource={"prefect.resource.id": f"prefect.flow-run.{run_id}", "tianshu.task-id": task_id},
@@ -107,8 +146,9 @@ class RoundEvents:
             self._sent.add(name)
             return True
 
-    def send(self, name: str, detail: str, data: dict[str, Any] | None = None) -> None:
-        """Emit ``name`` unless it was already sent this round; never raises."""
+    def send(self, name: str, detail: str, data: EventData | dict[str, JsonValue] | None = None) -> None:
+        """Emit ``name`` unless it was already sent this round; never raises. ``data``: as for
+        :func:`emit` (this is also the drivers' :data:`~tianshu_mcp.adapters.round.EventSink`)."""
         if not self.claim(name):
             return
         if name in ("progress", "agent_tool_call"):
@@ -193,7 +233,7 @@ class ChangeWatch(_Watch):
         self.events.send("file_modification_started",
                          _("round {round}: the agent started changing files ({files})").format(
                              round=self.round, files=", ".join(changed[:5])),
-                         {"round": self.round, "files": changed[:20]})
+                         EventData(round=self.round, files=changed[:20]))
         return True
 
 
@@ -273,5 +313,5 @@ class PromptWatch(_Watch):
             said = (_("round {round}: the agent asks to log in / authorize: {line}") if kind == AUTHORIZATION
                     else _("round {round}: the agent shows a confirmation prompt: {line}"))
             quoted = strip_ansi(line)[:QUOTE_CHARS]
-            self.events.send(kind, said.format(round=self.round, line=quoted), {"round": self.round, "line": quoted})
+            self.events.send(kind, said.format(round=self.round, line=quoted), EventData(round=self.round, line=quoted))
         return len(self._sent) == 2  # both said: nothing more to look for

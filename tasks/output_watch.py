@@ -32,7 +32,7 @@ from ..adapters.output.events import (
 from ..adapters.output.formats import OutputReader
 from ..adapters.output.liveness import Liveness, Stuck
 from ..core.i18n import _
-from .events import LogTail, RoundEvents, _tree_state, _Watch
+from .events import EventData, LogTail, RoundEvents, _tree_state, _Watch
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -96,8 +96,8 @@ class OutputWatch(_Watch):
                          "the round ends as an agent failure").format(round=self.round, retries=self.stuck.retries,
                                                                       line=self.stuck.line)
                 self.logger.warning(said)
-                self.events.send("agent_model_retry", said, {"round": self.round, "status": self.stuck.status,
-                                                             "line": self.stuck.line, "ending": True})
+                self.events.send("agent_model_retry", said, EventData(round=self.round, status=self.stuck.status,
+                                                                      line=self.stuck.line, ending=True))
         if not final and self.liveness.stalled():
             self._stalled()
         return False
@@ -114,7 +114,7 @@ class OutputWatch(_Watch):
         said = _("round {round}: the agent printed nothing and changed nothing for {s} s; last line: {line}").format(
             round=self.round, s=seconds, line=last)
         self.logger.warning(said)
-        self.events.send("agent_stalled", said, {"round": self.round, "silentS": seconds, "lastLine": last})
+        self.events.send("agent_stalled", said, EventData(round=self.round, silentS=seconds, lastLine=last))
 
     def _forward(self, event: object) -> None:
         if not (isinstance(event, FinalMessage) and event.delta):
@@ -124,14 +124,14 @@ class OutputWatch(_Watch):
             what = event.detail or ", ".join(event.files)
             said = _("round {round}: {tool} {what}").format(round=self.round, tool=event.name, what=what).rstrip()
             self.logger.info(said)
-            self.events.send("agent_tool_call", said, {"round": self.round, "tool": event.name,
-                                                       "files": list(event.files)[:20]})
+            self.events.send("agent_tool_call", said, EventData(round=self.round, tool=event.name,
+                                                                files=list(event.files)[:20]))
         elif isinstance(event, ModelRetry):
             said = _("round {round}: the agent retries a failed model call: {line}").format(round=self.round,
                                                                                           line=event.line)
             self.logger.warning(said)
-            self.events.send("agent_model_retry", said, {"round": self.round, "status": event.status,
-                                                         "line": event.line, "attempt": event.attempt})
+            self.events.send("agent_model_retry", said, EventData(round=self.round, status=event.status,
+                                                                  line=event.line, attempt=event.attempt))
         elif isinstance(event, Usage):
             self.usage.add(event)
         elif isinstance(event, FinalMessage):

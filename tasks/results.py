@@ -8,19 +8,74 @@ never string keys. ``to_json`` gives the camelCase objects the reports and logs 
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
 from pydantic import BaseModel, ConfigDict
 
-from ..core.record import ErrorType
+from ..core.record import ErrorType, RoundVerdict, VerificationSource
 
 
 class Usage(BaseModel):
     """Tokens and cost an agent's structured output reported for a round (None fields: not said)."""
 
-    inputTokens: Optional[int] = None
-    outputTokens: Optional[int] = None
-    costUsd: Optional[float] = None
+    inputTokens: int | None = None
+    outputTokens: int | None = None
+    costUsd: float | None = None
+
+
+class AgentRun(BaseModel):
+    """What a round's report says about the agent (the verification's ``agent_run``, the report's
+    ``agent``): ``{exitCode, durationMs, outputTail, fatalLine, exitMeaning, usage, finalMessage,
+    toolCalls}`` (None: not known)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exitCode: int | None = None
+    durationMs: int | None = None
+    outputTail: str = ""
+    fatalLine: str | None = None
+    exitMeaning: str | None = None
+    usage: Usage | None = None
+    finalMessage: str | None = None
+    toolCalls: int = 0
+
+
+class UnsupportedClaim(BaseModel):
+    """A claim of the agent's final message the round's evidence does not support: ``{claim, why}``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: str
+    why: str
+
+
+class IntegrityFields(BaseModel):
+    """``task.json`` fields of a round's integrity (docs/integrity.md): ``testIntegrity`` (the
+    policy: ``protect`` | ``allow-test-edits`` | ``off``) and ``unsupportedClaims`` (``[{claim, why}]``).
+    None clears the previous round's value when the round is recorded."""
+
+    model_config = ConfigDict(frozen=True)
+
+    testIntegrity: str | None = None
+    unsupportedClaims: list[UnsupportedClaim] | None = None
+
+
+class VerdictFields(BaseModel):
+    """The ``task.json`` fields a verification round writes (:meth:`Verdict.record_fields`):
+    ``{reportMd, reportJson, reportHtml, reportRound, verificationSource, latestVerificationVerdict,
+    changedFiles, diffstat, testIntegrity, unsupportedClaims}``; every one is written (None deletes
+    the key: no html report, no integrity section). ``model_dump(mode="json")`` gives the store's kwargs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reportMd: str
+    reportJson: str
+    reportHtml: str | None = None
+    reportRound: int
+    verificationSource: VerificationSource
+    latestVerificationVerdict: RoundVerdict
+    changedFiles: list[str]
+    diffstat: str
+    testIntegrity: str | None = None
+    unsupportedClaims: list[UnsupportedClaim] | None = None
 
 
 class Issue(BaseModel):
@@ -62,38 +117,36 @@ class RoundResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     ok: bool = False
-    exit_code: Optional[int] = None
+    exit_code: int | None = None
     timeout: bool = False
     killed: bool = False
     cancel_requested: bool = False
-    error: Optional[str] = None
-    duration_ms: Optional[int] = None
-    log_file: Optional[str] = None
+    error: str | None = None
+    duration_ms: int | None = None
+    log_file: str | None = None
     hard_failure: bool = False
-    error_type: Optional[ErrorType] = None
+    error_type: ErrorType | None = None
     output_tail: str = ""
-    fatal_line: Optional[str] = None
+    fatal_line: str | None = None
     agent_stuck: bool = False
-    exit_meaning: Optional[str] = None
-    usage: Optional[Usage] = None
-    final_message: Optional[str] = None
+    exit_meaning: str | None = None
+    usage: Usage | None = None
+    final_message: str | None = None
     tool_calls: int = 0
-    question: Optional[str] = None
-    question_kind: Optional[str] = None
-    gui_stop: Optional[dict[str, bool]] = None
+    question: str | None = None
+    question_kind: str | None = None
+    gui_stop: dict[str, bool] | None = None
 
     @classmethod
     def hard(cls, error_type: ErrorType, error: str) -> RoundResult:
         """A round whose agent never ran (an unreadable profile file, an unresolved agent)."""
         return cls(hard_failure=True, error_type=error_type, error=error)
 
-    def agent_run(self) -> dict[str, Any]:
-        """What the report says about the agent (the verification's ``agent_run`` input):
-        ``{exitCode, durationMs, outputTail, fatalLine, exitMeaning, usage, finalMessage, toolCalls}``."""
-        return {"exitCode": self.exit_code, "durationMs": self.duration_ms, "outputTail": self.output_tail,
-                "fatalLine": self.fatal_line, "exitMeaning": self.exit_meaning,
-                "usage": self.usage.model_dump() if self.usage else None,
-                "finalMessage": self.final_message, "toolCalls": self.tool_calls}
+    def agent_run(self) -> AgentRun:
+        """What the report says about the agent (the verification's ``agent_run`` input)."""
+        return AgentRun(exitCode=self.exit_code, durationMs=self.duration_ms, outputTail=self.output_tail,
+                        fatalLine=self.fatal_line, exitMeaning=self.exit_meaning, usage=self.usage,
+                        finalMessage=self.final_message, toolCalls=self.tool_calls)
 
 
 class Verdict(BaseModel):
@@ -110,8 +163,8 @@ class Verdict(BaseModel):
         diffstat: ``"+<added> -<deleted>"``.
         message / summary: the report's one-line message and its text summary.
         visual_blocked: a blocking issue came from the visual stage.
-        integrity: ``task.json`` fields of the round's integrity (``testIntegrity``,
-            ``unsupportedClaims``; None values clear them).
+        integrity: ``task.json`` fields of the round's integrity (:class:`IntegrityFields`:
+            ``testIntegrity``, ``unsupportedClaims``; None values clear them).
         cancelled: the round was stopped by a cancel (no verdict on the work).
     """
 
@@ -121,7 +174,7 @@ class Verdict(BaseModel):
     passed: bool
     md_path: str
     json_path: str
-    html_path: Optional[str] = None
+    html_path: str | None = None
     failed_checks: list[str] = []
     blocking_issues: list[Issue] = []
     integrity_issues: list[Issue] = []
@@ -130,15 +183,17 @@ class Verdict(BaseModel):
     message: str = ""
     summary: str = ""
     visual_blocked: bool = False
-    integrity: dict[str, Any] = {}
+    integrity: IntegrityFields = IntegrityFields()
     cancelled: bool = False
 
-    def record_fields(self, source: str) -> dict[str, Any]:
+    def record_fields(self, source: VerificationSource | str) -> VerdictFields:
         """The ``task.json`` fields of this verdict (``source``: auto / manual / scheduled)."""
-        return {"reportMd": self.md_path, "reportJson": self.json_path, "reportHtml": self.html_path,
-                "reportRound": self.round, "verificationSource": source,
-                "latestVerificationVerdict": "passed" if self.passed else "failed",
-                "changedFiles": self.changed_files, "diffstat": self.diffstat, **self.integrity}
+        return VerdictFields(reportMd=self.md_path, reportJson=self.json_path, reportHtml=self.html_path,
+                             reportRound=self.round, verificationSource=VerificationSource(source),
+                             latestVerificationVerdict=RoundVerdict.PASSED if self.passed else RoundVerdict.FAILED,
+                             changedFiles=self.changed_files, diffstat=self.diffstat,
+                             testIntegrity=self.integrity.testIntegrity,
+                             unsupportedClaims=self.integrity.unsupportedClaims)
 
     def blocking_text(self, separator: str) -> str:
         """``[CODE] message`` of every blocking issue, joined by ``separator``."""

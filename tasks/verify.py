@@ -12,6 +12,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Cancelled, Failed, State
 
 from ..acceptance.baseline_warm import WarmSpec, start_in_child
+from ..acceptance.config_model import AcceptanceCheck
 from ..acceptance.engine import VerifyRequest, verify_round
 from ..acceptance.git import Baseline
 from ..acceptance.integrity.holdout_store import load_holdout, load_task_holdout
@@ -24,10 +25,11 @@ from ..acceptance.visual.snapshot import freeze
 from ..core.errors import TianshuError
 from ..core.files import read_json_safe
 from ..core.projects import ProjectRegistry
+from ..core.record import TaskRecord
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
-from .common import AGENT_PROFILE_FILE, stop_probe, store, work_path
-from .results import Verdict
+from .common import AGENT_PROFILE_FILE, load_task, stop_probe, store, work_path
+from .results import AgentRun, IntegrityFields, UnsupportedClaim, Verdict
 
 _UNSET: Any = object()
 
@@ -67,20 +69,22 @@ def round_holdout(task_dir: Path, project_path: str, extra_dir: str | None = Non
     return checks
 
 
-def integrity_fields(report: dict[str, Any]) -> dict[str, Any]:
+def integrity_fields(report: dict[str, Any]) -> IntegrityFields:
     """``task.json`` fields from a round's ``report["integrity"]`` (docs/integrity.md): ``testIntegrity``
     (the policy: ``protect`` | ``allow-test-edits`` | ``off``) and ``unsupportedClaims``
     (``[{claim, why}]``). A field the report lacks is None, so recording the round clears the
-    previous round's value."""
+    previous round's value. ``report`` is the round's report document (``report-<n>.json``, built
+    by the acceptance engine as JSON; only its ``integrity`` section is read here)."""
     section = report.get("integrity")
     if not isinstance(section, dict):
-        return {"testIntegrity": None, "unsupportedClaims": None}
+        return IntegrityFields()
     policy = section.get("policy")
     claims = section.get("unsupportedClaims")
     kept = None
     if isinstance(claims, list):
-        kept = [{"claim": str(c.get("claim", "")), "why": str(c.get("why", ""))} for c in claims if isinstance(c, dict)]
-    return {"testIntegrity": policy if isinstance(policy, str) and policy else None, "unsupportedClaims": kept}
+        kept = [UnsupportedClaim(claim=str(c.get("claim", "")), why=str(c.get("why", "")))
+                for c in claims if isinstance(c, dict)]
+    return IntegrityFields(testIntegrity=policy if isinstance(policy, str) and policy else None, unsupportedClaims=kept)
 
 
 def freeze_visual(task_dir: Path, project_path: str) -> str | None:
@@ -127,20 +131,23 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
         pass
 
 
-def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baseline: Baseline,  # noqa: A002
-             extra_checks: list[dict[str, Any]] | None = None, checks_mode: str = "append",
+def _request(task_id: str, meta: TaskRecord, tdir: Path, round: int, baseline: Baseline,  # noqa: A002
+             extra_checks: list[AcceptanceCheck] | None = None, checks_mode: str = "append",
              acceptance_override: Any = _UNSET, baseline_dir: str | None = None, agent_work: bool = True,
-             agent_run: dict[str, Any] | None = None, target_tests: list[str] | None = None,
+             agent_run: AgentRun | None = None, target_tests: list[str] | None = None,
              holdout_dir: str | None = None) -> VerifyRequest:
-    """The :class:`VerifyRequest` of a round of task ``task_id`` (arguments: :func:`verify_round_task`'s).
-    Raises what :func:`round_holdout` raises."""
+    """The :class:`VerifyRequest` of a round of task ``task_id`` (``meta``: its record; the other
+    arguments: :func:`verify_round_task`'s). Raises what :func:`round_holdout` raises."""
     cfg = load_config()
+    if meta.projectPath is None:
+        raise KeyError("projectPath")
+    project = meta.projectPath
     try:
-        entry = ProjectRegistry(data_home()).get(meta["projectPath"]) or {}
+        entry = ProjectRegistry(data_home()).get(project) or {}
     except TianshuError:
         entry = {}  # a corrupt projects.json must not sink verification; the layers still apply
-    targets = target_tests if target_tests is not None else meta.get("targetTests")
-    holdout = round_holdout(tdir, str(meta["projectPath"]), holdout_dir)  # a damaged file raises: never skipped
+    targets = target_tests if target_tests is not None else meta.targetTests
+    holdout = round_holdout(tdir, project, holdout_dir)  # a damaged file raises: never skipped
     return VerifyRequest(
         task_id=task_id,
         project_path=work_path(meta),
@@ -148,19 +155,19 @@ def _request(task_id: str, meta: dict[str, Any], tdir: Path, round: int, baselin
         round=round,
         baseline=load_baseline(baseline),
         home=data_home(),
-        acceptance_override=meta.get("acceptanceOverride") if acceptance_override is _UNSET else acceptance_override,
+        acceptance_override=meta.acceptanceOverride if acceptance_override is _UNSET else acceptance_override,
         extra_checks=extra_checks,
         checks_mode=checks_mode,
-        task_text=meta.get("task", ""),
+        task_text=meta.task or "",
         verify_command_timeout_ms=cfg.verify_command_timeout_ms,
         verify_concurrency=cfg.verify_concurrency,
         should_stop=stop_probe(tdir),
         project_verify=entry.get("verify") if isinstance(entry.get("verify"), list) else None,
         **({"baseline_dir": Path(baseline_dir)} if baseline_dir else {}),
         agent_work=agent_work,
-        agent_run=agent_run,
+        agent_run=agent_run.model_dump() if agent_run is not None else None,
         pinned_rules=load_pinned(tdir) if agent_work else None,
-        target_tests=tuple(t for t in targets if isinstance(t, str)) if isinstance(targets, list) else (),
+        target_tests=tuple(t for t in targets or () if isinstance(t, str)),
         holdout_checks=tuple(holdout),
         agent_owned_paths=tuple(_owned_paths(tdir)) if agent_work else (),
     )
@@ -184,7 +191,7 @@ def start_baseline_run(task_id: str, baseline: Baseline) -> None:
     (a cancel reaches it through the flow's end). Never raises."""
     try:
         st = store()
-        meta = st.read(task_id) or {}
+        meta = load_task(task_id)
         tdir = st.dir(task_id)
         stop = threading.Event()
         req = _request(task_id, meta, tdir, 0, baseline)
@@ -214,12 +221,12 @@ def verify_round_task(
     task_id: str,
     round: int,  # noqa: A002
     baseline: Baseline,
-    extra_checks: list[dict[str, Any]] | None = None,
+    extra_checks: list[AcceptanceCheck] | None = None,
     checks_mode: str = "append",
     acceptance_override: Any = _UNSET,
     baseline_dir: str | None = None,
     agent_work: bool = True,
-    agent_run: dict[str, Any] | None = None,
+    agent_run: AgentRun | None = None,
     target_tests: list[str] | None = None,
     holdout_dir: str | None = None,
 ) -> Verdict | State:
@@ -230,7 +237,8 @@ def verify_round_task(
     task's own dir; a verification against another task's baseline passes that task's dir);
     ``agent_work`` is False for a verification of a project with no task (never excuse failures;
     the project's acceptance rules are read as they are now, not as pinned at the baseline);
-    ``agent_run`` (``{"exitCode", "durationMs", "outputTail", "fatalLine"}``) puts the agent's
+    ``extra_checks`` are a verify_task call's ``extraChecks`` (appended, or replacing the configured
+    checks with ``checks_mode="replace"``); ``agent_run`` (:class:`~tianshu_mcp.tasks.results.AgentRun`) puts the agent's
     outcome in the report; ``target_tests`` (a verify_task call's ``targetTests``) replaces the
     task's stored ``targetTests``; ``holdout_dir`` is a verify record's directory whose
     ``holdout.json`` adds to the task's and the project's holdout checks (:func:`round_holdout`).
@@ -244,7 +252,7 @@ def verify_round_task(
     from ..acceptance.report import summarize_report
 
     st = store()
-    meta = st.read(task_id) or {}
+    meta = load_task(task_id)
     tdir = st.dir(task_id)
     outcome = verify_round(_request(task_id, meta, tdir, round, baseline, extra_checks, checks_mode,
                                     acceptance_override, baseline_dir, agent_work, agent_run, target_tests,

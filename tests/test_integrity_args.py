@@ -364,15 +364,15 @@ def test_verify_round_task_passes_targets_and_holdout_checks(tmp_path: Path, mon
     verdict = tv.verify_round_task.fn(task_id, 0, baseline)
     assert list(seen[-1].target_tests) == ["stored::t"]
     assert [c.name for c in seen[-1].holdout_checks] == ["task", "project"]
-    assert verdict.integrity == {"testIntegrity": "protect",
-                                    "unsupportedClaims": [{"claim": "all tests pass", "why": "2 failed"}]}
+    assert verdict.integrity.model_dump() == {"testIntegrity": "protect",
+                                              "unsupportedClaims": [{"claim": "all tests pass", "why": "2 failed"}]}
     tv.verify_round_task.fn(task_id, 1, baseline, target_tests=["own::t"], holdout_dir=str(st.dir(record_id)))
     assert list(seen[-1].target_tests) == ["own::t"]
     assert [c.name for c in seen[-1].holdout_checks] == ["task", "project", "call"]
     integrity.clear()
     verdict = tv.verify_round_task.fn(record_id, 0, baseline, target_tests=[])
     assert list(seen[-1].target_tests) == [] and [c.name for c in seen[-1].holdout_checks] == ["call", "task", "project"]
-    assert verdict.integrity == {"testIntegrity": None, "unsupportedClaims": None}
+    assert verdict.integrity.model_dump() == {"testIntegrity": None, "unsupportedClaims": None}
 
 
 def test_integrity_fields_reach_the_meta_and_its_strict_schema() -> None:
@@ -380,10 +380,10 @@ def test_integrity_fields_reach_the_meta_and_its_strict_schema() -> None:
     from tianshu_mcp.mcp_server.outputs import output_schema
     from tianshu_mcp.tasks.verify import integrity_fields
 
-    assert integrity_fields({}) == {"testIntegrity": None, "unsupportedClaims": None}
-    assert integrity_fields({"integrity": "junk"}) == {"testIntegrity": None, "unsupportedClaims": None}
+    assert integrity_fields({}).model_dump() == {"testIntegrity": None, "unsupportedClaims": None}
+    assert integrity_fields({"integrity": "junk"}).model_dump() == {"testIntegrity": None, "unsupportedClaims": None}
     fields = integrity_fields({"integrity": {"policy": "allow-test-edits", "unsupportedClaims": [
-        {"claim": "fixed the bug", "why": "test_add still fails"}, "junk"]}})
+        {"claim": "fixed the bug", "why": "test_add still fails"}, "junk"]}}).model_dump()
     assert fields == {"testIntegrity": "allow-test-edits",
                       "unsupportedClaims": [{"claim": "fixed the bug", "why": "test_add still fails"}]}
     task = {"taskId": "tsk_20260101000000_abcdef", "projectPath": "/p", "createdAt": "x", "targetTests": ["t"],

@@ -16,6 +16,12 @@ import pytest
 from fixture_project import RIGHT_FIX, git, make_calc_repo
 from tianshu_mcp.core.errors import TianshuError
 from tianshu_mcp.core.git import worktree as wt
+from tianshu_mcp.core.record import TaskRecord
+
+
+def _meta(task_id: str, **fields: str) -> TaskRecord:
+    """A task record as the sweep's ``describe`` gives it."""
+    return TaskRecord(taskId=task_id, createdAt="2026-12-01T00:00:00Z", **fields)
 
 
 def tree_hash(repo: Path, raw_index: bool = True) -> str:
@@ -55,15 +61,15 @@ def test_a_worktree_starts_at_head_without_the_users_changes_and_leaves_them_alo
     (top / "__pycache__").mkdir()
     (top / "__pycache__" / "calc.cpython-311.pyc").write_bytes(b"\0cache")
     out = wt.close_worktree(ws, tmp_path, ["calc.py"], "tianshu: fix add")
-    assert not top.exists() and out["resultCommit"] and "error" not in out
+    assert not top.exists() and out.resultCommit and out.error is None
     assert git(repo, "show", f"{ws.branch}:calc.py") == RIGHT_FIX
     assert git(repo, "diff", "--name-only", ws.base_commit, ws.branch).split() == ["calc.py"]
-    patch = Path(out["resultPatch"]).read_text()
-    assert "+    return a + b" in patch and "pycache" not in patch and out["patchBytes"] == len(patch.encode())
+    patch = Path(out.resultPatch).read_text()
+    assert "+    return a + b" in patch and "pycache" not in patch and out.patchBytes == len(patch.encode())
     assert "tsk_20261201000000_aaaaaa" not in git(repo, "worktree", "list")
     assert tree_hash(repo) == before  # work tree, index and HEAD untouched
     # the patch applies to the user's tree by hand, too
-    subprocess.run(["git", "-C", str(repo), "apply", "--check", out["resultPatch"]], check=True)
+    subprocess.run(["git", "-C", str(repo), "apply", "--check", out.resultPatch], check=True)
 
 
 def test_a_monorepo_package_works_at_its_path_inside_the_worktree(tmp_path: Path) -> None:
@@ -92,7 +98,7 @@ def test_merge_brings_the_branch_in_and_a_conflict_leaves_the_project_as_it_was(
     assert tree_hash(repo, raw_index=False) == before
     git(repo, "commit", "-qm", "the user's staged file")
     merged = wt.merge_result(home, str(repo), "tsk_20261201000000_cccccc", "Merge it")
-    assert merged["mergeCommit"] and not merged["alreadyMerged"]
+    assert merged.mergeCommit and not merged.alreadyMerged
     assert (repo / "calc.py").read_text() == RIGHT_FIX and (repo / "notes.txt").exists()
     assert git(repo, "show", "-s", "--format=%s", "HEAD").strip() == "Merge it"
     assert not git(repo, "branch", "--list", ws.branch).strip()  # merged, so deleted
@@ -165,12 +171,13 @@ def test_the_sweep_keeps_live_and_waiting_worktrees_and_commits_and_removes_the_
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        metas = {ids[0]: {"projectPath": str(repo)}, ids[1]: {"projectPath": str(repo), "pendingQuestion": "which?"},
-                 ids[2]: {"projectPath": str(repo), "worktreeBase": ws.base_commit}}
-        closed: dict[str, dict] = {}
+        metas = {ids[0]: _meta(ids[0], projectPath=str(repo)),
+                 ids[1]: _meta(ids[1], projectPath=str(repo), pendingQuestion="which?"),
+                 ids[2]: _meta(ids[2], projectPath=str(repo), worktreeBase=ws.base_commit)}
+        closed: dict[str, wt.WorktreeClose] = {}
         removed = wt.sweep_worktrees(home, metas.get, lambda task_id, out: closed.update({task_id: out}))
         assert removed == [ids[2]] and list(closed) == [ids[2]]
-        assert closed[ids[2]]["resultCommit"] and "+    return a + b" in Path(closed[ids[2]]["resultPatch"]).read_text()
+        assert closed[ids[2]].resultCommit and "+    return a + b" in Path(closed[ids[2]].resultPatch).read_text()
         assert wt.worktree_dir(home, ids[0]).is_dir() and wt.worktree_dir(home, ids[1]).is_dir()
         assert not wt.worktree_dir(home, ids[2]).exists()
         assert git(repo, "show", f"tianshu/{ids[2]}:calc.py") == RIGHT_FIX  # nothing lost
@@ -220,7 +227,7 @@ def test_merges_into_one_repository_run_one_at_a_time(tmp_path: Path) -> None:
         wt.close_worktree(ws, tmp_path, None, f"add big{n}")
     with ThreadPoolExecutor(6) as pool:
         merged = list(pool.map(lambda t: wt.merge_result(home, str(repo), t, f"Merge {t}"), ids))
-    assert all(m["mergeCommit"] for m in merged)
+    assert all(m.mergeCommit for m in merged)
     assert git(repo, "status", "--porcelain") == "" and all((repo / f"big{n}.txt").exists() for n in range(6))
 
 
@@ -257,7 +264,7 @@ def test_a_removal_stopped_half_way_never_leaves_a_registration_pointing_at_noth
     Path(ws.top, "calc.py").write_text(RIGHT_FIX)
     for entry in wt._admin_dirs(ws.project_top, Path(ws.top)):
         shutil.rmtree(entry)
-    assert wt.sweep_worktrees(home, lambda _id: {"projectPath": str(repo)}) == [ids[1]]
+    assert wt.sweep_worktrees(home, lambda _id: _meta(_id, projectPath=str(repo))) == [ids[1]]
     assert not Path(ws.top).exists()
     listed = git(repo, "worktree", "list", "--porcelain")
     assert listed.count("worktree ") == 1 and "prunable" not in listed
@@ -277,7 +284,7 @@ def test_odd_names_a_branch_switch_and_hooks_never_lose_the_result(tmp_path: Pat
         fh.write(b"x\n")
     # the verified set as the report has it: the odd name decoded lossily
     out = wt.close_worktree(ws, tmp_path, ["calc.py", "caf\ufffd.txt"], "fix")
-    assert out["resultCommit"] and out["patchBytes"] > 0 and "error" not in out, out
+    assert out.resultCommit and out.patchBytes > 0 and out.error is None, out
     assert git(repo, "show", f"{ws.branch}:calc.py") == RIGHT_FIX
     assert b"caf\xe9.txt" in subprocess.run(["git", "-C", str(repo), "ls-tree", "--name-only", "-z", ws.branch],
                                             capture_output=True, check=True).stdout
@@ -287,7 +294,7 @@ def test_odd_names_a_branch_switch_and_hooks_never_lose_the_result(tmp_path: Pat
     Path(ws2.top, "calc.py").write_text(RIGHT_FIX)
     git(Path(ws2.top), "-c", "core.hooksPath=/dev/null", "commit", "-qam", "the agent's own commit")
     out2 = wt.close_worktree(ws2, tmp_path, ["calc.py"], "fix")
-    assert git(repo, "rev-parse", ws2.branch).strip() == out2["resultCommit"] != ws2.base_commit
+    assert git(repo, "rev-parse", ws2.branch).strip() == out2.resultCommit != ws2.base_commit
     assert git(repo, "show", f"{ws2.branch}:calc.py") == RIGHT_FIX
 
 

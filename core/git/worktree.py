@@ -30,14 +30,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
+from pydantic import BaseModel, ConfigDict
 
 from ..errors import ErrorCode, TianshuError
 from ..gate import kill_project_processes
 from ..i18n import _
 from ..paths import norm_path, project_key
+from ..record import TaskRecord
 from ..settings import home_tag
 from .run import GitFailed, GitResult, git_failed, run_git
 from .status import CACHE_PATH_RE, worktree_status
@@ -153,6 +154,42 @@ class Workspace:
     project_top: str
     created: bool = False
     dirty_not_carried: list[str] = field(default_factory=list)
+
+
+class WorktreeClose(BaseModel):
+    """What :func:`close_worktree` did: ``{resultBranch, resultCommit, resultPatch, patchBytes, error?}``.
+
+    Attributes:
+        resultBranch: ``tianshu/<taskId>``.
+        resultCommit: the branch's commit after the close; None when the agent changed nothing.
+        resultPatch: ``<taskDir>/result.patch``.
+        patchBytes: its size, bytes (0 when git refused before writing it).
+        error: git's refusal (the worktree is removed all the same), else None.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    resultBranch: str
+    resultCommit: str | None = None
+    resultPatch: str
+    patchBytes: int = 0
+    error: str | None = None
+
+
+class MergeResult(BaseModel):
+    """What :func:`merge_result` did: ``{branch, mergeCommit, alreadyMerged}`` (manage_task's ``merge``).
+
+    Attributes:
+        branch: the merged branch (``tianshu/<taskId>``; None only in a merge recorded before).
+        mergeCommit: the merge commit, None when the branch was part of HEAD already.
+        alreadyMerged: nothing was merged (the branch was already in HEAD's history).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    branch: str | None = None
+    mergeCommit: str | None = None
+    alreadyMerged: bool = False
 
 
 def _is_worktree(path: Path) -> bool:
@@ -324,27 +361,29 @@ def remove_worktree(project_top: str, top: str) -> None:
     _discard(project_top, Path(top))
 
 
-def close_worktree(ws: Workspace, task_dir: Path, files: list[str] | None, message: str) -> dict[str, Any]:
+def close_worktree(ws: Workspace, task_dir: Path, files: list[str] | None, message: str) -> WorktreeClose:
     """Commit the result, write ``result.patch`` and remove the worktree (the end of a task).
 
     Returns:
-        ``{"resultBranch", "resultCommit" (None when the agent changed nothing), "resultPatch",
-        "patchBytes"}``. On a git refusal the worktree is still removed and ``"error"`` says why.
+        The :class:`WorktreeClose` (``resultCommit`` None when the agent changed nothing). On a
+        git refusal the worktree is still removed and ``error`` says why.
     """
-    out: dict[str, Any] = {"resultBranch": ws.branch, "resultCommit": None,
-                           "resultPatch": str(task_dir / PATCH_FILE), "patchBytes": 0}
+    commit: str | None = None
+    size = 0
+    error: str | None = None
     try:
         commit_result(ws.top, files, message)
         _pin_branch(ws.top, ws.branch)
-        out["resultCommit"] = _git(["rev-parse", "HEAD"], ws.top).stdout.strip()
-        out["patchBytes"] = write_patch(ws.top, ws.base_commit, task_dir / PATCH_FILE)
-        if out["resultCommit"] == ws.base_commit:
-            out["resultCommit"] = None
+        commit = _git(["rev-parse", "HEAD"], ws.top).stdout.strip()
+        size = write_patch(ws.top, ws.base_commit, task_dir / PATCH_FILE)
+        if commit == ws.base_commit:
+            commit = None
     except GitFailed as exc:
-        out["error"] = exc.message
+        error = exc.message
     finally:
         remove_worktree(ws.project_top, ws.top)
-    return out
+    return WorktreeClose(resultBranch=ws.branch, resultCommit=commit, resultPatch=str(task_dir / PATCH_FILE),
+                         patchBytes=size, error=error)
 
 
 def leftover_worktrees(home: Path) -> list[str]:
@@ -364,12 +403,12 @@ def leftover_worktrees(home: Path) -> list[str]:
     return found
 
 
-def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None],
-                    closed: Callable[[str, dict[str, Any]], None] | None = None) -> list[str]:
+def sweep_worktrees(home: Path, describe: Callable[[str], TaskRecord | None],
+                    closed: Callable[[str, WorktreeClose], None] | None = None) -> list[str]:
     """Commit and remove worktrees that a killed flow run left (cleanup policy in the module doc).
 
     Args:
-        describe: ``taskId -> task.json`` (None when the record is gone). A task waiting for the
+        describe: ``taskId -> `` its :class:`TaskRecord` (None when the record is gone). A task waiting for the
             user (``pendingQuestion`` set) keeps its worktree.
         closed: called with ``(taskId, close_worktree's result)`` when the task's record names its
             baseline commit (``worktreeBase``): the result was committed, pinned to the branch and
@@ -380,8 +419,8 @@ def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]
     """
     removed = []
     for task_id in leftover_worktrees(home):
-        meta = describe(task_id) or {}
-        if meta.get("pendingQuestion"):
+        meta = describe(task_id)
+        if meta is not None and meta.pendingQuestion:
             continue
         lock = FileLock(str(worktrees_root(home) / f"{task_id}.lock"), timeout=0)
         try:
@@ -392,11 +431,13 @@ def sweep_worktrees(home: Path, describe: Callable[[str], dict[str, Any] | None]
             path = worktree_dir(home, task_id)
             # an agent or check of the killed run may still write there (its own session)
             kill_project_processes(f"{home_tag(home)}/{project_key(norm_path(os.path.realpath(path)))}")
-            project_top = _main_repo(path) or (repo_top(meta["projectPath"])[0] if meta.get("projectPath") else None)
+            project_path = meta.projectPath if meta is not None else None
+            base = meta.worktreeBase if meta is not None else None
+            project_top = _main_repo(path) or (repo_top(project_path)[0] if project_path else None)
             message = f"tianshu: {task_id} (work left by an interrupted run)"
             task_dir = home / "tasks" / task_id
-            if project_top and _is_worktree(path) and meta.get("worktreeBase") and task_dir.is_dir():
-                ws = Workspace(str(path), str(path), branch_name(task_id), str(meta["worktreeBase"]), project_top)
+            if project_top and _is_worktree(path) and base and task_dir.is_dir():
+                ws = Workspace(str(path), str(path), branch_name(task_id), base, project_top)
                 out = close_worktree(ws, task_dir, None, message)
                 if closed is not None:
                     closed(task_id, out)
@@ -427,8 +468,8 @@ def sweep_home(home: Path) -> list[str]:
     from ..taskstore import TaskStore
 
     store = TaskStore(home)
-    return sweep_worktrees(home, store.read, lambda task_id, out: store.update(
-        task_id, workPath=None, worktreePath=None, resultCommit=out["resultCommit"], resultPatch=out["resultPatch"]))
+    return sweep_worktrees(home, store.load, lambda task_id, out: store.update(
+        task_id, workPath=None, worktreePath=None, resultCommit=out.resultCommit, resultPatch=out.resultPatch))
 
 
 def _main_repo(path: Path) -> str | None:
@@ -447,13 +488,13 @@ IN_PROGRESS = ("MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD", "REBASE_HEAD", "
 """Files in a repository's git dir that say the user is in the middle of an operation."""
 
 
-def merge_result(home: Path, project_path: str, task_id: str, message: str) -> dict[str, Any]:
+def merge_result(home: Path, project_path: str, task_id: str, message: str) -> MergeResult:
     """Merge the task's result branch into the project's current branch (``git merge --no-ff``),
     then delete the merged branch. Merges into one repository run one at a time (a file lock in
     ``<home>/worktrees``).
 
     Returns:
-        ``{"branch", "mergeCommit", "alreadyMerged"}``.
+        The :class:`MergeResult` ``{branch, mergeCommit, alreadyMerged}``.
 
     Raises:
         TianshuError: INVALID_STATE (no result branch; a detached HEAD or the result branch
@@ -477,7 +518,7 @@ def merge_result(home: Path, project_path: str, task_id: str, message: str) -> d
         lock.release()
 
 
-def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str, Any]:
+def _merge_locked(top: str, branch: str, task_id: str, message: str) -> MergeResult:
     if not branch_exists(top, branch):
         raise TianshuError(ErrorCode.INVALID_STATE, _("{taskId} has no result branch {branch} in {top} (merged and "
                                                       "deleted already, or deleted by hand)").format(
@@ -498,7 +539,7 @@ def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str
                                top=top, operations=", ".join(busy)))
     if run_git(["merge-base", "--is-ancestor", branch, "HEAD"], top).ok:
         run_git([*NO_HOOKS, "branch", "-d", branch], top)
-        return {"branch": branch, "mergeCommit": None, "alreadyMerged": True}
+        return MergeResult(branch=branch, mergeCommit=None, alreadyMerged=True)
     args = [*_commit_identity(top), "-c", "commit.gpgsign=false", "merge", "--no-ff", "--no-edit", "--no-verify",
             "-m", message, branch]
     r = run_git(args, top)
@@ -513,4 +554,4 @@ def _merge_locked(top: str, branch: str, task_id: str, message: str) -> dict[str
         raise git_failed(["merge", branch], top, r)
     commit = _git(["rev-parse", "HEAD"], top).stdout.strip()
     run_git([*NO_HOOKS, "branch", "-d", branch], top)
-    return {"branch": branch, "mergeCommit": commit, "alreadyMerged": False}
+    return MergeResult(branch=branch, mergeCommit=commit, alreadyMerged=False)
