@@ -62,6 +62,8 @@ def config_acceptance(argv: list[str]) -> int:
         read_layer,
     )
 
+    from ..core.ids import is_record_id
+
     project: str | None = None
     task_id: str | None = None
     error: str | None = None
@@ -73,6 +75,9 @@ def config_acceptance(argv: list[str]) -> int:
                 error = "--task needs a taskId argument"
                 break
             task_id = argv[i + 1]
+            if not is_record_id(task_id):  # it names a directory under <home>/tasks: never a path
+                error = f"--task needs a task id (tsk_<14 digits>_<6 hex> or vfy_…), got {task_id!r}"
+                break
             i += 2
             continue
         if arg.startswith("--"):

@@ -6,6 +6,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from conftest import CONSOLE, server_env
 
 
@@ -97,3 +99,13 @@ def test_a_tasks_layers_are_shown_as_pinned_at_its_baseline(tmp_path: Path) -> N
     assert out["layers"][1]["path"].endswith("acceptance.json (as of the task's baseline)")
     code, out = run(home, "acceptance", str(project))  # the project as it is now
     assert out["effective"]["checks"] == 0 and out["effective"]["requireChanges"] is False
+
+
+@pytest.mark.parametrize("bad", ["../../etc", "tsk_nope", "/tmp/x", "tsk_20261203174043_be9f0f/../../x"])
+def test_a_task_option_that_is_not_a_task_id_is_a_usage_error(tmp_path: Path, bad: str) -> None:
+    """``--task`` names a directory under ``<home>/tasks``: anything but a task id is refused
+    before a file is read (exit 2), never resolved as a path."""
+    home = tmp_path / "home"
+    home.mkdir()
+    code, out = run(home, "acceptance", "--task", bad)
+    assert code == 2 and out["ok"] is False and "task id" in out["error"], out
