@@ -457,3 +457,68 @@ def test_log_sections() -> None:
     secs = log_sections(text)
     assert [h.split(" @ ")[0] for h, _ in secs] == ["=== check: a — x y", "=== check: b — z"]
     assert secs[0][1].strip() == "out a" and secs[1][1].strip() == "out b"
+
+
+def _listed(repo: Path) -> str:
+    return subprocess.run(["git", "-C", str(repo), "worktree", "list", "--porcelain"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_a_baseline_worktree_is_forgotten_even_when_every_git_is_killed(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Observed: a cancel during the baseline checks killed the flow run's children while it removed
+    its baseline worktree; the user's repository kept an entry pointing at nothing
+    (``/tmp/tianshu-baseline-…/wt … prunable``)."""
+    from tianshu_mcp.acceptance.grading import baseline_runs
+    from tianshu_mcp.core.git import registration
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixture_project import make_calc_repo
+
+    repo = make_calc_repo(tmp_path / "calc")
+    baseline = capture_baseline(str(repo))
+    tdir = tmp_path / "task"
+    tdir.mkdir()
+    notes: list[str] = []
+    with baseline_runs.baseline_worktree(repo, tdir, baseline, notes) as wt:
+        assert wt is not None, notes
+        made = wt.top
+        assert str(made) in _listed(repo)
+        real = baseline_runs.run_git  # from here on every git fails, as under a cancel's kills
+        failing = lambda args, cwd, *a, **k: real(["--no-such-option", *args], cwd, *a, **k)  # noqa: E731
+        monkeypatch.setattr(baseline_runs, "run_git", failing)
+        monkeypatch.setattr(registration, "run_git", failing)
+    monkeypatch.undo()
+    listed = _listed(repo)
+    assert not made.parent.exists() and listed.count("worktree ") == 1 and "prunable" not in listed, listed
+
+
+def test_what_a_dead_process_left_of_its_baseline_worktree_is_swept(tmp_path: Path) -> None:
+    """A killed flow run leaves a registered worktree, a registration whose directory is gone (an
+    older version's half-done removal) or a directory whose registration is gone: the next
+    baseline worktree of any repository removes all three."""
+    from tianshu_mcp.acceptance.grading import baseline_runs
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fixture_project import make_calc_repo
+
+    repo = make_calc_repo(tmp_path / "calc")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    left = []
+    for kind in ("registered", "dir-gone", "registration-gone"):
+        parent = Path(tempfile.mkdtemp(prefix=baseline_runs.WORKTREE_PREFIX))
+        (parent / "owner.json").write_text(json.dumps({"pid": dead.pid, "project": str(repo)}))
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet", str(parent / "wt"), "HEAD"],
+                       check=True)
+        if kind == "dir-gone":
+            subprocess.run(["rm", "-rf", str(parent / "wt")], check=True)
+        elif kind == "registration-gone":
+            admin = Path((parent / "wt" / ".git").read_text().split("gitdir:", 1)[1].strip())
+            subprocess.run(["rm", "-rf", str(admin)], check=True)
+        left.append(parent)
+    assert "prunable" in _listed(repo)
+    baseline_runs._sweep_stale(repo)
+    listed = _listed(repo)
+    assert listed.count("worktree ") == 1 and "prunable" not in listed, listed
+    assert not [p for p in left if p.exists()]

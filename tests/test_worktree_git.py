@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from fixture_project import RIGHT_FIX, git, make_calc_repo
 from tianshu_mcp.core.errors import TianshuError
-from tianshu_mcp.core.git import worktree as wt
+from tianshu_mcp.core.git import registration, worktree as wt
 from tianshu_mcp.core.record import TaskRecord
 
 
@@ -254,15 +254,17 @@ def test_a_removal_stopped_half_way_never_leaves_a_registration_pointing_at_noth
     # 1. every git the removal runs is killed (it fails): the registration still goes
     ws = wt.open_worktree(home, ids[0], str(repo))
     real = wt.run_git
-    monkeypatch.setattr(wt, "run_git", lambda args, cwd, *a, **k: real(["--no-such-option", *args], cwd, *a, **k))
+    failing = lambda args, cwd, *a, **k: real(["--no-such-option", *args], cwd, *a, **k)  # noqa: E731
+    monkeypatch.setattr(wt, "run_git", failing)
+    monkeypatch.setattr(registration, "run_git", failing)
     wt.remove_worktree(ws.project_top, ws.top)
-    monkeypatch.setattr(wt, "run_git", real)
+    monkeypatch.undo()
     assert not Path(ws.top).exists() and git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
     # 2. the process dies after the registration went, before the directory did: the directory
     # is what the sweep finds, and it goes too
     ws = wt.open_worktree(home, ids[1], str(repo))
     Path(ws.top, "calc.py").write_text(RIGHT_FIX)
-    for entry in wt._admin_dirs(ws.project_top, Path(ws.top)):
+    for entry in registration.admin_dirs(ws.project_top, Path(ws.top)):
         shutil.rmtree(entry)
     assert wt.sweep_worktrees(home, lambda _id: _meta(_id, projectPath=str(repo))) == [ids[1]]
     assert not Path(ws.top).exists()

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from filelock import FileLock, Timeout
 
 from ...core.files import atomic_write_json, read_json_safe
+from ...core.git.registration import forget_worktree
 from ...core.i18n import _
 from ...core.procs import stop_requested
 from ..config import CheckDef
@@ -53,6 +54,8 @@ CACHE_FILE = "baseline-checks.json"
 LOCK_FILE = ".baseline-checks.lock"
 LOG_FILE = "baseline-checks.log"
 WORKTREE_PREFIX = "tianshu-baseline-"
+_OWNERLESS_GRACE_S = 60.0
+"""A temporary worktree directory without an owner file is another process's in the making for this long (s)."""
 MAX_LOG_READ = 64 * 1024 * 1024
 """A verify log larger than this is not parsed for test ids (``outputTail`` is used instead)."""
 LINKED_DEP_DIRS = ("node_modules", ".venv", "venv")
@@ -102,30 +105,47 @@ def _repo_lock(top: Path) -> threading.Lock:
 
 
 def _remove_worktree(top: Path, wt: Path) -> bool:
-    """Remove our worktree: ``worktree remove --force --force``; if its entry survives, delete the
-    directory and ``worktree prune``. Returns True when the entry is gone."""
-    real = os.path.realpath(wt)
+    """Remove our worktree: git's registration of it, then its directory, by reading files
+    (:func:`tianshu_mcp.core.git.registration.forget_worktree`: no git process a cancel could cut
+    off half-way, and no ``worktree prune``, which would also forget the user's own worktrees on
+    an unmounted disk). Returns True when git no longer lists it."""
     with _repo_lock(top):
-        run_git([*_NO_HOOKS, "worktree", "remove", "--force", "--force", str(wt)], top, timeout_ms=_WORKTREE_TIMEOUT_MS)
-    if real in _worktree_paths(top) or wt.exists():
-        shutil.rmtree(wt, ignore_errors=True)
-        run_git(["worktree", "prune"], top)
-    return real not in _worktree_paths(top)
+        forget_worktree(str(top), wt)
+    return os.path.realpath(wt) not in _worktree_paths(top)
+
+
+def _owner_gone(parent: Path) -> bool:
+    """True unless ``parent/owner.json`` names a live process. A directory without a readable
+    owner counts as gone only after :data:`_OWNERLESS_GRACE_S` (its creator writes the owner
+    right after ``mkdtemp``)."""
+    owner = read_json_safe(parent / "owner.json")
+    pid = owner.get("pid") if isinstance(owner, dict) else None
+    if isinstance(pid, int):
+        return not _pid_alive(pid)
+    try:
+        return time.time() - parent.stat().st_mtime > _OWNERLESS_GRACE_S
+    except OSError:
+        return True
 
 
 def _sweep_stale(top: Path) -> None:
-    """Remove worktrees a dead tianshu process left behind (owner pid recorded next to them)."""
-    tmp_root = os.path.realpath(tempfile.gettempdir())
+    """Remove what a dead tianshu process left of its temporary worktrees (owner pid recorded
+    next to them): those ``top`` still lists, even when their directory is gone (an older
+    version's half-done removal), and the temporary directories themselves, whose registration
+    may live in another repository (the owner's ``project``)."""
+    tmp_root = Path(os.path.realpath(tempfile.gettempdir()))
     for path in _worktree_paths(top):
         parent = Path(path).parent
-        if not parent.name.startswith(WORKTREE_PREFIX) or os.path.realpath(parent.parent) != tmp_root:
-            continue
-        owner = read_json_safe(parent / "owner.json")
-        pid = owner.get("pid") if isinstance(owner, dict) else None
-        if isinstance(pid, int) and _pid_alive(pid):
-            continue
-        _remove_worktree(top, Path(path))
-        shutil.rmtree(parent, ignore_errors=True)
+        if parent.name.startswith(WORKTREE_PREFIX) and os.path.realpath(parent.parent) == str(tmp_root) \
+                and _owner_gone(parent):
+            _remove_worktree(top, Path(path))
+            shutil.rmtree(parent, ignore_errors=True)
+    for parent in tmp_root.glob(WORKTREE_PREFIX + "*"):
+        if parent.is_dir() and not parent.is_symlink() and _owner_gone(parent):
+            owner = read_json_safe(parent / "owner.json")
+            project = owner.get("project") if isinstance(owner, dict) else None
+            forget_worktree(str(project) if isinstance(project, str) else str(top), parent / "wt")
+            shutil.rmtree(parent, ignore_errors=True)
 
 
 def _reproduce_dirty(
@@ -355,9 +375,8 @@ def baseline_worktree(project: Path, tdir: Path, baseline: Baseline, notes: list
             added = os.path.realpath(wt) in _worktree_paths(top)
             if added or r.timed_out:
                 break
-            if wt.exists():
-                shutil.rmtree(wt, ignore_errors=True)
-            run_git(["worktree", "prune"], top)
+            with _repo_lock(top):
+                forget_worktree(str(top), wt)
             time.sleep(0.2 * (attempt + 1))
         if not r.ok or not added:
             notes.append(_("git worktree add failed: {said}").format(said=(r.stderr or r.stdout).strip()[:300]))

@@ -41,6 +41,7 @@ from ..paths import norm_path, project_key
 from ..record import TaskRecord
 from ..settings import home_tag
 from .run import GitFailed, GitResult, git_failed, run_git
+from .registration import forget_worktree
 from .status import CACHE_PATH_RE, worktree_status
 
 BRANCH_PREFIX = "tianshu/"
@@ -224,7 +225,7 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
     if _is_worktree(path):
         pass
     elif branch_exists(top, branch):
-        _discard(top, path)
+        forget_worktree(top, path)
         _git(["worktree", "add", "--quiet", str(path), branch], top)
     elif base_commit:  # a re-run (rework, verify_task) of a task whose result branch is gone
         raise TianshuError(ErrorCode.INVALID_STATE,
@@ -232,7 +233,7 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
                              "hand); there is no work of this task to continue or verify — start a new task").format(
                                branch=branch, top=top))
     else:
-        _discard(top, path)
+        forget_worktree(top, path)
         base = start or _git(["rev-parse", "--verify", "HEAD^{commit}"], top).stdout.strip()
         dirty = [] if start else dirty_paths(top)
         _git(["worktree", "add", "--quiet", "-b", branch, str(path), base], top)
@@ -240,47 +241,6 @@ def open_worktree(home: Path, task_id: str, project_path: str, base_commit: str 
     base = base_commit or _git(["rev-parse", "--verify", f"{branch}^{{commit}}"], top).stdout.strip()
     work = str(path / rel) if rel else str(path)
     return Workspace(str(path), work, branch, base, top, created, dirty)
-
-
-def _admin_dirs(project_top: str, path: Path) -> list[Path]:
-    """git's registration directories (``<common dir>/worktrees/<name>``) whose ``gitdir`` file
-    points into ``path``: among those of the project's common dir and the one ``path/.git``
-    names. Found by reading files, so a git killed half-way cannot hide one; an entry that
-    points elsewhere (the user's own worktrees) is never returned."""
-    candidates: list[Path] = []
-    try:
-        head = (path / ".git").read_text(errors="replace").strip() if (path / ".git").is_file() else ""
-    except OSError:
-        head = ""
-    if head.startswith("gitdir:"):
-        named = Path(head[len("gitdir:"):].strip())
-        candidates.append(named if named.is_absolute() else path / named)
-    r = run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], project_top)
-    admin = (Path(r.stdout.strip()) if r.ok else Path(project_top) / ".git") / "worktrees"
-    candidates += sorted(admin.iterdir()) if admin.is_dir() else []
-    found: list[Path] = []
-    for entry in candidates:
-        try:
-            target = (entry / "gitdir").read_text().strip()
-        except OSError:
-            continue
-        target_dir = os.path.dirname(target if os.path.isabs(target) else os.path.join(entry, target))
-        if os.path.realpath(target_dir) == os.path.realpath(path) and entry.parent.name == "worktrees" \
-                and os.path.realpath(entry) not in {os.path.realpath(f) for f in found}:
-            found.append(entry)
-    return found
-
-
-def _discard(project_top: str, path: Path) -> None:
-    """Forget git's registration of *this* worktree only (``git worktree prune`` would also
-    forget the user's own worktrees on an unmounted disk), then remove its directory.
-
-    The registration goes first: the directory is what the sweep looks for, so a process killed
-    half-way (a forced cancel kills the flow run's children) leaves a directory the sweep removes,
-    never a registration pointing at nothing (``git worktree list``: *prunable*)."""
-    for entry in _admin_dirs(project_top, path):
-        shutil.rmtree(entry, ignore_errors=True)
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def hold(home: Path, task_id: str) -> FileLock:
@@ -358,7 +318,7 @@ def write_patch(top: str, base_commit: str, out: Path) -> int:
 
 def remove_worktree(project_top: str, top: str) -> None:
     """Remove the worktree directory and its registration (the branch stays)."""
-    _discard(project_top, Path(top))
+    forget_worktree(project_top, Path(top))
 
 
 def close_worktree(ws: Workspace, task_dir: Path, files: list[str] | None, message: str) -> WorktreeClose:
