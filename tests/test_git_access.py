@@ -10,9 +10,9 @@ git process about to start; outside the runner there must be none.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from source_scan import ROOT, offenders
+
 LAYERS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server", "console")
 RUNNER = ROOT / "core" / "git" / "run.py"
 
@@ -29,14 +29,8 @@ def git_argv_literals(source: str) -> list[int]:
 
 
 def test_only_the_runner_starts_git() -> None:
-    offenders = [
-        f"{path.relative_to(ROOT)}:{line}"
-        for layer in LAYERS
-        for path in sorted((ROOT / layer).rglob("*.py"))
-        if path != RUNNER
-        for line in git_argv_literals(path.read_text(encoding="utf-8"))
-    ]
-    assert not offenders, "git started outside core/git/run.py:\n  " + "\n  ".join(offenders)
+    found = offenders(LAYERS, git_argv_literals, skip=[RUNNER])
+    assert not found, "git started outside core/git/run.py:\n  " + "\n  ".join(found)
 
 
 def test_the_scan_sees_each_way_of_writing_a_git_argv() -> None:

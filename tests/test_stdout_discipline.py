@@ -8,9 +8,9 @@ except ``console/`` fails.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from source_scan import offenders
+
 QUIET_LAYERS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server")
 
 
@@ -26,13 +26,8 @@ def stdout_prints(source: str) -> list[int]:
 
 
 def test_nothing_below_the_console_prints_to_stdout() -> None:
-    offenders = [
-        f"{path.relative_to(ROOT)}:{line}"
-        for layer in QUIET_LAYERS
-        for path in sorted((ROOT / layer).rglob("*.py"))
-        for line in stdout_prints(path.read_text(encoding="utf-8"))
-    ]
-    assert not offenders, "print() to stdout outside console/:\n  " + "\n  ".join(offenders)
+    found = offenders(QUIET_LAYERS, stdout_prints)
+    assert not found, "print() to stdout outside console/:\n  " + "\n  ".join(found)
 
 
 def test_the_scan_tells_stdout_from_stderr() -> None:
