@@ -121,6 +121,18 @@ def git_preflight(project: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return {"isRepo": True, "head": head, "uncommitted": len(entries)}, found
 
 
+def judge_preflight(acceptance: dict[str, Any], git: dict[str, Any]) -> list[dict[str, Any]]:
+    """Findings of the acceptance and git preflights taken together: no repository and no command
+    check means nothing could judge the work, which the real round blocks as ``NOTHING_VERIFIED``
+    (docs/acceptance.md §3.4): the dry run says so as an error, not ``ready``."""
+    if git.get("isRepo") is False and acceptance.get("checks") == []:
+        return [finding("error", "nothing_verified",
+                        _("the project is not a git repository and no command check would run: nothing could judge "
+                          "the work and the task would end needs_attention [NOTHING_VERIFIED]; add checks to "
+                          ".tianshu-mcp/acceptance.json"))]
+    return []
+
+
 def _inside(root: Path, rel: str) -> Path | None:
     """The resolved path of ``rel`` when it stays inside ``root`` (symlinks followed), else None."""
     if not rel or os.path.isabs(rel) or "\0" in rel:

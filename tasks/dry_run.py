@@ -19,6 +19,7 @@ from ..acceptance.dry_run import (
     check_plan,
     finding,
     git_preflight,
+    judge_preflight,
     next_dry_run_number,
     write_report,
 )
@@ -121,7 +122,7 @@ def dry_run_task(task_id: str) -> DryRunResult:
                                              load_config(home).verify_command_timeout_ms)
     findings += found
     git, found = git_preflight(project)
-    findings += found
+    findings += found + judge_preflight(acceptance, git)
     plan, found = check_plan(project)
     findings += found
     errors = [f for f in findings if f["severity"] == "error"]

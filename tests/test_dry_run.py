@@ -155,3 +155,24 @@ def test_a_plan_that_is_a_symlink_is_not_followed(tmp_path: Path) -> None:
     (repo / PLAN_FILE).symlink_to(tmp_path / "elsewhere.json")
     plan, findings = check_plan(str(repo))
     assert _codes(findings) == [("error", "plan_invalid")] and "symbolic link" in findings[0]["message"]
+
+
+@pytest.mark.anyio
+@pytest.mark.usefixtures("ts_daemon")
+async def test_a_dry_run_of_a_project_nothing_could_judge_is_blocked(ts_home: Path, tmp_path: Path) -> None:
+    """Breaker: a directory outside git with no check read "ready" in the dry run, while the real
+    run ends needs_attention [NOTHING_VERIFIED]: the dry run says what the run would meet."""
+    project = tmp_path / "notgit"
+    project.mkdir()
+    (project / "notes.txt").write_text("x\n")
+    sub, meta = await run_to_stop(ts_home, {"projectPath": str(project), "task": "x", "agentId": "scripted",
+                                            "dryRun": True})
+    assert meta["status"] == "needs_attention" and "[nothing_verified]" in meta["message"], meta
+    report = json.loads(Path(meta["dryRunReportFiles"]["json"]).read_text())
+    assert report["verdict"] == "blocked" and report["git"]["isRepo"] is False and report["acceptance"]["checks"] == []
+    # with a check, the same project is ready (the check alone judges the work)
+    (project / ".tianshu-mcp").mkdir()
+    (project / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": [{"name": "ok", "cmd": ["true"]}]}))
+    sub, meta = await run_to_stop(ts_home, {"projectPath": str(project), "task": "x", "agentId": "scripted",
+                                            "dryRun": True})
+    assert meta["status"] == "succeeded" and "nothing_verified" not in meta["message"], meta
