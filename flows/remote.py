@@ -128,11 +128,13 @@ def leave_remote(task_id: str, state: State | None) -> State | None:
 
     A result that cannot be pushed turns a ``succeeded`` task into ``needs_attention`` (the
     caller would otherwise see a pass whose work it cannot reach); the branch stays in the
-    worker's clone and the message says so.
+    worker's clone and the message says so. A task that committed nothing (``resultCommit``
+    unset: the agent never started, or changed nothing) pushes nothing: its branch would only be
+    the base commit under a new name on the shared remote.
     """
     meta = store().read(task_id) or {}
     branch, url = meta.get("resultBranch"), meta.get("repoUrl")
-    if state is not None and branch and url and meta.get("projectPath"):
+    if state is not None and branch and url and meta.get("projectPath") and meta.get("resultCommit"):
         try:
             push_result(str(meta["projectPath"]), str(branch), str(url))
             record(task_id, resultPushed=True, pushError=None)

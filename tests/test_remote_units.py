@@ -138,3 +138,30 @@ def test_worker_command_refuses_bad_usage_and_needs_a_server(tmp_path: Path) -> 
     for argv, code, said in cases:
         r = subprocess.run([str(BIN / "tianshu-mcp"), *argv], env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == code and said in r.stderr, (argv, r.returncode, r.stderr)
+
+
+@pytest.mark.parametrize("commit", [None, "0123456789abcdef0123456789abcdef01234567"])
+def test_only_a_committed_result_is_pushed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, commit: str | None) -> None:
+    """Breaker: a remote task whose agent never started (agent_unresolved) pushed its result branch,
+    the unchanged base commit under a new name, to the shared remote and said resultPushed."""
+    from prefect.states import Completed, Failed
+
+    from tianshu_mcp.core.taskstore import TaskStore
+    from tianshu_mcp.flows import remote as flow_remote
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TIANSHU_MCP_HOME", str(home))
+    pushed: list[tuple[str, ...]] = []
+    monkeypatch.setattr(flow_remote, "push_result", lambda *args: pushed.append(args))
+    monkeypatch.setattr(flow_remote, "publish_record", lambda task_id: None)
+    tid = "tsk_20261203174043_be9f0f"
+    fields = {"taskId": tid, "createdAt": "2026-12-03T17:40:43Z", "projectPath": str(tmp_path / "clone"),
+              "resultBranch": f"tianshu/{tid}", "repoUrl": "file:///srv/repo.git"}
+    TaskStore(home).create(tid, {**fields, **({"resultCommit": commit} if commit else {})})
+    for state in (Failed(message="agent_unresolved"), Completed()):
+        flow_remote.leave_remote(tid, state)
+    meta = TaskStore(home).read(tid) or {}
+    if commit:
+        assert len(pushed) == 2 and meta.get("resultPushed") is True
+    else:
+        assert pushed == [] and "resultPushed" not in meta, meta
