@@ -26,7 +26,7 @@ from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po, write_po
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_DIRS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "mcp_server", "skills")
+SOURCE_DIRS = ("core", "adapters", "acceptance", "tasks", "flows", "deployments", "hosting", "mcp_server", "console", "skills")
 LOCALE_DIR = ROOT / "core" / "locale"
 DOMAIN = "tianshu_mcp"
 LOCALES = ("zh_CN",)
