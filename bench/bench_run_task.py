@@ -5,7 +5,9 @@ Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's s
 * run_task and query_task call latency over the MCP stdio client (median, p95, n ≥ 50) with
   200 finished tasks in history;
 * time from the run_task call to the agent process starting (median over n sequential tasks);
-* orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time.
+* orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time;
+* the per-hop trace of those tasks (accepted, flow run created, Scheduled, Pending, Submitting,
+  Running, agent started, verify started, final state): medians and the median task's own.
 
 Usage: ``.venv/bin/python bench/bench_run_task.py [--calls 50] [--history 200] [--tasks 8]``
 """
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -96,7 +99,7 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
         await asyncio.sleep(3)
 
         # 2) run_task → agent start, 3) overhead = wall − agent − checks (sequential, idle system)
-        to_start, overhead, walls = [], [], []
+        to_start, overhead, walls, traced = [], [], [], []
         for i in range(args.tasks):
             repo = make_calc_repo(work / f"seq-{i}")
             before = trace.read_text().count("\n") if trace.exists() else 0
@@ -114,10 +117,57 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
             checks_s = sum(c["durationMs"] for c in report["checks"]) / 1000
             walls.append(wall)
             overhead.append(wall - agent_s - checks_s)
+            traced.append((task_id, t0, starts[0]))
         print(f"run_task → agent start over {len(to_start)} tasks: median {statistics.median(to_start):.2f} s, "
               f"min {min(to_start):.2f} s, max {max(to_start):.2f} s")
         print(f"orchestration overhead per task (wall − agent − checks): median {statistics.median(overhead):.2f} s "
               f"(wall median {statistics.median(walls):.2f} s)")
+        print_hops(home, traced)
+
+
+HOPS = ("accepted", "flow run created", "Scheduled", "Pending", "Submitting", "Running", "agent started",
+        "verify started", "final state")
+
+
+def hop_times(home: Path, task_id: str, t0: float, agent_start: float) -> dict[str, float]:
+    """Seconds after the run_task call (``t0``, epoch s) at which task ``task_id`` passed each hop
+    of :data:`HOPS`: from its record and event log, and its flow run's state history in the API."""
+    import httpx
+
+    def at(iso: str) -> float:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() - t0
+
+    tdir = home / "tasks" / task_id
+    rec = json.loads((tdir / "task.json").read_text())
+    events = [json.loads(ln) for ln in (tdir / "task.jsonl").read_text().splitlines() if ln.strip()]
+    hops = {"accepted": at(rec["acceptedAt"]), "agent started": agent_start - t0}
+    verify = [e["ts"] for e in events if e.get("event") == "verify_start"]
+    if verify:
+        hops["verify started"] = at(verify[0])
+    api = json.loads((home / "prefect" / "service.json").read_text())["apiUrl"]
+    user, password = (home / "prefect" / "credentials").read_text().strip().split(":", 1)
+    with httpx.Client(base_url=api, auth=(user, password), timeout=30) as http:
+        run = http.get(f"/flow_runs/{rec['flowRunId']}").json()
+        states = http.get("/flow_run_states/", params={"flow_run_id": rec["flowRunId"]}).json()
+    hops["flow run created"] = at(run["created"])
+    for state in sorted(states, key=lambda s: s["timestamp"]):
+        name = state["name"] if state["name"] in HOPS else ("final state" if state["type"] in
+                                                              ("COMPLETED", "FAILED", "CANCELLED", "CRASHED") else None)
+        if name and name not in hops:
+            hops[name] = at(state["timestamp"])
+    return hops
+
+
+def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> None:
+    """The per-hop trace: each hop's median time after the run_task call over the traced tasks,
+    and the full trace of the task whose agent start is the median."""
+    rows = [hop_times(home, task_id, t0, start) for task_id, t0, start in traced]
+    print("per-hop trace (s after the run_task call): hop, median over tasks, the median task")
+    median_task = sorted(rows, key=lambda r: r["agent started"])[len(rows) // 2]
+    for hop in HOPS:
+        values = [r[hop] for r in rows if hop in r]
+        if values:
+            print(f"  {hop:<17} {statistics.median(values):7.3f}   {median_task.get(hop, float('nan')):7.3f}")
 
 
 def main() -> int:
