@@ -65,8 +65,8 @@ def submitted_lines(task: dict[str, Any], agent_id: str, agent_message: str, pro
         *([_("dry run: no agent starts and the project is not changed; the report says what would run and "
              "what would block it")] if task.get("dryRun") else []),
         (_("Prefect flow run: {url}").format(url=flow_run_url) if flow_run_url else
-         _("Prefect flow run: being created (the tianshu-mcp service is starting); the task is already "
-           "accepted and durable, query_task shows the link once it exists")),
+         _("Prefect flow run: being created; the task is already accepted and durable, query_task shows "
+           "the link once it exists")),
     ]
     if active_id:
         lines.append(_("note: this project already has an unfinished task {taskId}; "

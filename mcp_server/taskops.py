@@ -194,28 +194,27 @@ class TaskService:
         return fields
 
     async def submit_now(self, record_id: str) -> dict[str, Any]:
-        """Create the flow run now if the API is up and answers within ≈0.7 s; else leave the
-        entry to the background submitters. Returns the current ``task.json``.
+        """Hand the accepted entry to the submitters and return the current ``task.json``.
 
-        Flow runs of one queue are created in acceptance order
-        (:func:`~tianshu_mcp.hosting.intake.submit_one`): while an entry of the same queue
-        accepted before this one is pending, this one is left to the service's rounds, which
-        submit the queue in order. With a remote API this call submits those older entries first
-        itself (waiting ≤ 10 s for one another process is submitting).
+        On this home's own service the answer does not wait for the flow run: this process's
+        submitter thread is woken at once (:meth:`Runtime.kick`) and the service's intake drains
+        too, both in acceptance order (:func:`~tianshu_mcp.hosting.intake.submit_pending`).
+        Measured: creating inline within ≈0.7 s made the answer ≈120 ms median and up to the
+        budget when the database refused writes for a moment (design note 53, issue-26 notes).
 
         With a remote Prefect server no service drains the entries — a host that starts a server
         per call would leave them forever — so this call waits for the API (≤ 25 s) and the
-        creation (≤ 20 s) itself."""
+        creation (≤ 20 s) itself, older entries of the queue first (waiting ≤ 10 s for one
+        another process is submitting)."""
         import anyio
 
-        remote = self.runtime.mode == "remote"
-        if await self.runtime.settle(25.0 if remote else 0.5):
+        if self.runtime.mode == "remote" and await self.runtime.settle(25.0):
             from ..hosting.intake import submit_one
 
-            with anyio.move_on_after(20.0 if remote else 0.7):
+            with anyio.move_on_after(20.0):
                 try:
-                    await submit_one(await self.client(0.1), self.runtime.home, record_id,
-                                     wait_s=10.0 if remote else 0.5, first_only=not remote)
+                    await submit_one(await self.client(0.1), self.runtime.home, record_id, wait_s=10.0,
+                                     first_only=False)
                 except Exception as exc:  # noqa: BLE001 - the background submitters retry
                     log.info("flow run of %s not created inline (%s); submitting in the background", record_id, exc)
         if submissions.is_pending(self.runtime.home, record_id):
