@@ -27,6 +27,7 @@ from typing import Any, Callable
 import httpx
 
 from .identity import IDENTITY_PATH, auth_header
+from .retry_after import quick_first_retry
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -150,7 +151,7 @@ class PrefectHost:
         import uvicorn
         from prefect.server.api.server import create_app
 
-        app = identity_app(create_app(final=True), self.identity, self.auth, self.poke_worker)
+        app = identity_app(quick_first_retry(create_app(final=True)), self.identity, self.auth, self.poke_worker)
         config = uvicorn.Config(app, log_level="error", lifespan="on", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

@@ -200,7 +200,7 @@ class TaskService:
         submitter thread is woken at once (:meth:`Runtime.kick`) and the service's intake drains
         too, both in acceptance order (:func:`~tianshu_mcp.hosting.intake.submit_pending`).
         Measured: creating inline within ≈0.7 s made the answer ≈120 ms median and up to the
-        budget when the database refused writes for a moment (design note 53, issue-26 notes).
+        budget when the database refused writes for a moment (design notes 53 and 55).
 
         With a remote Prefect server no service drains the entries — a host that starts a server
         per call would leave them forever — so this call waits for the API (≤ 25 s) and the
