@@ -7,9 +7,17 @@ Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's s
 * time from the run_task call to the agent process starting (median over n sequential tasks);
 * orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time;
 * the per-hop trace of those tasks (accepted, flow run created, Scheduled, Pending, Submitting,
-  Running, agent started, verify started, final state): medians and the median task's own.
+  Running, agent started, verify started, final state): medians and the median task's own;
+* the service tree's memory (the service and its children, agents and checks excluded): RSS and
+  PSS when idle after the warm-up, peak RSS while the sequential tasks run.
 
-Usage: ``.venv/bin/python bench/bench_run_task.py [--calls 50] [--history 200] [--tasks 8]``
+``--compare PYTHON`` measures another checkout too (its interpreter, e.g. the previous main's
+``.venv/bin/python``; this script and its fixtures are used for both), alternating the two
+``--rounds`` times, and prints each figure's median for both, their ratio and the goal.
+``--busy N`` keeps N CPU-bound processes running beside the measurement.
+
+Usage: ``.venv/bin/python bench/bench_run_task.py [--calls 50] [--history 200] [--tasks 8]
+[--compare ../main/.venv/bin/python --rounds 2] [--busy 2]``
 """
 
 from __future__ import annotations
@@ -72,7 +80,9 @@ async def seed_history(home: Path, n: int, repo: Path) -> None:
             store.update(task_id, flowRunId=str(run.id))
 
 
-async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
+async def measure(home: Path, args: argparse.Namespace, trace: Path, service: int) -> dict[str, float]:
+    """Run the measurement against the home's service (pid ``service``); print it and return its
+    figures (:data:`FIGURES` keys, ms or MiB, plus ``hop:<name>`` medians in s)."""
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=str(BIN / "tianshu-mcp"), env=env_for(home))
@@ -97,9 +107,12 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
         print(f"run_task   latency over {len(run_ms)} calls: median {statistics.median(run_ms):.1f} ms, p95 {pct(run_ms, .95):.1f} ms")
         print(f"query_task latency over {len(query_ms)} calls: median {statistics.median(query_ms):.1f} ms, p95 {pct(query_ms, .95):.1f} ms")
         await asyncio.sleep(3)
+        idle_rss, idle_pss = tree_memory(service, pss=True)
+        print(f"service tree memory, idle: RSS {idle_rss:.0f} MiB, PSS {idle_pss:.0f} MiB")
 
         # 2) run_task → agent start, 3) overhead = wall − agent − checks (sequential, idle system)
         to_start, overhead, walls, traced = [], [], [], []
+        peak = PeakSampler(service)
         for i in range(args.tasks):
             repo = make_calc_repo(work / f"seq-{i}")
             before = trace.read_text().count("\n") if trace.exists() else 0
@@ -122,7 +135,63 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path) -> None:
               f"min {min(to_start):.2f} s, max {max(to_start):.2f} s")
         print(f"orchestration overhead per task (wall − agent − checks): median {statistics.median(overhead):.2f} s "
               f"(wall median {statistics.median(walls):.2f} s)")
-        print_hops(home, traced)
+        print(f"service tree peak RSS while tasks ran: {peak.stop():.0f} MiB")
+        hops = print_hops(home, traced)
+    figures = {"answer_p50": statistics.median(run_ms), "answer_p95": pct(run_ms, .95),
+               "query_p50": statistics.median(query_ms), "agent_p50": statistics.median(to_start) * 1000,
+               "agent_p95": pct(to_start, .95) * 1000, "overhead_p50": statistics.median(overhead) * 1000,
+               "wall_p50": statistics.median(walls) * 1000, "idle_rss": idle_rss, "idle_pss": idle_pss,
+               "peak_rss": peak.peak}
+    figures.update({f"hop:{name}": value for name, value in hops.items()})
+    return figures
+
+
+def tree_memory(pid: int, pss: bool = False) -> tuple[float, float]:
+    """(RSS, PSS) in MiB summed over process ``pid`` and its descendants, leaving out agents and
+    checks (processes whose command line is not this project's or Prefect's); PSS only when
+    asked (0 otherwise: it is slower to read)."""
+    import psutil
+
+    rss = pss_sum = 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0.0, 0.0
+    for proc in procs:
+        try:
+            cmd = " ".join(proc.cmdline())
+            if proc is not root and not any(mark in cmd for mark in ("tianshu_mcp", "tianshu-mcp", "prefect")):
+                continue
+            if pss:
+                info = proc.memory_full_info()
+                rss, pss_sum = rss + info.rss / 2**20, pss_sum + info.pss / 2**20
+            else:
+                rss += proc.memory_info().rss / 2**20
+        except psutil.Error:
+            continue
+    return rss, pss_sum
+
+
+class PeakSampler:
+    """The service tree's peak RSS (MiB), sampled every 0.2 s in a thread until :meth:`stop`."""
+
+    def __init__(self, pid: int) -> None:
+        import threading
+
+        self.pid, self.peak = pid, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(0.2):
+            self.peak = max(self.peak, tree_memory(self.pid)[0])
+
+    def stop(self) -> float:
+        self._done.set()
+        self._thread.join()
+        return self.peak
 
 
 HOPS = ("accepted", "flow run created", "Scheduled", "Pending", "Submitting", "Running", "agent started",
@@ -158,16 +227,61 @@ def hop_times(home: Path, task_id: str, t0: float, agent_start: float) -> dict[s
     return hops
 
 
-def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> None:
-    """The per-hop trace: each hop's median time after the run_task call over the traced tasks,
-    and the full trace of the task whose agent start is the median."""
+def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> dict[str, float]:
+    """Print the per-hop trace: each hop's median time after the run_task call over the traced
+    tasks, and the full trace of the task whose agent start is the median; return the medians (s)."""
     rows = [hop_times(home, task_id, t0, start) for task_id, t0, start in traced]
     print("per-hop trace (s after the run_task call): hop, median over tasks, the median task")
     median_task = sorted(rows, key=lambda r: r["agent started"])[len(rows) // 2]
+    medians = {}
     for hop in HOPS:
         values = [r[hop] for r in rows if hop in r]
         if values:
-            print(f"  {hop:<17} {statistics.median(values):7.3f}   {median_task.get(hop, float('nan')):7.3f}")
+            medians[hop] = statistics.median(values)
+            print(f"  {hop:<17} {medians[hop]:7.3f}   {median_task.get(hop, float('nan')):7.3f}")
+    return medians
+
+
+# figure key, label, unit, goal (the orchestration targets; None: shown, no goal)
+FIGURES = (
+    ("answer_p50", "run_task answer p50", "ms", 15.0),
+    ("answer_p95", "run_task answer p95", "ms", None),
+    ("query_p50", "query_task p50", "ms", 10.0),
+    ("agent_p50", "run_task → agent started p50", "ms", 250.0),
+    ("agent_p95", "run_task → agent started p95", "ms", 600.0),
+    ("overhead_p50", "whole-task overhead p50", "ms", 400.0),
+    ("wall_p50", "whole task p50", "ms", None),
+    ("idle_rss", "service tree idle RSS", "MiB", None),
+    ("idle_pss", "service tree idle PSS", "MiB", 200.0),
+    ("peak_rss", "service tree peak RSS, 1 task", "MiB", None),
+)
+
+
+def compare(args: argparse.Namespace) -> int:
+    """Alternate this checkout and ``args.compare`` ``args.rounds`` times, each a child run of
+    this script with ``--json``; print each figure's median, the ratio and the goal."""
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "compared": []}
+    with tempfile.TemporaryDirectory() as out:
+        for rnd in range(args.rounds):
+            for side, python in (("compared", args.compare), ("this", sys.executable)):
+                target = Path(out) / f"{side}-{rnd}.json"
+                print(f"--- round {rnd + 1}/{args.rounds}: {side} ({python})", flush=True)
+                subprocess.run([python, __file__, "--calls", str(args.calls), "--history", str(args.history),
+                                "--tasks", str(args.tasks), "--json", str(target)], check=True)
+                runs[side].append(json.loads(target.read_text()))
+    print(f"\n{'figure':<34} {'this':>9} {'compared':>9} {'ratio':>7}  goal")
+    keys = [(k, label, unit, goal) for k, label, unit, goal in FIGURES]
+    keys += [(f"hop:{h}", f"hop: {h} (s)", "s", None) for h in HOPS]
+    for key, label, unit, goal in keys:
+        mine = [r[key] for r in runs["this"] if key in r]
+        theirs = [r[key] for r in runs["compared"] if key in r]
+        if not mine or not theirs:
+            continue
+        a, b = statistics.median(mine), statistics.median(theirs)
+        ratio = f"{a / b:6.2f}x" if b else "   n/a"
+        target = f"≤ {goal:g} {unit}" + (" (met)" if a <= goal else "") if goal is not None else ""
+        print(f"{label:<34} {a:9.1f} {b:9.1f} {ratio}  {target}")
+    return 0
 
 
 def main() -> int:
@@ -175,7 +289,24 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--history", type=int, default=200)
     parser.add_argument("--tasks", type=int, default=8)
+    parser.add_argument("--compare", help="another checkout's interpreter to measure alternately")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside it")
+    parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        return compare(args) if args.compare else run_once(args)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+
+
+def run_once(args: argparse.Namespace) -> int:
+    """One measurement on a fresh home (removed afterwards); figures to ``args.json`` if given."""
+    import shutil
+
     home = Path(tempfile.mkdtemp(prefix="tianshu-bench-"))
     trace = home / "trace.txt"
     (home / "config.json").write_text(json.dumps({"prefect": {"port": 4390}}))
@@ -195,10 +326,14 @@ def main() -> int:
         t = time.time()
         asyncio.run(seed_history(home, args.history, make_calc_repo(home.parent / f"{home.name}-projects" / "history")))
         print(f"seeded {args.history} finished tasks in {time.time() - t:.1f} s")
-        asyncio.run(measure(home, args, trace))
+        figures = asyncio.run(measure(home, args, trace, daemon.pid))
+        if args.json:
+            Path(args.json).write_text(json.dumps(figures))
     finally:
         daemon.terminate()
         daemon.wait(60)
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
     return 0
 
 

@@ -215,7 +215,7 @@ class PrefectHost:
 
         while True:
             try:
-                worker = process_worker(f"tianshu-{self.port}")
+                worker = process_worker(f"tianshu-{self.port}", own_api=True)
                 self._worker = worker
                 await worker.start(printer=lambda *a, **k: print(*a, file=sys.stderr, **k))
                 return
@@ -268,9 +268,10 @@ class PrefectHost:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
         and point flow-run launchers at it. Launchers fall back to a plain engine until it listens."""
         from .forkserver import spawn
+        from .worker import engine_env
 
         self._forkserver_socket = path
-        self._forkserver = spawn(path)
+        self._forkserver = spawn(path, engine_env(None, own_api=True))
 
     def check_forkserver(self) -> bool:
         """Restart the fork server if it died (reaped, logged); True when one was restarted.

@@ -56,6 +56,7 @@ async def _maintain_forever(every_s: float = 5.0) -> None:
     (core.git.worktree's policy)."""
     from ..core.git.worktree import sweep_home
     from .forkserver import socket_path, spawn
+    from .worker import engine_env
 
     forkserver = None
     starts = 0
@@ -63,7 +64,7 @@ async def _maintain_forever(every_s: float = 5.0) -> None:
         if (forkserver is None or forkserver.poll() is not None) and starts < 5:  # then plain engines only
             if forkserver is not None:
                 log.warning("the fork server exited with %s; restarting it", forkserver.returncode)
-            forkserver = spawn(socket_path(data_home()))
+            forkserver = spawn(socket_path(data_home()), engine_env(None, own_api=False))
             starts += 1
         try:
             removed = await asyncio.to_thread(sweep_home, data_home())

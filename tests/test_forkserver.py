@@ -23,6 +23,8 @@ import psutil
 import pytest
 
 from conftest import meta_of, mcp_client
+from tianshu_mcp.deployments.setup import RUN_TASK_ENTRYPOINT
+from tianshu_mcp.hosting.worker import engine_env
 
 PY = sys.executable
 pytestmark = [pytest.mark.anyio]
@@ -47,10 +49,13 @@ def ended(proc: psutil.Process) -> bool:
 
 
 @pytest.fixture
-def forkserver(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+def forkserver(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A fork server; ``@pytest.mark.server_env({...})`` adds variables to its environment."""
     path = tmp_path / "engine.sock"
+    marker = request.node.get_closest_marker("server_env")
+    env = {**os.environ, **(marker.args[0] if marker else {})}
     proc = subprocess.Popen([PY, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+                            stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     try:
         until(lambda: path.exists() or proc.poll() is not None, 120, "the fork server to listen")
         assert proc.poll() is None
@@ -117,6 +122,25 @@ def test_engine_runs_forked_with_the_launchers_environment_and_follows_its_signa
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM  # the launcher ends the way its engine ended
     until(lambda: ended(engine), 10, "the engine to end")
+
+
+@pytest.mark.server_env({"PREFECT_API_URL": "http://127.0.0.1:9/api"})
+def test_a_forked_engine_uses_the_launchers_prefect_settings_not_the_servers(
+        forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str, tmp_path: Path) -> None:
+    """The server imported Prefect with its own ``PREFECT_API_URL`` (a refused port); an engine
+    forked for a launcher with another one must use the launcher's, as ``python -m
+    prefect.engine`` would: it connects to the silent API and waits there."""
+    server, sock = forkserver
+    port = int(silent_api.rsplit(":", 1)[1].split("/")[0])
+    proc = launch(launcher_env(sock, silent_api, str(uuid.uuid4())), tmp_path)
+    try:
+        engine = until(lambda: engines_of(server), 60, "an engine forked by the server")[0]
+        until(lambda: any(c.raddr and c.raddr.port == port for c in engine.net_connections()), 60,
+              "the engine to connect to the launcher's API")
+        assert proc.poll() is None  # not ended by the server's refused API
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str,
@@ -192,6 +216,15 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
         engine = psutil.Process(json.loads(flow_proc.read_text())["pid"])
         assert "tianshu_mcp.hosting.forkserver" in " ".join(engine.parent().cmdline())
         assert (home / "prefect" / "engine.sock").exists()
+        # what the worker gave the run's launcher, so the engine asks the API nothing it knows
+        launcher = next(p for p in psutil.Process(ts_daemon["pid"]).children(recursive=True)
+                        if "tianshu_mcp.hosting.engine_cmd" in " ".join(p.cmdline())
+                        and p.environ().get("PREFECT__FLOW_RUN_ID") == json.loads(
+                            (home / "tasks" / sub["taskId"] / "task.json").read_text())["flowRunId"])
+        env = launcher.environ()
+        assert env["PREFECT__FLOW_ENTRYPOINT"] == RUN_TASK_ENTRYPOINT
+        assert env["PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED"] == "False"
+        assert env["PREFECT_CLIENT_CSRF_SUPPORT_ENABLED"] == "False"
         done = meta_of(await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel"}))
         assert done["status"] == "cancelled"
 
@@ -217,3 +250,20 @@ def test_a_dead_fork_server_is_restarted(ts_daemon: dict[str, Any]) -> None:
     assert new.is_running()
     until(lambda: "the fork server (pid %d) exited" % old.pid in (home / "daemon.log").read_text(), 10, "the log line")
     until(lambda: (home / "prefect" / "engine.sock").exists(), 60, "the new fork server to listen")
+
+
+@pytest.mark.parametrize(("entrypoint", "own_api", "expected"), [
+    ("tianshu_mcp.flows.run_task:run_task_flow", True,
+     {"PREFECT__FLOW_ENTRYPOINT": "tianshu_mcp.flows.run_task:run_task_flow",
+      "PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED": "False", "PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "False"}),
+    ("pkg.flows.run", False, {"PREFECT__FLOW_ENTRYPOINT": "pkg.flows.run",
+                              "PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED": "False"}),
+    # a file path needs the deployment's storage: the engine must read the deployment itself
+    ("flows/run_task.py:run_task_flow", False, {"PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED": "False"}),
+    ("C:\\flows\\x.py:f", False, {"PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED": "False"}),
+    (None, True, {"PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED": "False", "PREFECT_CLIENT_CSRF_SUPPORT_ENABLED": "False"}),
+])
+def test_the_engine_environment_names_a_module_entrypoint_and_skips_known_handshakes(
+        entrypoint: str | None, own_api: bool, expected: dict[str, str]) -> None:
+    """A scale-out worker's server may protect against CSRF: only the home's own keeps it off."""
+    assert engine_env(entrypoint, own_api) == expected
