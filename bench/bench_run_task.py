@@ -293,6 +293,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside it")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the data home and its projects")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
@@ -332,8 +333,9 @@ def run_once(args: argparse.Namespace) -> int:
     finally:
         daemon.terminate()
         daemon.wait(60)
-        shutil.rmtree(home, ignore_errors=True)
-        shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
     return 0
 
 

@@ -296,7 +296,6 @@ def run_engine(request: Request) -> None:
     sys.argv = [sys.argv[0]]
     sys.modules.pop("prefect.engine", None)  # preloaded; runpy warns when running a loaded module
     runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
-    runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
 
 
 def main() -> int:

@@ -10,9 +10,9 @@ agent; the conflict itself is over within milliseconds (docs/design-notes.md, "A
 
 :func:`quick_first_retry` adds ``Retry-After: 0.05`` to the first 503 for a request (same method
 and path, from any connection: the client may retry on a new one) and leaves later ones alone, so
-a lasting stall still meets the client's own back-off (0.05 + 4 + 8 s with three retries, against 2 + 4 + 8 s): the transient
-case costs 50 ms, resilience stays. The request is never run twice by the server; the client
-sends it again, as it would have.
+a lasting stall still meets the client's own back-off (0.05 + 4 + 8 s with three retries,
+against 2 + 4 + 8 s): the transient case costs 50 ms, resilience stays. The request is never
+run twice by the server; the client sends it again, as it would have.
 """
 
 from __future__ import annotations

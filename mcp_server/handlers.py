@@ -7,6 +7,7 @@ Each handler returns a ``CallToolResult`` built by :mod:`.format`; semantic fail
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from typing import Any, Awaitable, Callable
@@ -36,6 +37,19 @@ from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
 from .waiting import wait_task
+
+def _soon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Run ``fn(*args)`` in a worker thread now and return a future of its result; an error
+    becomes a None result (the caller may return before it waits, and a count it cannot get is
+    left out of the answer)."""
+    def guarded() -> Any:
+        try:
+            return fn(*args)
+        except Exception:  # noqa: BLE001 - see the docstring
+            return None
+
+    return asyncio.get_running_loop().run_in_executor(None, guarded)
+
 
 def _check_holdout_files(home: Any, project: str, task_dir: Any = None) -> None:
     """The project's registered holdout checks (and a verified task's own) must be readable before
@@ -108,6 +122,9 @@ class Handlers:
                 _("agent '{agentId}': dispatch into ZCode's default workspace (no projectPath) is not available in "
                   "this build; give projectPath").format(agentId=agent_id),
             )
+        # the work tree's uncommitted files for the answer, counted while the rest is checked
+        # (a read-only `git status` that starts before the task is accepted)
+        dirty_soon = _soon(dirty_count, project.norm)
         await anyio.to_thread.run_sync(_check_holdout_files, home, project.norm)
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
@@ -129,7 +146,7 @@ class Handlers:
                 return self._agent_unavailable(agent_id, project.norm, agent.message)
             check_agent_args(agent.id, agent.profile, args, project.norm)
             isolation, parallel = await anyio.to_thread.run_sync(resolve_isolation, args, registered, project.norm)
-            dirty = await anyio.to_thread.run_sync(dirty_count, project.norm)
+            dirty = await dirty_soon
             active = self._unfinished(project.norm) if isolation == "inplace" else None
             payload = {**args, "agentId": agent.id, "isolation": isolation}
             if key is not None:
@@ -163,7 +180,7 @@ class Handlers:
         beside it and are not waited for."""
         store = self.service.store
         for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
-            task = store.read(record_id)
+            task = store.read_cached(record_id)
             if (task and task.get("projectPath") == norm and not task.get("finishedAt")
                     and task.get("isolation") != "worktree"):
                 return task

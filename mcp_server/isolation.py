@@ -134,7 +134,7 @@ def _inplace_editor(service: Any, norm: str, own: str) -> str | None:
     key = serial_key(norm)
     store = service.store
     for record_id in store.list_ids(("tsk_",)):
-        task = store.read(record_id) or {}
+        task = store.read_cached(record_id) or {}
         if (record_id != own and not task.get("finishedAt") and task.get("isolation", "inplace") == "inplace"
                 and task.get("projectPath") and serial_key(task["projectPath"]) == key):
             return record_id

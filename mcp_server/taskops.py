@@ -341,7 +341,7 @@ class TaskService:
         records are left out; their ids (and why) are appended to ``skipped`` when given."""
         tasks = []
         for record_id in self.store.list_ids(("tsk_", "vfy_")):
-            task = self.store.read(record_id)
+            task = self.store.read_cached(record_id)
             problem = "task.json unreadable" if task is None else self.store.problem(record_id, task)
             if problem:
                 if skipped is not None and self.store.exists_dir(record_id):

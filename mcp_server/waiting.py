@@ -23,6 +23,10 @@ from .taskops import TaskService, TaskView
 WAIT_DEFAULT_MS = 50000
 WAIT_MAX_MS = 600000
 WAIT_POLL_S = 0.5
+WAIT_ENDING_POLL_S = 0.05
+"""Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
+flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
+50 ms instead of ≤ 0.5 s (docs/design-notes.md, "The answer's own cost")."""
 
 
 def _readable(service: TaskService, ids: list[str], damaged: dict[str, str]) -> list[dict[str, Any]]:
@@ -94,7 +98,8 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         if stopped is not None or time.monotonic() >= deadline:
             break
         await _progress(ctx, waited, timeout_ms)
-        await anyio.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+        every = WAIT_ENDING_POLL_S if any(v.task.get("finishedAt") for v in views) else WAIT_POLL_S
+        await anyio.sleep(min(every, max(0.0, deadline - time.monotonic())))
     secs = f"{waited / 1000:.1f}"
     if single is not None:
         view = views[0]

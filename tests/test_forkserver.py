@@ -229,6 +229,34 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
         assert done["status"] == "cancelled"
 
 
+async def test_a_forked_flow_run_runs_its_flow_once(ts_daemon: dict[str, Any], calc_repo: Path) -> None:
+    """Seen once: the forked engine ran ``prefect.engine`` twice, so every task ran a second
+    round after it had succeeded (its flow run Completed, then Running again). One task: one
+    round, one ending, its flow run's run count 1."""
+    import httpx
+
+    home = ts_daemon["home"]
+    async with mcp_client(home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "noop",
+                                                          "agentId": "scripted-noop", "autoVerify": False}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 300000}))
+    assert done["status"] == "succeeded", done
+    tdir = home / "tasks" / sub["taskId"]
+    record = json.loads((tdir / "task.json").read_text())
+
+    def settled() -> bool:  # the engine has exited: a second run would have begun by then
+        return not psutil.pid_exists(json.loads((tdir / "flow-proc.json").read_text())["pid"]) or \
+            ended(psutil.Process(json.loads((tdir / "flow-proc.json").read_text())["pid"]))
+    until(settled, 120, "the flow-run process to exit")
+    events = [json.loads(line)["event"] for line in (tdir / "task.jsonl").read_text().splitlines() if line.strip()]
+    assert events.count("started") == 1 and events.count("succeeded") == 1, events
+    assert record["roundsUsed"] == 1 and not (tdir / "agent-1.log").exists()
+    api = json.loads((home / "prefect" / "service.json").read_text())["apiUrl"]
+    user, password = (home / "prefect" / "credentials").read_text().strip().split(":", 1)
+    with httpx.Client(base_url=api, auth=(user, password), timeout=30) as http:
+        assert http.get(f"/flow_runs/{record['flowRunId']}").json()["run_count"] == 1
+
+
 def test_a_dead_fork_server_is_restarted(ts_daemon: dict[str, Any]) -> None:
     """kill -9 of the home's fork server: the service reaps it, says so and starts a new one."""
     home = ts_daemon["home"]

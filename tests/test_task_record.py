@@ -7,6 +7,7 @@ import ast
 import json
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tianshu_mcp.core.model import TaskStatus
@@ -171,3 +172,28 @@ def test_record_versions() -> None:
     for bad in (2, 0, "1", True):
         with pytest.raises(ValueError):
             migrate({**raw, "recordVersion": bad})
+
+
+def test_a_scan_parses_a_record_again_only_when_its_file_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """read_cached (the scans of run_task's answer and the listings): an unchanged task.json is
+    not parsed again, a rewritten one is, and a removed one reads as absent."""
+    store = TaskStore(tmp_path)
+    store.create("tsk_20261203000000_aaaaab", {"projectPath": "/p", "task": "t", "agentId": "a"})
+    reads: list[str] = []
+    real = TaskStore.read
+
+    def counting(self: TaskStore, task_id: str) -> Any:
+        reads.append(task_id)
+        return real(self, task_id)
+
+    monkeypatch.setattr(TaskStore, "read", counting)
+    first = store.read_cached("tsk_20261203000000_aaaaab")
+    assert first is not None and first["projectPath"] == "/p" and len(reads) == 1
+    first["projectPath"] = "mutated by a caller"  # a copy: the cache keeps the record
+    assert store.read_cached("tsk_20261203000000_aaaaab")["projectPath"] == "/p" and len(reads) == 1
+    store.update("tsk_20261203000000_aaaaab", finishedAt="2026-12-03T00:00:00.000Z")
+    assert store.read_cached("tsk_20261203000000_aaaaab")["finishedAt"] == "2026-12-03T00:00:00.000Z"
+    assert len(reads) == 2
+    store.path("tsk_20261203000000_aaaaab").unlink()
+    assert store.read_cached("tsk_20261203000000_aaaaab") is None
+    assert store.read_cached("not-an-id") is None
