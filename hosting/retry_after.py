@@ -6,7 +6,7 @@ apply); Prefect's API rolls the transaction back and answers 503, and Prefect's 
 ``2**attempt`` seconds (2, 4, 8 s) unless the answer carries ``Retry-After``. Measured on a quiet
 home: the worker's ``PATCH /flow_runs/<id>/labels``, between a run's Pending and Submitting
 states, was refused in 7 of 10 sequential tasks, which put 2 s on the way from ``run_task`` to the
-agent; the conflict itself is over within milliseconds (docs/design-notes.md, "A quick first retry").
+agent; the conflict itself is over within milliseconds (docs/design-notes.md, note 55).
 
 :func:`quick_first_retry` adds ``Retry-After: 0.05`` to the first 503 for a request (same method
 and path, from any connection: the client may retry on a new one) and leaves later ones alone, so

@@ -14,8 +14,8 @@ The command is fixed by the worker, not by the pool's job template: the locked t
 flow run cannot choose what the worker executes.
 
 The worker also gives the engine what it would otherwise ask the API for, round trips measured on
-the way from a run's start to its flow function (docs/design-notes.md, "The engine's own round
-trips"):
+the way from a run's start to its flow function (docs/design-notes.md, note
+56):
 
 * ``PREFECT__FLOW_ENTRYPOINT``: the deployment's entrypoint when it names an importable module
   (``package.module:flow``, our deployments' form), as Prefect's own workspace supervisor sets

@@ -26,7 +26,7 @@ WAIT_POLL_S = 0.5
 WAIT_ENDING_POLL_S = 0.05
 """Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
 flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
-50 ms instead of ≤ 0.5 s (docs/design-notes.md, "The answer's own cost")."""
+50 ms instead of ≤ 0.5 s (docs/design-notes.md, note 56)."""
 
 
 def _readable(service: TaskService, ids: list[str], damaged: dict[str, str]) -> list[dict[str, Any]]:
