@@ -14,18 +14,17 @@ The command is fixed by the worker, not by the pool's job template: the locked t
 flow run cannot choose what the worker executes.
 
 The worker also gives the engine what it would otherwise ask the API for, round trips measured on
-the way from a run's start to its flow function (docs/design-notes.md, note
-56):
+the way from a run's start to its flow function (docs/design-notes.md, note 56):
 
 * ``PREFECT__FLOW_ENTRYPOINT``: the deployment's entrypoint when it names an importable module
   (``package.module:flow``, our deployments' form), as Prefect's own workspace supervisor sets
   it. Without it the engine reads the deployment again, starts an event loop thread to import the
   flow and, since the entrypoint has a colon, first "downloads" the deployment's (absent) storage
   into the working directory.
-* ``PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED=false``: the worker's own client checked the
+* ``PREFECT_CLIENT_SERVER_VERSION_CHECK_ENABLED=False``: the worker's own client checked the
   API's version when it connected; each engine client would ask ``/admin/version`` again
   (Prefect documents the setting for exactly such worker subprocesses).
-* ``PREFECT_CLIENT_CSRF_SUPPORT_ENABLED=false``, only for the worker of the home's own service:
+* ``PREFECT_CLIENT_CSRF_SUPPORT_ENABLED=False``, only for the worker of the home's own service:
   its API runs in the service's process with Prefect's CSRF protection off (the default), so
   each engine client's ``/csrf-token`` request is answered 422. A scale-out worker keeps the
   client's default, since its server may protect against CSRF.

@@ -38,6 +38,7 @@ from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
 from .waiting import wait_task
 
+
 def _soon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     """Run ``fn(*args)`` in a worker thread now and return a future of its result; an error
     becomes a None result (the caller may return before it waits, and a count it cannot get is

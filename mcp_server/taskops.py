@@ -138,8 +138,8 @@ class TaskService:
                      task_id: str | None = None, worktree_parallel: int | None = None,
                      holdout: Sequence[HoldoutCheck] = ()) -> TaskView:
         """Accept a task: ``task.json`` + a submission entry of deployment ``run-task`` on the
-        project's queue; answer at once (no Prefect call on this path). The flow run is created
-        right away when the API is up (bounded to ≈0.7 s here, else in the background).
+        project's queue; answer at once (no Prefect call on this path on the home's own service,
+        whose submitter creates the flow run a moment later: :meth:`submit_now`).
 
         ``args["isolation"] == "worktree"`` puts it on the repository's worktree queue
         (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1).
