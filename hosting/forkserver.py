@@ -50,7 +50,7 @@ WARM = ("prefect.task_engine", "prefect.utilities.visualization", "prefect.concu
         "prefect.concurrency.services", "prefect._internal.observers", "anyio._backends._asyncio",
         "packaging.specifiers", "encodings.idna", "encodings.utf_8_sig", "rich._emoji_codes")
 # the API schemas a flow run validates whose validators pydantic builds on first use (measured:
-# 16 models, ≈30 ms in each forked engine)
+# 16 rebuilt in each forked engine, ≈30 ms; FlowRun and TaskRun besides)
 WARM_MODELS = tuple(f"prefect.{m}" for m in (
     "client.schemas.objects.FlowRun", "client.schemas.objects.TaskRun", "client.schemas.objects.WorkQueue",
     "client.schemas.objects.WorkPool", "client.schemas.objects.Artifact", "client.schemas.objects.ConcurrencyLeaseHolder",

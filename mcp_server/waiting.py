@@ -16,6 +16,7 @@ import mcp_types as types
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
 from ..core.model import is_wait_settled
+from ..core.taskstore import age_s
 from .format import clip, ok_result
 from .phrases import status_phrase
 from .taskops import TaskService, TaskView
@@ -27,6 +28,15 @@ WAIT_ENDING_POLL_S = 0.05
 """Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
 flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
 50 ms instead of ≤ 0.5 s (docs/design-notes.md, note 56)."""
+WAIT_ENDING_S = 5.0
+"""The quick polls last this long after ``finishedAt`` (s); a run whose final state never comes
+(its engine died after the record) is polled at :data:`WAIT_POLL_S` again."""
+
+
+def _ending(view: TaskView) -> bool:
+    """The task's flow recorded its end within :data:`WAIT_ENDING_S` and its run has not settled."""
+    age = age_s(view.task.get("finishedAt"))
+    return age is not None and age <= WAIT_ENDING_S
 
 
 def _readable(service: TaskService, ids: list[str], damaged: dict[str, str]) -> list[dict[str, Any]]:
@@ -98,7 +108,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
         if stopped is not None or time.monotonic() >= deadline:
             break
         await _progress(ctx, waited, timeout_ms)
-        every = WAIT_ENDING_POLL_S if any(v.task.get("finishedAt") for v in views) else WAIT_POLL_S
+        every = WAIT_ENDING_POLL_S if any(_ending(v) for v in views) else WAIT_POLL_S
         await anyio.sleep(min(every, max(0.0, deadline - time.monotonic())))
     secs = f"{waited / 1000:.1f}"
     if single is not None:
