@@ -150,7 +150,11 @@ class PrefectHost:
         """
         import uvicorn
         from prefect.server.api.server import create_app
+        from prefect.settings import PREFECT_API_DATABASE_CONNECTION_URL
 
+        from .sqlite_db import install
+
+        install(str(PREFECT_API_DATABASE_CONNECTION_URL.value() or ""))  # before the API touches the database
         app = identity_app(quick_first_retry(create_app(final=True)), self.identity, self.auth, self.poke_worker)
         config = uvicorn.Config(app, log_level="error", lifespan="on", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)

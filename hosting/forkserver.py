@@ -25,6 +25,7 @@ clean single-threaded copy. The socket lives in the home's ``prefect/`` director
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -144,6 +145,7 @@ def serve(path: Path, parent_pid: int) -> Request | None:
 
     global _SETTINGS_ENV  # as a worker writes them into a flow run's environment
     _SETTINGS_ENV = settings_env({**os.environ, **get_current_settings().to_environment_variables(exclude_unset=True)})
+    freeze_heap()
     if threading.active_count() != 1:
         sys.stderr.write(f"tianshu-mcp fork server: preloading started threads {threading.enumerate()}; not serving\n")
         return None
@@ -192,6 +194,15 @@ def _warm() -> None:
         model = getattr(sys.modules.get(module), name, None)
         if model is not None and hasattr(model, "model_rebuild"):
             model.model_rebuild()
+
+
+def freeze_heap() -> None:
+    """Collect, then move every object the server holds into the collector's permanent
+    generation (``gc.freeze``): a forked engine's collections then skip the inherited heap
+    instead of walking it, which wrote to every object's header, copied its page and took
+    0.2–0.4 s of the first collection in each flow run (docs/design-notes.md, note 57)."""
+    gc.collect()
+    gc.freeze()
 
 
 def _reap(children: dict[int, socket.socket]) -> None:

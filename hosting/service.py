@@ -21,6 +21,7 @@ run, no pending submission, no connected client and no active schedule.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -156,6 +157,8 @@ class HomeService:
             from .forkserver import socket_path
 
             self._host.start_worker(socket_path(self.home))
+        gc.collect()  # what start-up built lives as long as the service: keep it out of the collector's
+        gc.freeze()  # full collections, which otherwise walk it all (docs/design-notes.md, note 57)
         self.info = replace(self.info, state="ready")
         self.info.publish(self.home)
         service_error_file(self.home).unlink(missing_ok=True)

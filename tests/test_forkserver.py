@@ -295,3 +295,45 @@ def test_the_engine_environment_names_a_module_entrypoint_and_skips_known_handsh
         entrypoint: str | None, own_api: bool, expected: dict[str, str]) -> None:
     """A scale-out worker's server may protect against CSRF: only the home's own keeps it off."""
     assert engine_env(entrypoint, own_api) == expected
+
+
+FORK_GC_PROBE = r"""
+import gc, os, sys
+import psutil
+from tianshu_mcp.hosting import forkserver
+
+for module in forkserver.PRELOAD:
+    __import__(module)
+forkserver._warm()
+
+
+def child_uss_after_a_full_collection() -> int:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        gc.collect()
+        os.write(w, str(psutil.Process().memory_full_info().uss).encode())
+        os._exit(0)
+    os.close(w)
+    data = os.read(r, 64)
+    os.waitpid(pid, 0)
+    return int(data)
+
+
+gc.collect()
+before = child_uss_after_a_full_collection()
+forkserver.freeze_heap()
+after = child_uss_after_a_full_collection()
+print(before, after, gc.get_freeze_count())
+"""
+
+
+def test_a_forked_engines_collection_leaves_the_servers_heap_shared() -> None:
+    """The fork server freezes its preloaded heap (docs/design-notes.md, note 57): a full
+    collection in a forked child then leaves the inherited pages shared. Unfrozen, it walks
+    every object, writes its header and so copies the pages it touches into the child."""
+    out = subprocess.run([PY, "-c", FORK_GC_PROBE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    before, after, frozen = (int(x) for x in out.stdout.split())
+    assert frozen > 100_000, frozen  # the preloaded engine's objects
+    assert after < before / 2, (before >> 20, after >> 20)  # MiB copied into the child
