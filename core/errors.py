@@ -62,6 +62,10 @@ class ErrorCode(str, Enum):
     TARGET_FAILED = "TARGET_FAILED"
     """Verification integrity: a test the brief or ``targetTests`` names is missing, did not run,
     or did not pass."""
+    TARGETS_NOT_JUDGED = "TARGETS_NOT_JUDGED"
+    """``targetTests`` were named for a project without a git baseline commit (not a repository,
+    or no commit yet): whether a target really ran and passed cannot be judged there, so the
+    round fails closed and the task needs a person (commit the project first)."""
     HOLDOUT_FAILED = "HOLDOUT_FAILED"
     """Verification integrity: a holdout check (registered outside the repository, never shown to
     the agent) failed; only its behaviour area is said."""

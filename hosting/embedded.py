@@ -270,7 +270,7 @@ class PrefectHost:
 
     def _start_forkserver(self, path: Path) -> None:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
-        and point flow-run launchers at it. Launchers fall back to a plain engine until it listens."""
+        and point flow-run launchers at it. Launchers wait for it while it starts."""
         from .forkserver import spawn
         from .worker import engine_env
 
@@ -279,7 +279,7 @@ class PrefectHost:
 
     def check_forkserver(self) -> bool:
         """Restart the fork server if it died (reaped, logged); True when one was restarted.
-        Meanwhile launchers start plain engines: slower, never lost."""
+        Launchers that find it gone start plain engines: slower, never lost."""
         proc, path = self._forkserver, self._forkserver_socket
         if proc is None or path is None or proc.poll() is None:
             return False
@@ -289,9 +289,10 @@ class PrefectHost:
 
     def _stop_forkserver(self) -> None:
         """Stop the fork server (engines it forked keep running: they are flow runs)."""
-        from .engine_cmd import SOCKET_ENV
+        from .engine_cmd import SERVER_PID_ENV, SOCKET_ENV
 
         os.environ.pop(SOCKET_ENV, None)
+        os.environ.pop(SERVER_PID_ENV, None)
         proc, self._forkserver = self._forkserver, None
         if proc is not None and proc.poll() is None:
             proc.terminate()

@@ -1,7 +1,8 @@
 """The worker's flow-run command: ``python -m tianshu_mcp.hosting.engine_cmd``.
 
 Asks the home's fork server (:mod:`.forkserver`, named by ``TIANSHU_MCP_ENGINE_SOCKET``) for a
-warm ``prefect.engine`` and stands in for it until it ends; without a reachable fork server it
+warm ``prefect.engine`` and stands in for it until it ends (waiting for a fork server that is
+still starting, :func:`connect_or_wait`); without a reachable fork server it
 ``exec``\\ s ``python -m prefect.engine`` (what Prefect itself would run). Standard library only:
 this process must start in tens of milliseconds.
 
@@ -19,8 +20,14 @@ import signal
 import socket
 import struct
 import sys
+import time
 
 SOCKET_ENV = "TIANSHU_MCP_ENGINE_SOCKET"  # the same name as forkserver.SOCKET_ENV
+SERVER_PID_ENV = "TIANSHU_MCP_ENGINE_SERVER_PID"
+"""The pid of the fork server that is to listen at :data:`SOCKET_ENV` (set by ``forkserver.spawn``)."""
+STARTING_WAIT_S = 30.0
+"""How long a launcher waits for a fork server that is alive but not listening yet (it is still
+importing: the same imports a plain engine would make, begun earlier), s."""
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -48,6 +55,32 @@ def connect(path: str, timeout_s: float = 10.0) -> socket.socket | None:
         conn.close()
         return None
     return conn
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not: its parent has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return False
+        return True
+
+
+def connect_or_wait(path: str, server_pid: int | None, wait_s: float = STARTING_WAIT_S) -> socket.socket | None:
+    """Connect to the fork server at ``path``; while it does not answer but its process
+    ``server_pid`` is alive (starting: importing, not listening yet), try again every 50 ms for up
+    to ``wait_s`` seconds. None when there is no fork server to wait for (no pid, it exited) or it
+    did not listen in time: the caller starts a plain engine then."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        conn = connect(path)
+        if conn is not None or server_pid is None or not _alive(server_pid) or time.monotonic() >= deadline:
+            return conn
+        time.sleep(0.05)
 
 
 def stand_in(conn: socket.socket) -> int:
@@ -107,7 +140,8 @@ def stand_in(conn: socket.socket) -> int:
 def main() -> int:
     """Run the flow run through the fork server, or exec a plain ``prefect.engine``."""
     path = os.environ.get(SOCKET_ENV)
-    conn = connect(path) if path else None
+    pid = os.environ.get(SERVER_PID_ENV, "")
+    conn = connect_or_wait(path, int(pid) if pid.isdigit() else None) if path else None
     if conn is not None:
         try:
             return stand_in(conn)

@@ -83,8 +83,9 @@ def socket_path(home: Path) -> Path:
 def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start a fork server at ``path`` for this process (it exits when this process does) in a
     session of its own (a terminal's Ctrl-C is its parent's business), and point this process's
-    flow-run launchers at it (``TIANSHU_MCP_ENGINE_SOCKET``). Launchers start plain engines until
-    it listens, and whenever it is gone.
+    flow-run launchers at it (``TIANSHU_MCP_ENGINE_SOCKET``, and its pid in
+    ``TIANSHU_MCP_ENGINE_SERVER_PID``). A launcher waits while it starts (≤ 30 s) and starts a
+    plain engine when it is gone.
 
     Args:
         engine_env: variables the worker adds to every flow run's environment
@@ -92,12 +93,13 @@ def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess
             so a forked engine whose ``PREFECT_*`` settings are the server's own needs no fresh
             settings (:func:`_become_engine`).
     """
-    from .engine_cmd import SOCKET_ENV
+    from .engine_cmd import SERVER_PID_ENV, SOCKET_ENV
 
     proc = subprocess.Popen([sys.executable, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
                             stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True,
                             env={**os.environ, **(engine_env or {})})
     os.environ[SOCKET_ENV] = str(path)
+    os.environ[SERVER_PID_ENV] = str(proc.pid)
     return proc
 
 

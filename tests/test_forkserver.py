@@ -24,6 +24,7 @@ import pytest
 
 from conftest import meta_of, mcp_client
 from tianshu_mcp.deployments.setup import RUN_TASK_ENTRYPOINT
+from tianshu_mcp.hosting import engine_cmd
 from tianshu_mcp.hosting.worker import engine_env
 
 PY = sys.executable
@@ -141,6 +142,42 @@ def test_a_forked_engine_uses_the_launchers_prefect_settings_not_the_servers(
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_launcher_waits_for_a_fork_server_that_is_still_starting(tmp_path: Path, silent_api: str) -> None:
+    """The first flow run after a (re)start meets a fork server that is still importing: its
+    launcher waits for it rather than starting a plain, cold engine (the same imports, begun
+    later). The launcher is started before the server exists."""
+    sock = tmp_path / "engine.sock"
+    env = launcher_env(sock, silent_api, str(uuid.uuid4()))
+    server = subprocess.Popen([PY, "-m", "tianshu_mcp.hosting.forkserver", str(sock), str(os.getpid())],
+                              stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = launch({**env, "TIANSHU_MCP_ENGINE_SERVER_PID": str(server.pid)}, tmp_path)
+    try:
+        engine = until(lambda: engines_of(server), 120, "an engine forked by the server once it listens")[0]
+        assert psutil.Process(proc.pid).cmdline()[-1] == "tianshu_mcp.hosting.engine_cmd"  # standing in, not exec'd
+        assert engine.ppid() == server.pid
+    finally:
+        proc.kill()
+        proc.wait(10)
+        for child in psutil.Process(server.pid).children(recursive=True) if server.poll() is None else []:
+            child.kill()
+        server.kill()
+        server.wait(10)
+
+
+def test_a_launcher_does_not_wait_for_a_fork_server_that_exited(tmp_path: Path) -> None:
+    """A fork server that died (a zombie its parent has not reaped, or gone) is not waited for:
+    the launcher starts a plain engine at once."""
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    until(lambda: psutil.Process(dead.pid).status() == psutil.STATUS_ZOMBIE, 30, "a zombie")  # not reaped yet
+    assert not engine_cmd._alive(dead.pid) and engine_cmd._alive(os.getpid())
+    assert engine_cmd.connect_or_wait(str(tmp_path / "engine.sock"), dead.pid) is None
+    env = {**launcher_env(tmp_path / "engine.sock"), "TIANSHU_MCP_ENGINE_SERVER_PID": str(dead.pid)}
+    proc = launch(env, tmp_path)
+    _, err = proc.communicate(timeout=120)
+    dead.wait()
+    assert proc.returncode == 1 and b"Invalid flow run id" in err  # the plain engine's own answer
 
 
 def test_killing_the_launcher_kills_the_engine(forkserver: tuple[subprocess.Popen[bytes], Path], silent_api: str,

@@ -61,6 +61,8 @@ def run_round_checks(ctx: RoundContext, cfg: RoundConfig) -> CheckRun:
     policy = integrity_policy(ctx.req, cfg.resolved, ctx.baseline, ctx.blocking)
     session = _integrity_session(ctx, cfg, policy)
     integrity = IntegrityOutcome(report={"policy": policy.value, "notes": _integrity_off_notes(ctx.req, policy)})
+    if unjudgeable := _unjudgeable_targets(ctx.req, cfg.resolved, ctx.baseline, ctx.blocking):
+        integrity.blocking.append(unjudgeable)
     try:
         if session is not None:
             session.start()
@@ -180,6 +182,24 @@ def integrity_policy(req: VerifyRequest, resolved: ResolvedChecks | None, baseli
     if not run_git(["cat-file", "-e", f"{baseline.head}^{{commit}}"], req.project_path).ok:
         return IntegrityPolicy.OFF  # the baseline commit is gone: GIT_FAILED says so, nothing to compare
     return IntegrityPolicy(resolved.test_integrity)
+
+
+def _unjudgeable_targets(req: VerifyRequest, resolved: ResolvedChecks | None, baseline: Baseline,
+                         blocking: Sequence[Mapping[str, str]]) -> dict[str, str] | None:
+    """``TARGETS_NOT_JUDGED`` when an agent's round names ``targetTests`` but the project has no
+    git baseline commit, so integrity is off although its policy is not: nothing shows the targets
+    ran and passed as they were (a skipped or rewritten target passes the checks). Fails closed
+    (docs/integrity.md §3); None otherwise, also under ``testIntegrity: off`` (the user's choice)."""
+    if not req.agent_work or not req.target_tests or resolved is None or blocking:
+        return None
+    if IntegrityPolicy(resolved.test_integrity) is IntegrityPolicy.OFF or (baseline.is_repo and baseline.head):
+        return None
+    names = ", ".join(req.target_tests[:5]) + (_(" … {n} more").format(n=len(req.target_tests) - 5)
+                                               if len(req.target_tests) > 5 else "")
+    return {"code": "TARGETS_NOT_JUDGED", "message": _(
+        "target tests {targets} cannot be judged: the project has no git baseline commit, so nothing shows they "
+        "ran and passed as they were; commit the project (git init, git add, git commit) before the task, or "
+        "leave targetTests out").format(targets=names)}
 
 
 def _integrity_off_notes(req: VerifyRequest, policy: IntegrityPolicy) -> list[str]:
