@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
+from ..core.settings import MAX_TIMEOUT_MS
 from .toolchains.formats.junit_files import check_pattern
 from .visual.config import VisualConfigError, parse_visual
 
@@ -137,8 +138,8 @@ class AcceptanceCheck(BaseModel):
         "oneOf": [{**_STR1, "pattern": "\\S", "not": {"pattern": _SHELL_OP_PATTERN}},
                   {"type": "array", "items": _STR1, "minItems": 1}],
         "description": "argv array (preferred) or a string split by the splitCmd rules; never run through a shell"}))
-    timeout_ms: int | None = Field(None, alias="timeoutMs", json_schema_extra=_wire(
-        {"type": "integer", "exclusiveMinimum": 0, "description": "per-check timeout, ms"}))
+    timeout_ms: int | None = Field(None, alias="timeoutMs", le=MAX_TIMEOUT_MS, json_schema_extra=_wire(
+        {"type": "integer", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_MS, "description": "per-check timeout, ms (at most 24 h)"}))
     optional: bool | None = Field(None, strict=True, json_schema_extra=_wire({"type": "boolean"}))
     junit_xml: str | None = Field(None, alias="junitXml", json_schema_extra=_wire({
         "type": "string", "minLength": 1, "maxLength": 500, "pattern": "^(?!/)(?!.*(^|/)\\.\\.(/|$))[^\\x00-\\x1f\\x7f]+$",

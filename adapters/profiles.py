@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from ..core.errors import ErrorCode, TianshuError
 from ..core.i18n import _
+from ..core.settings import MAX_TIMEOUT_MS
 from .acp.policy import AcpSettings
 from .builtin_acp import acp_builtin_data
 from .builtin_cli import cli_builtin_data
@@ -113,7 +114,7 @@ class AgentProfile(BaseModel):
     prompt_mode: Literal["arg", "stdin", "file"] = Field("arg", alias="promptMode")
     cwd: Literal["task", "home"] = "task"
     env: dict[str, str] = Field(default_factory=dict)
-    timeout_ms: int | None = Field(None, gt=0, alias="timeoutMs")
+    timeout_ms: int | None = Field(None, gt=0, le=MAX_TIMEOUT_MS, alias="timeoutMs")
     auth_note: str = Field("", alias="authNote")
     fatal_patterns: list[str] = Field(default_factory=list, alias="fatalPatterns")
     confirmation_patterns: list[str] = Field(default_factory=list, alias="confirmationPatterns")

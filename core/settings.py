@@ -31,6 +31,11 @@ from .i18n import N_, _
 
 log = logging.getLogger("tianshu_mcp")
 
+MAX_TIMEOUT_MS = 86_400_000
+"""The largest time limit a caller or a config may give one agent round or one check: 24 h, in ms
+(``taskTimeoutMs``, a check's and a profile's ``timeoutMs``). More is a mistake, refused with the
+field named rather than stored."""
+
 
 def data_home() -> Path:
     """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it.

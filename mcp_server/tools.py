@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.settings import MAX_TIMEOUT_MS
 from .integrity_args import HOLDOUT_CHECKS_SCHEMA, TARGET_TESTS_SCHEMA
 
 STR1: dict[str, Any] = {"type": "string", "minLength": 1}
@@ -115,7 +116,8 @@ RUN_TASK = ToolDef(
             "autoVerify": {"type": "boolean", "description": "Verify after each agent round (default true)."},
             "autoFixRounds": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Automatic rework rounds after a failed verification (default 0)."},
             "allowCreateProject": {"type": "boolean", "description": "ZCode (desktop) only."},
-            "taskTimeoutMs": {"type": "integer", "exclusiveMinimum": 0, "description": "Agent wall-clock limit per round, ms."},
+            "taskTimeoutMs": {"type": "integer", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_MS,
+                              "description": "Agent wall-clock limit per round, ms (at most 24 h)."},
             "idempotencyKey": IDEMPOTENCY_KEY,
             "acceptanceOverride": ACCEPTANCE_OVERRIDE,
             "isolation": {"type": "string", "enum": ["inplace", "worktree"],
