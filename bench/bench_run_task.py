@@ -310,8 +310,6 @@ def main() -> int:
 
 def run_once(args: argparse.Namespace) -> int:
     """One measurement on a fresh home (removed afterwards); figures to ``args.json`` if given."""
-    import shutil
-
     home = Path(tempfile.mkdtemp(prefix="tianshu-bench-"))
     trace = home / "trace.txt"
     (home / "config.json").write_text(json.dumps({"prefect": {"port": 4390}}))
@@ -319,10 +317,8 @@ def run_once(args: argparse.Namespace) -> int:
         "bench-noop": scripted_profile(mode="noop"),
         "bench-sleep": scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "0"}),
     }}))
-    daemon = subprocess.Popen([str(BIN / "tianshu-mcp"), "server"], env=env_for(home), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=open(home / "daemon.log", "wb"), start_new_session=True)
+    daemon = start_service(home)
     try:
-        sys.path.insert(0, str(ROOT / "tests"))
         from conftest import wait_daemon
 
         t = time.time()
@@ -335,12 +331,25 @@ def run_once(args: argparse.Namespace) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(figures))
     finally:
-        daemon.terminate()
-        daemon.wait(60)
-        if not args.keep:
-            shutil.rmtree(home, ignore_errors=True)
-            shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
+        stop_service(daemon, home, args.keep)
     return 0
+
+
+def start_service(home: Path) -> subprocess.Popen[bytes]:
+    """Start ``tianshu-mcp server`` for ``home`` (its stderr in ``<home>/daemon.log``)."""
+    return subprocess.Popen([str(BIN / "tianshu-mcp"), "server"], env=env_for(home), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=open(home / "daemon.log", "wb"), start_new_session=True)
+
+
+def stop_service(daemon: subprocess.Popen[bytes], home: Path, keep: bool) -> None:
+    """Stop the service; remove the home and its projects unless ``keep``."""
+    import shutil
+
+    daemon.terminate()
+    daemon.wait(60)
+    if not keep:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
 
 
 if __name__ == "__main__":

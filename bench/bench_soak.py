@@ -30,7 +30,6 @@ import asyncio
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from bench_run_task import BIN, env_for, pct, tree_memory  # noqa: E402
+from bench_run_task import BIN, env_for, pct, start_service, stop_service, tree_memory  # noqa: E402
 from fixture_project import make_calc_repo, scripted_profile  # noqa: E402
 
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "CRASHED")
@@ -181,8 +180,7 @@ def main() -> int:
     (home / "agent-profiles.json").write_text(json.dumps({"profiles": {
         "soak": scripted_profile(mode="normal"),
     }}))
-    daemon = subprocess.Popen([str(BIN / "tianshu-mcp"), "server"], env=env_for(home), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=open(home / "daemon.log", "wb"), start_new_session=True)
+    daemon = start_service(home)
     failed = True
     try:
         from conftest import wait_daemon
@@ -195,11 +193,7 @@ def main() -> int:
         failed = bool(figures["unfinished"] or figures["slots"] or figures["entries"] or figures["agents"]
                       or sum(v for k, v in figures["statuses"].items() if k != "succeeded"))  # type: ignore[union-attr]
     finally:
-        daemon.terminate()
-        daemon.wait(60)
-        if not args.keep:
-            shutil.rmtree(home, ignore_errors=True)
-            shutil.rmtree(home.parent / f"{home.name}-projects", ignore_errors=True)
+        stop_service(daemon, home, args.keep)
     return 1 if failed else 0
 
 
