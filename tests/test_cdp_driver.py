@@ -323,7 +323,9 @@ def test_an_answered_card_of_a_slow_app_is_clicked_once(rig: Any) -> None:
 
 @needs_chromium
 def test_the_app_closing_mid_run_is_a_hard_failure_cdp_disconnected(rig: Any) -> None:
-    r = rig("close")
+    # the app closes ≈0.5 s into the job; a 2 s idle window could end the round first on a
+    # loaded machine, so the idle timeout is out of the way: the round ends when the app is gone
+    r = rig("close", idleTimeoutMs=120000)
     res = r.run(Recorder())
     assert res.hard_failure and res.error_type == "cdp_disconnected" and not res.ok, (res, r.log())
     until(lambda: not r.app_pids(), 20, "the app to be gone")
