@@ -13,11 +13,10 @@ begins every transaction ``BEGIN IMMEDIATE``: it takes the write lock first and 
 (the busy timeout, 60 s), as SQLite advises for read-then-write transactions; SQLite has one
 writer at a time anyway.
 
-Prefect also sets ``cache_size = 20000`` pages (≈ 80 MiB) per pooled connection; every
-connection's cache fills as the database grows with the history, which showed as the service's
-RSS rising with every task (≈15 connections; the database grows ≈0.3 MB per task). The page
-cache is bounded to :data:`CACHE_KIB` per connection; the operating system's file cache still
-holds the database.
+Prefect also sets ``cache_size = 20000`` pages (≈ 80 MiB) per pooled connection, and the API
+holds ≈15 connections: a cache that may grow to 1.2 GB as the database grows with the history
+(≈0.3 MB per task). The page cache is bounded to :data:`CACHE_KIB` per connection; the
+operating system's file cache still holds the database.
 
 :func:`install` puts the configuration where Prefect looks for it
 (``prefect.server.database.dependencies.MODELS_DEPENDENCIES``), before the API first touches
