@@ -195,7 +195,10 @@ def _alive(pids: list[int]) -> list[int]:
     return out
 
 
-def _init(client: RawClient, timeout: float = 30) -> None:
+def _init(client: RawClient, timeout: float = 120) -> None:
+    """``initialize`` + ``notifications/initialized``; the bound only catches a server that never
+    answers (the answer's latency is measured by bench/bench_service.py: 30 s ran out beside two
+    busy processes and a loaded suite)."""
     client.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                   "clientInfo": {"name": "raw", "version": "0"}}, timeout=timeout)
     client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
