@@ -139,6 +139,7 @@ class PrefectHost:
         self._poll_again = False
         self._forkserver: subprocess.Popen[bytes] | None = None
         self._forkserver_socket: Path | None = None
+        self._launcher: Any = None
 
     # --- API ---------------------------------------------------------------------------------
     def start_api(self, ready_timeout_s: float = 120.0) -> None:
@@ -191,7 +192,10 @@ class PrefectHost:
                 processes; None: every flow run starts a fresh interpreter.
         """
         if engine_socket is not None:
+            from .direct_launch import DirectLauncher
+
             self._start_forkserver(engine_socket)
+            self._launcher = DirectLauncher(engine_socket, own_api=True)
         started = threading.Event()
 
         def _run() -> None:
@@ -258,7 +262,8 @@ class PrefectHost:
                 while True:
                     self._poll_again = False
                     try:
-                        await worker.get_and_submit_flow_runs()
+                        if not await self._launch_due(worker):
+                            await worker.get_and_submit_flow_runs()
                     except Exception as exc:  # noqa: BLE001 - the next regular poll retries
                         log.debug("worker poll after a created flow run failed: %s", exc)
                     if not self._poll_again:
@@ -267,6 +272,22 @@ class PrefectHost:
                 self._polling = False
 
         loop.create_task(poll())
+
+    async def _launch_due(self, worker: Any) -> bool:
+        """Start due runs directly (:mod:`.direct_launch`); False when the worker is to poll
+        (no launcher, the worker not connected yet, a run left for it, the request failed)."""
+        if self._launcher is None:
+            return False
+        try:
+            worker.work_pool, worker.client  # noqa: B018 - raise until the worker has connected
+        except RuntimeError:
+            return False
+        try:
+            return bool(await self._launcher.launch_due(worker.client, worker.work_pool.name, worker.name,
+                                                        getattr(worker, "backend_id", None)))
+        except Exception as exc:  # noqa: BLE001 - the worker's own poll takes over
+            log.debug("direct launch failed: %s", exc)
+            return False
 
     def _start_forkserver(self, path: Path) -> None:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)
