@@ -5,11 +5,16 @@ inside the first round, that baseline run competes with the round's own checks f
 machine's cores; started when the task starts, it is done (and cached per task) by the time the
 agent has finished.
 
-The flow-run process runs it in a child process of its own (:func:`start_in_child`, the
-module's ``__main__``): the flow-run process reaps every process left below it when an agent's
-round ends (:mod:`...core.reaper`), and a child held by :func:`...core.reaper.keep_alive`, with
-its whole tree (the checks, git), is what it spares. The child ends by itself when its parent
-goes away.
+The flow-run process runs it in a process of its own (:func:`start_in_child`, :func:`main`):
+it must outlive the reaping at the end of each agent's round and, once the flow run is gone,
+still stop its checks and remove its worktree. Where the home's fork server listens (the
+service's flow runs), the child is a fork of that warm interpreter (:mod:`...core.forkclient`),
+which has the acceptance engine imported already: a fresh interpreter took 0.55 s quiet and up
+to 0.9 s beside the round's checks to import it, and with a quick agent the first round waited
+for the baseline run that long (docs/design-notes.md, note 59). Elsewhere (in-process hosting, a
+scale-out worker) it is ``python -m`` this module, a child of the flow-run process held by
+:func:`...core.reaper.keep_alive`, so the reaping spares its tree. Either way the child ends by
+itself when the flow-run process goes away (:func:`...core.forkclient.client_gone`).
 """
 
 from __future__ import annotations
@@ -18,7 +23,9 @@ import contextlib
 import json
 import logging
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -27,7 +34,8 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from ..core.procs import ProcRecord, run_process
+from ..core import forkclient
+from ..core.procs import ProcRecord, kill_tree, record_of, run_process, tagged_env
 from ..core.reaper import keep_alive, release
 from .config import resolve_checks
 from .engine import VerifyRequest, integrity_policy
@@ -37,7 +45,7 @@ from .integrity.judge import test_check_indices
 from .integrity.models import IntegrityPolicy
 from .pinning import load_pinned
 
-__all__ = ["WarmSpec", "start_in_child", "warm_baseline_run"]
+__all__ = ["WarmSpec", "main", "start_in_child", "warm_baseline_run"]
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -45,6 +53,8 @@ STOP_GRACE_S = 15.0
 """After a stop, how long the child has to end its checks and remove its worktree before its tree is killed."""
 LOG_FILE = "baseline-warm.log"
 """The child's own output in the task directory (the checks' output goes to ``baseline-checks.log``)."""
+MAIN = "tianshu_mcp.acceptance.baseline_warm:main"
+"""What a fork of the fork server runs (:func:`main`)."""
 
 
 class WarmSpec(BaseModel):
@@ -92,32 +102,43 @@ class WarmSpec(BaseModel):
 
 
 def start_in_child(spec: WarmSpec, stop: threading.Event) -> threading.Thread:
-    """Run :func:`warm_baseline_run` for ``spec`` in a child process (``python -m`` this module,
-    the spec on its stdin), watched by a daemon thread of this process, which is returned: the
-    child's tree is spared by :func:`...core.reaper.reap_orphans` while it runs. Setting ``stop``
-    sends the child SIGTERM (it stops its checks and removes its worktree) and kills its whole
-    tree :data:`STOP_GRACE_S` s later if it is still there. Output: ``<task_dir>/baseline-warm.log``."""
-    held: list[ProcRecord] = []
+    """Run :func:`warm_baseline_run` for ``spec`` in a process of its own (the spec on its stdin),
+    watched by a daemon thread of this process, which is returned. The process is a fork of the
+    home's fork server when this process's environment names one that answers
+    (:data:`...core.forkclient.SOCKET_ENV`), else ``python -m`` this module, whose tree
+    :func:`...core.reaper.reap_orphans` spares while it runs. Setting ``stop`` sends the child
+    SIGTERM (it stops its checks and removes its worktree) and kills its whole tree
+    :data:`STOP_GRACE_S` s later if it is still there. Output: ``<task_dir>/baseline-warm.log``."""
     asked: list[float] = []
+
+    def stop_now(pid: int) -> bool:
+        """Whether to kill the tree now; sends the SIGTERM first (``pid``: the child's)."""
+        if not stop.is_set():
+            return False
+        if not asked:
+            asked.append(time.monotonic())
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        return time.monotonic() - asked[0] > STOP_GRACE_S
+
+    path = os.environ.get(forkclient.SOCKET_ENV)
+    forked = _fork(path, spec) if path else None
+    if forked is not None:
+        t = threading.Thread(target=_watch_fork, args=(spec, *forked, stop_now), daemon=True,
+                             name=f"baseline-run-{spec.task_id}")
+        t.start()
+        return t
+    held: list[ProcRecord] = []
 
     def started(record: ProcRecord) -> None:
         keep_alive(record)
         held.append(record)
 
-    def kill_now() -> bool:
-        if not stop.is_set() or not held:
-            return False
-        if not asked:
-            asked.append(time.monotonic())
-            with contextlib.suppress(OSError):
-                os.kill(held[0].pid, signal.SIGTERM)
-        return time.monotonic() - asked[0] > STOP_GRACE_S
-
     def watch() -> None:
         try:
             run_process([sys.executable, "-m", __name__], cwd=spec.task_dir, log_path=Path(spec.task_dir) / LOG_FILE,
-                        timeout_ms=None, stdin_text=spec.model_dump_json(), should_stop=kill_now, on_start=started,
-                        poll_s=0.2)
+                        timeout_ms=None, stdin_text=spec.model_dump_json(), poll_s=0.2, on_start=started,
+                        should_stop=lambda: bool(held) and stop_now(held[0].pid))
         except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
             log.warning("the early baseline run of %s failed: %s", spec.task_id, exc)
         finally:
@@ -127,6 +148,69 @@ def start_in_child(spec: WarmSpec, stop: threading.Event) -> threading.Thread:
     t = threading.Thread(target=watch, name=f"baseline-run-{spec.task_id}", daemon=True)
     t.start()
     return t
+
+
+def _fork(path: str, spec: WarmSpec) -> tuple[socket.socket, ProcRecord] | None:
+    """Ask the fork server at ``path`` for a child running :func:`main` on ``spec`` (stdin: a
+    pipe this process fills; stdout and stderr: :data:`LOG_FILE`); its connection and record, or
+    None when no fork server took the request (nothing was started then)."""
+    conn = forkclient.connect(path, timeout_s=5.0)
+    if conn is None:
+        return None
+    env, tag = tagged_env()
+    read_end, write_end = os.pipe()
+    try:
+        log_fd = os.open(Path(spec.task_dir) / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+        for fd in (read_end, write_end):
+            os.close(fd)
+        conn.close()
+        return None
+    try:
+        forkclient.send_request(conn, env, spec.task_dir, [read_end, log_fd, log_fd], main=MAIN)
+        pid = forkclient.read_pid(conn)
+    except (OSError, ValueError) as exc:
+        log.debug("the fork server did not start the early baseline run of %s: %s", spec.task_id, exc)
+        pid = None
+    finally:
+        for fd in (read_end, log_fd):
+            os.close(fd)
+    if pid is None:
+        os.close(write_end)
+        conn.close()
+        return None
+    threading.Thread(target=_feed, args=(write_end, spec.model_dump_json().encode()), daemon=True).start()
+    conn.settimeout(None)
+    return conn, record_of(pid, tag)
+
+
+def _feed(fd: int, data: bytes) -> None:
+    """Write ``data`` to the pipe ``fd`` and close it (the child may end before reading it all)."""
+    try:
+        with open(fd, "wb") as pipe:
+            pipe.write(data)
+    except OSError:
+        pass
+
+
+def _watch_fork(spec: WarmSpec, conn: socket.socket, record: ProcRecord, stop_now: Callable[[int], bool]) -> None:
+    """Wait for the forked child's wait status (the fork server's last answer on ``conn``);
+    on a stop, its SIGTERM and, :data:`STOP_GRACE_S` s later, the kill of its tree (a child of
+    the fork server in a session of its own, its checks tagged: :func:`...core.procs.kill_tree`)."""
+    try:
+        while True:
+            ready, _, _ = select.select([conn], [], [], 0.2)
+            if ready:
+                data = forkclient.recv_exact(conn, 4)
+                if data is not None and os.waitstatus_to_exitcode(forkclient.decode_status(data)) != 0:
+                    log.warning("the early baseline run of %s exited with %s (see %s)", spec.task_id,
+                                os.waitstatus_to_exitcode(forkclient.decode_status(data)), LOG_FILE)
+                return
+            if stop_now(record.pid):
+                kill_tree(record)
+                return
+    finally:
+        conn.close()
 
 
 def warm_baseline_run(req: VerifyRequest) -> list[str]:
@@ -164,15 +248,15 @@ def warm_baseline_run(req: VerifyRequest) -> list[str]:
         return []
 
 
-def _main() -> int:
+def main() -> int:
     """The child: the spec from stdin, the run, its notes as JSON on stderr; it stops on SIGTERM
-    or when the process that started it is gone."""
-    parent = os.getppid()
+    or when the process that started it is gone (:func:`...core.forkclient.client_gone`)."""
+    gone = forkclient.client_gone()
     stopped = threading.Event()
     # a SIGTERM (the parent's stop) ends the checks through should_stop, so the worktree is removed
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     spec = WarmSpec.model_validate_json(sys.stdin.read())
-    notes = warm_baseline_run(spec.request(lambda: stopped.is_set() or os.getppid() != parent))
+    notes = warm_baseline_run(spec.request(lambda: stopped.is_set() or gone()))
     # stderr, never stdout (docs/architecture.md §6); both go to baseline-warm.log, the child has no MCP
     # stream
     sys.stderr.write(json.dumps({"notes": notes}, ensure_ascii=False) + "\n")
@@ -180,4 +264,4 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main())
+    sys.exit(main())

@@ -35,12 +35,10 @@ importable module — is left to the worker, which the caller then polls.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import shutil
 import socket
-import struct
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -48,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from uuid import UUID
 
-from .engine_cmd import connect
+from ..core.forkclient import connect, decode_pid, decode_status, send_request
 from .worker import MODULE_ENTRYPOINT, engine_env
 
 if TYPE_CHECKING:
@@ -215,7 +213,7 @@ class DirectLauncher:
         if status is None:
             await _crash(client, flow_run.id, "The fork server stopped before reporting the flow run's exit status.")
             return
-        code = os.waitstatus_to_exitcode(struct.unpack("!i", status)[0])
+        code = os.waitstatus_to_exitcode(decode_status(status))
         if code != 0:
             from prefect._internal.infrastructure_exit_codes import get_infrastructure_exit_info
 
@@ -237,17 +235,16 @@ async def _start(conn: socket.socket, env: dict[str, str], cwd: Path) -> int:
     Raises:
         OSError: the request could not be sent or no pid came back.
     """
-    body = json.dumps({"env": env, "cwd": str(cwd)}).encode()
     devnull = os.open(os.devnull, os.O_RDONLY)
     try:
         conn.settimeout(5.0)
-        socket.send_fds(conn, [struct.pack("!I", len(body)) + body], [devnull, 1, 2])
+        send_request(conn, env, str(cwd), [devnull, 1, 2])
     finally:
         os.close(devnull)
     header = await _recv_exact(conn, 8)
     if header is None:
         raise OSError("the fork server closed the connection before starting an engine")
-    return int(struct.unpack("!q", header)[0])
+    return decode_pid(header)
 
 
 async def _recv_exact(conn: socket.socket, size: int) -> bytes | None:

@@ -14,15 +14,14 @@ own group (:func:`.forkserver._follow_launcher`).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
-import struct
 import sys
 import time
 
-SOCKET_ENV = "TIANSHU_MCP_ENGINE_SOCKET"  # the same name as forkserver.SOCKET_ENV
+from ..core.forkclient import SOCKET_ENV, connect, decode_status, read_pid, recv_exact, send_request
+
 SERVER_PID_ENV = "TIANSHU_MCP_ENGINE_SERVER_PID"
 """The pid of the fork server that is to listen at :data:`SOCKET_ENV` (set by ``forkserver.spawn``)."""
 STARTING_WAIT_S = 30.0
@@ -33,28 +32,6 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signa
 
 class NoEngine(OSError):
     """The fork server started no engine for this request (a plain engine may be started)."""
-
-
-def _recv_exact(conn: socket.socket, size: int) -> bytes | None:
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return data
-
-
-def connect(path: str, timeout_s: float = 10.0) -> socket.socket | None:
-    """Connect to the fork server at ``path``; None when there is none to reach."""
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    conn.settimeout(timeout_s)
-    try:
-        conn.connect(path)
-    except OSError:
-        conn.close()
-        return None
-    return conn
 
 
 def _alive(pid: int) -> bool:
@@ -91,9 +68,8 @@ def stand_in(conn: socket.socket) -> int:
         NoEngine: the request could not be sent or no engine pid came back (nothing was started;
             the caller may fall back to a plain engine).
     """
-    body = json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}).encode()
     try:
-        socket.send_fds(conn, [struct.pack("!I", len(body)) + body], [0, 1, 2])
+        send_request(conn, os.environ, os.getcwd(), [0, 1, 2])
     except OSError as exc:
         raise NoEngine(str(exc)) from exc
     pending: list[int] = []
@@ -110,24 +86,18 @@ def stand_in(conn: socket.socket) -> int:
 
     for sig in FORWARDED:
         signal.signal(sig, forward)
-    try:
-        header = _recv_exact(conn, 8)
-    except OSError as exc:
-        raise NoEngine(str(exc)) from exc
-    if header is None:
+    pid = read_pid(conn)
+    if pid is None:
         raise NoEngine("the fork server closed the connection before starting an engine")
     conn.settimeout(None)
-    engine.append(struct.unpack("!q", header)[0])
+    engine.append(pid)
     for signum in pending:
         forward(signum, None)
-    try:
-        status_bytes = _recv_exact(conn, 4)
-    except OSError:
-        status_bytes = None
+    status_bytes = recv_exact(conn, 4)
     if status_bytes is None:
         sys.stderr.write("tianshu-mcp: the fork server stopped before reporting the flow run's exit status\n")
         return 1
-    status = struct.unpack("!i", status_bytes)[0]
+    status = decode_status(status_bytes)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):

@@ -14,9 +14,10 @@ status (or the signal that ended it) becomes the launcher's own. Without a fork 
 hosting, a scale-out worker, a refused connection) the launcher ``exec``\\ s ``python -m
 prefect.engine`` itself, exactly what Prefect would have started.
 
-Protocol (one stream connection per flow run): launcher → server ``!I`` length + JSON
-``{"env": {...}, "cwd": str}`` with fds 0, 1, 2 attached (``SCM_RIGHTS``); server → launcher
-``!q`` engine pid, later ``!i`` wait status (``os.waitpid``) once the engine is reaped.
+Protocol: :mod:`tianshu_mcp.core.forkclient` (one stream connection per process: environment,
+directory and fds 0–2 in, the child's pid and later its wait status out). A request may instead
+name one of our functions (``main``) for the child to run: a flow run's early baseline run
+(:mod:`tianshu_mcp.acceptance.baseline_warm`) starts that way without a cold interpreter.
 
 Safety of ``fork``: the server never starts a thread, an event loop or a Prefect service before
 forking (checked: it refuses to serve when another thread exists), so each child starts as a
@@ -39,6 +40,8 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..core.forkclient import CLIENT_FD_ENV, valid_main
 
 # what a flow-run process imports anyway; the fork server imports it once
 PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.flows",
@@ -70,9 +73,10 @@ _SETTINGS_ENV: dict[str, str] = {}  # the server's settings_env() when it import
 class Request:
     """A launcher's request, as the forked child keeps it (its environment, directory and
     streams are applied to the process itself): the connection whose closing means the
-    launcher is gone."""
+    launcher is gone, and the function to run instead of the engine (``module:function``)."""
 
     conn: socket.socket
+    main: str | None = None
 
 
 def socket_path(home: Path) -> Path:
@@ -126,6 +130,8 @@ def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
         if not isinstance(payload, dict) or not isinstance(payload.get("env"), dict) \
                 or not isinstance(payload.get("cwd"), str) or len(fds) != 3:
             raise ValueError("request needs env, cwd and three fds")
+        if "main" in payload and not valid_main(payload["main"]):
+            raise ValueError(f"main must name a function of tianshu_mcp, not {payload['main']!r}")
         return payload, fds
     except Exception:
         for fd in fds:
@@ -262,9 +268,14 @@ def _become_engine(conn: socket.socket, payload: dict[str, object], fds: list[in
         os.dup2(fd, target)
         os.close(fd)
     env = {str(k): str(v) for k, v in dict(payload["env"]).items()}  # type: ignore[arg-type]
+    main = payload.get("main")
+    if isinstance(main, str):
+        env[CLIENT_FD_ENV] = str(conn.fileno())
     os.environ.clear()
     os.environ.update(env)
     os.chdir(str(payload["cwd"]))
+    if isinstance(main, str):
+        return Request(conn, main)  # one of our functions: Prefect's settings play no part
     if settings_env(env) != _SETTINGS_ENV:
         # Prefect read its settings from the server's environment when it was imported; the
         # flow run's own PREFECT_* variables must win, as in a fresh `python -m prefect.engine`
@@ -311,6 +322,16 @@ def run_engine(request: Request) -> None:
     runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)
 
 
+def run_main(request: Request) -> int:
+    """Run the request's ``module:function`` in this (forked) process and return its exit code
+    (the function's int result; 0 for None). It learns that its client has ended through
+    :func:`tianshu_mcp.core.forkclient.client_gone`."""
+    assert request.main is not None
+    module, _, function = request.main.partition(":")
+    result = getattr(importlib.import_module(module), function)()
+    return result if isinstance(result, int) else 0
+
+
 def main() -> int:
     """``python -m tianshu_mcp.hosting.forkserver <socket path> <parent pid>``."""
     path, parent = Path(sys.argv[1]), int(sys.argv[2])
@@ -322,6 +343,8 @@ def main() -> int:
         except OSError:
             pass
         return 0
+    if request.main is not None:
+        return run_main(request)
     run_engine(request)
     return 0
 

@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import psutil
 import pytest
@@ -27,6 +27,7 @@ from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child, warm_
 from tianshu_mcp.acceptance.engine import VerifyRequest
 from tianshu_mcp.acceptance.grading.baseline_runs import CACHE_FILE
 from tianshu_mcp.acceptance.pinning import load_pinned
+from tianshu_mcp.core.forkclient import SOCKET_ENV
 
 CONFTEST = '''import os, time
 from pathlib import Path
@@ -34,6 +35,9 @@ from pathlib import Path
 _base = "tianshu-baseline-" in os.getcwd()
 with open(os.environ["WARM_RUNS"], "a") as fh:
     fh.write(("baseline" if _base else "tree") + "\\n")
+if "TIANSHU_MCP_FORK_CLIENT_FD" in os.environ:  # a fork's connection is its own, never its checks'
+    with open(os.environ["WARM_RUNS"], "a") as fh:
+        fh.write("leaked-fd\\n")
 if _base and os.environ.get("WARM_HOLD"):
     deadline = time.monotonic() + 120
     while not Path(os.environ["WARM_HOLD"]).exists() and time.monotonic() < deadline:
@@ -56,6 +60,47 @@ def _repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hold: bool = False) -
         monkeypatch.setenv("WARM_HOLD", str(release))
     repo = init_repo(tmp_path / "repo", FILES, [PYTEST_CHECK])
     return Task(repo, tmp_path, brief="Fix add() so that test_add passes."), runs, release
+
+
+@pytest.fixture(scope="module")
+def fork_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+    """A home's fork server (:mod:`tianshu_mcp.hosting.forkserver`), as the service runs one."""
+    path = tmp_path_factory.mktemp("fork") / "engine.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        _wait(lambda: path.exists() or proc.poll() is not None, "the fork server to listen")
+        assert proc.poll() is None
+        yield proc, path
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+@pytest.fixture(params=["interpreter", "fork"])
+def started_by(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int | None:
+    """How ``start_in_child`` starts the child: a fresh interpreter (no fork server: in-process
+    hosting, a scale-out worker; returns None), or a fork of the home's fork server (named in
+    the environment as the service's flow runs have it; returns the server's pid)."""
+    if request.param == "interpreter":
+        monkeypatch.delenv(SOCKET_ENV, raising=False)
+        return None
+    server, path = request.getfixturevalue("fork_server")
+    monkeypatch.setenv(SOCKET_ENV, str(path))
+    return server.pid
+
+
+def _early_run(runs: Path, task: Task) -> list[psutil.Process]:
+    """The early run's processes: its checks carry this test's ``$WARM_RUNS``, and the child runs
+    in the task's directory (a fork's ``/proc/<pid>/environ`` is the fork server's own)."""
+    procs = []
+    for p in psutil.process_iter():
+        try:
+            if p.pid != os.getpid() and (p.environ().get("WARM_RUNS") == str(runs) or p.cwd() == str(task.dir)):
+                procs.append(p)
+        except psutil.Error:
+            pass
+    return procs
 
 
 def _request(task: Task, should_stop: Callable[[], bool] | None = None) -> VerifyRequest:
@@ -190,7 +235,8 @@ print(json.dumps({"killed": killed, "alive": t.is_alive()}))
 
 
 def test_the_early_run_survives_the_reaping_at_the_end_of_an_agents_round(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         started_by: int | None) -> None:
     """In a flow-run process (a subreaper that kills what is left below it when an agent's round
     ends), the early run is a child process the reaper spares: its baseline is cached whole, not
     a run cut off mid-way (which read as "no test count")."""
@@ -207,15 +253,18 @@ def test_the_early_run_survives_the_reaping_at_the_end_of_an_agents_round(tmp_pa
 
 
 def test_stopping_the_child_ends_its_checks_and_removes_its_worktree(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                     monkeypatch: pytest.MonkeyPatch,
+                                                                     started_by: int | None) -> None:
     """The flow run ends before its first round (``stop_baseline_run``): the child is asked to stop,
-    ends its held test run, removes its worktree and caches nothing; no process of it is left."""
+    ends its held test run, removes its worktree and caches nothing; no process of it is left.
+    With a fork server the child is a fork of it, not a fresh interpreter below this process."""
     task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
     stop = threading.Event()
     t = start_in_child(WarmSpec.of(_request(task)), stop)
     _wait(lambda: "baseline" in _lines(runs), "the early baseline run to start")
-    (child,) = [p for p in psutil.Process(os.getpid()).children() if "baseline_warm" in " ".join(p.cmdline())]
-    mine = [child, *child.children(recursive=True)]  # (not this worker's other children: a session daemon)
+    (child,) = [p for p in _early_run(runs, task) if p.ppid() == (started_by or os.getpid())]
+    assert ("baseline_warm" in " ".join(child.cmdline())) is (started_by is None)
+    mine = [child, *child.children(recursive=True)]
     assert _baseline_procs(mine)
     stop.set()
     t.join(120)
@@ -240,7 +289,8 @@ os._exit(0)  # the flow-run process ends without waiting for it (stop_baseline_r
 
 
 def test_the_child_cleans_up_by_itself_when_the_flow_run_process_is_gone(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         started_by: int | None) -> None:
     task, runs, release = _repo(tmp_path, monkeypatch, hold=True)
     spec = WarmSpec.of(_request(task))
     r = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT, spec.model_dump_json(), str(runs)],
@@ -248,14 +298,7 @@ def test_the_child_cleans_up_by_itself_when_the_flow_run_process_is_gone(tmp_pat
     assert r.returncode == 0, r.stderr[-3000:]
 
     def gone() -> bool:
-        procs = []  # the child and its test run: they carry this test's $WARM_RUNS
-        for p in psutil.process_iter():
-            try:
-                if p.pid != os.getpid() and p.environ().get("WARM_RUNS") == str(runs):
-                    procs.append(p)
-            except psutil.Error:
-                pass
-        return not procs and len(_worktrees(task)) == 1
+        return not _early_run(runs, task) and len(_worktrees(task)) == 1
 
     _wait(gone, "the orphaned early run to stop and remove its worktree")
     assert not (task.dir / CACHE_FILE).exists()
