@@ -26,6 +26,7 @@ from integrity_helpers import PYTEST_CHECK, Task, edit, git, init_repo
 from tianshu_mcp.acceptance.baseline_warm import WarmSpec, start_in_child, warm_baseline_run
 from tianshu_mcp.acceptance.engine import VerifyRequest
 from tianshu_mcp.acceptance.grading.baseline_runs import CACHE_FILE
+from tianshu_mcp.acceptance.integrity.pycache import pycache_home
 from tianshu_mcp.acceptance.pinning import load_pinned
 from tianshu_mcp.core.forkclient import SOCKET_ENV
 
@@ -35,6 +36,10 @@ from pathlib import Path
 _base = "tianshu-baseline-" in os.getcwd()
 with open(os.environ["WARM_RUNS"], "a") as fh:
     fh.write(("baseline" if _base else "tree") + "\\n")
+if os.environ.get("WARM_BYTECODE"):
+    import sys
+    with open(os.environ["WARM_BYTECODE"], "a") as fh:
+        fh.write(f"{'baseline' if _base else 'tree'} {sys.flags.dont_write_bytecode} {sys.pycache_prefix}\\n")
 if "TIANSHU_MCP_FORK_CLIENT_FD" in os.environ:  # a fork's connection is its own, never its checks'
     with open(os.environ["WARM_RUNS"], "a") as fh:
         fh.write("leaked-fd\\n")
@@ -203,6 +208,23 @@ def test_a_stopped_early_run_leaves_no_process_worktree_or_cache(tmp_path: Path,
     assert out.passed, out.blocking_issues
     assert Counter(_lines(runs)) == {"baseline": 2, "tree": 1}  # the round ran the baseline itself
     release.touch()
+
+
+def test_the_baseline_run_keeps_bytecode_in_verifications_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like the round's own runs, the baseline run writes and reads bytecode in verification's
+    cache only, even where the environment switches writing off (many containers and CI images:
+    every run then compiled pytest and its plugins from source, twice the round's time)."""
+    task, _runs, _ = _repo(tmp_path, monkeypatch)
+    flags = tmp_path / "bytecode.txt"
+    monkeypatch.setenv("WARM_BYTECODE", str(flags))
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    warm_baseline_run(_request(task))
+    edit(task.project / "calc.py", "a - b", "a + b")
+    assert task.judge().passed
+    lines = sorted(flags.read_text().splitlines())
+    assert [ln.split()[:2] for ln in lines] == [["baseline", "0"], ["tree", "0"]], lines
+    assert lines[0].split()[2] == str(pycache_home())
+    assert all(Path(ln.split()[2]).is_dir() for ln in lines)
 
 
 def test_nothing_runs_early_when_integrity_is_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

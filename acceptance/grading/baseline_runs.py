@@ -35,6 +35,7 @@ from .. import runner as _runner
 from ..runner import SKIP_CANCELLED, SPAWN_REASON_PREFIX, ZERO_TEST_REASON, run_checks
 from .ids import parse_test_ids
 from ..integrity.infra import id_argv
+from ..integrity.pycache import bytecode_env
 from .state import (
     _STATE_VERSION,
     UNTRACKED_DIR,
@@ -250,6 +251,7 @@ def run_baseline_checks(
     default_timeout_ms: int = 300_000,
     concurrency: int = 1,
     should_stop: Callable[[], bool] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """The baseline results of ``checks``, running only those not cached yet.
 
@@ -258,7 +260,9 @@ def run_baseline_checks(
     dirty state reproduced, output to ``<task_dir>/baseline-checks.log``. The worktree is removed
     in every case (timeout, cancellation, exception). Cancelled runs are not cached. One run per
     task directory at a time (a file lock): a second caller waits for the first, then reads the
-    cache; a cancel (``should_stop``) ends the wait.
+    cache; a cancel (``should_stop``) ends the wait. ``extra_env`` is added to every check's
+    environment; default: verification's bytecode cache (:func:`..integrity.pycache.bytecode_env`),
+    as for a round's own runs.
 
     Returns:
         ``({key: {name, cmd, status, passed, exitCode, timeout, reason, durationMs, tests}}, notes)``
@@ -281,7 +285,8 @@ def run_baseline_checks(
             log.warning("baseline run lock %s: %s", lock.lock_file, exc)
             break
     try:
-        return _run_baseline_locked(project, tdir, baseline, checks, default_timeout_ms, concurrency, should_stop)
+        return _run_baseline_locked(project, tdir, baseline, checks, default_timeout_ms, concurrency, should_stop,
+                                    extra_env)
     finally:
         if locked:
             lock.release()
@@ -289,7 +294,7 @@ def run_baseline_checks(
 
 def _run_baseline_locked(project: str | os.PathLike[str], tdir: Path, baseline: Baseline, checks: Sequence[CheckDef],
                          default_timeout_ms: int, concurrency: int, should_stop: Callable[[], bool] | None,
-                         ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+                         extra_env: Mapping[str, str] | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
     notes: list[str] = []
     cache_path = tdir / CACHE_FILE
     cache = read_json_safe(cache_path)
@@ -302,7 +307,7 @@ def _run_baseline_locked(project: str | os.PathLike[str], tdir: Path, baseline: 
             return entries, notes
         try:
             ran, run_notes = _run_in_worktree(Path(project), tdir, baseline, missing, default_timeout_ms, concurrency,
-                                              should_stop)
+                                              should_stop, extra_env=extra_env)
         except Exception as exc:  # noqa: BLE001 - the caller falls back to counting every failure
             log.exception("baseline checks failed")
             ran, run_notes = {}, [_("the baseline checks could not run: {error}").format(error=exc)]
@@ -415,14 +420,17 @@ def _run_in_worktree(
     concurrency: int,
     should_stop: Callable[[], bool] | None,
     reruns: int = 0,
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     notes: list[str] = []
+    env = dict(extra_env) if extra_env is not None else bytecode_env()
     with baseline_worktree(project, tdir, baseline, notes) as wt:
         if wt is None:
             return {}, notes
         defs = [worktree_argv(c, wt.project, project) for c in checks]
         log_path = tdir / LOG_FILE
-        results = run_checks(defs, wt.project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop)
+        results = run_checks(defs, wt.project, log_path, default_timeout_ms, concurrency=concurrency, should_stop=should_stop,
+                             extra_env=env)
         outputs = outputs_from_log(log_path, defs, results, wt=str(wt.project), project=str(project))
         out: dict[str, dict[str, Any]] = {}
         for c, d, res, text in zip(checks, defs, results, outputs):
@@ -444,7 +452,7 @@ def _run_in_worktree(
             }
             if reruns > 0 and st == "failed" and not stop_requested(should_stop):
                 entry["reruns"] = _rerun(d, wt.project, log_path, default_timeout_ms, should_stop, reruns,
-                                         str(wt.project), str(project))
+                                         str(wt.project), str(project), env)
             out[check_key(c)] = entry
             if st == "timeout":
                 notes.append(_("baseline run of {check} timed out: not comparable, its failures count").format(
@@ -462,13 +470,13 @@ def rerun_on_baseline(project: Path, tdir: Path, baseline: Baseline, check: Chec
 
 
 def _rerun(d: CheckDef, cwd: Path, log_path: Path, default_timeout_ms: int, should_stop: Callable[[], bool] | None,
-           times: int, wt: str, project: str) -> list[dict[str, Any]]:
+           times: int, wt: str, project: str, env: Mapping[str, str]) -> list[dict[str, Any]]:
     """Run a failed baseline check ``times`` more times (flake detection): ``[{status, tests}]``."""
     out: list[dict[str, Any]] = []
     for _k in range(times):
         if stop_requested(should_stop):
             break
-        res = run_checks([d], cwd, log_path, default_timeout_ms, should_stop=should_stop)[0]
+        res = run_checks([d], cwd, log_path, default_timeout_ms, should_stop=should_stop, extra_env=env)[0]
         text = outputs_from_log(log_path, [d], [res], wt=wt, project=project)[0]
         st = check_status(res)
         ids = parse_test_ids(text, list(d.cmd)) if st in ("passed", "failed") else None

@@ -52,7 +52,7 @@ from .infra import InfraKind, id_argv, infra_rules
 from .inventory import Evidence, compare
 from .models import HoldoutCheck, IntegrityPolicy
 from .pristine import AgentChanges, PristineTree, agent_changes, pristine_tree
-from .pycache import prune_pycache, pycache_home
+from .pycache import bytecode_env, prune_pycache, pycache_home
 from .targets import Target, TargetStatus, brief_targets, describe, judge_target, match
 
 __all__ = ["IntegritySession", "IntegrityOutcome", "pycache_home", "test_check_indices"]
@@ -162,7 +162,7 @@ class IntegritySession:
         self.tree: PristineTree | None = None
         self.changes = AgentChanges()
         self._pycache = Path(pycache_dir)
-        self.extra_env: dict[str, str] = {"PYTHONPYCACHEPREFIX": str(self._pycache), "PYTHONDONTWRITEBYTECODE": ""}
+        self.extra_env: dict[str, str] = bytecode_env(self._pycache)
         """Set for every run of the round: bytecode is written to and read from verification's own
         cache directory (one per machine user, shared by every home: the standard library is
         compiled once), never from the tree: an agent's planted ``__pycache__`` is not loaded.
@@ -212,7 +212,8 @@ class IntegritySession:
     def _run_baseline(self, tests: list[CheckDef]) -> None:
         try:
             self._base, notes = run_baseline_checks(self.project, self.baseline_dir, self.baseline, tests,
-                                                    self.timeout_ms, self.concurrency, self.should_stop)
+                                                    self.timeout_ms, self.concurrency, self.should_stop,
+                                                    self.extra_env)
             self.notes.extend(notes)
         except Exception as exc:  # noqa: BLE001
             log.exception("the baseline run failed")

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-__all__ = ["pycache_home", "prune_pycache"]
+__all__ = ["bytecode_env", "pycache_home", "prune_pycache"]
 
 
 def pycache_home() -> Path:
@@ -31,6 +31,15 @@ def pycache_home() -> Path:
 
 
 _private_pycache: Path | None = None
+
+
+def bytecode_env(prefix: Path | None = None) -> dict[str, str]:
+    """The variables every Python run of verification gets: bytecode written to and read from
+    ``prefix`` (default :func:`pycache_home`) only, never from the tree, and writing switched back
+    on (an empty ``PYTHONDONTWRITEBYTECODE``). With writing off, as many containers and CI
+    images set it, every run compiled pytest, its plugins and the standard library from source
+    again: a second of CPU per run (docs/design-notes.md, note 61)."""
+    return {"PYTHONPYCACHEPREFIX": str(prefix if prefix is not None else pycache_home()), "PYTHONDONTWRITEBYTECODE": ""}
 
 
 def prune_pycache(prefix: Path) -> None:
