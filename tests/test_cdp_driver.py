@@ -277,7 +277,7 @@ def test_a_stop_button_over_a_frozen_reply_stalls_into_a_user_confirmation(rig: 
 
 @needs_chromium
 def test_changed_selectors_end_idle_timeout_never_ok(rig: Any) -> None:
-    r = rig("drift")
+    r = rig("drift", idleTimeoutMs=2000)  # nothing ever matches: the window cannot be raced
     res = r.run(Recorder())
     assert not res.ok and res.timeout and res.error_type == "idle_timeout", (res, r.log())
     assert "not taken as a success" in r.log()

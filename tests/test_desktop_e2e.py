@@ -195,7 +195,9 @@ async def test_drift_and_a_closing_app_fail_coded_and_spend_no_verification(ts_h
     # a changed selector must never pass as a success; the app closing mid-run is a hard failure:
     # neither burns a verification round (autoFixRounds would otherwise rework)
     udd = tmp_path / "app" / "user-data"
-    agent, _port = add_profile(ts_home, udd, mode)
+    # drift: nothing ever matches, so a short idle window cannot be raced; close: the default
+    # (long) one, so the round ends because the app went away, however slow the machine is
+    agent, _port = add_profile(ts_home, udd, mode, **({"idleTimeoutMs": 2000} if mode == "drift" else {}))
     repo = make_calc_repo(tmp_path / "calc")
     try:
         async with mcp_client(ts_home) as client:
