@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.forkclient import CLIENT_FD_ENV, valid_main
+from .tls_reuse import share_client_tls_context
 
 # what a flow-run process imports anyway; the fork server imports it once
 PRELOAD = ("prefect.engine", "prefect.flow_engine", "prefect.flows",
@@ -191,7 +192,8 @@ def serve(path: Path, parent_pid: int) -> Request | None:
 def _warm() -> None:
     """Import :data:`WARM` and build the validators of :data:`WARM_MODELS`, which pydantic
     defers to their first use (models with forward references); a module or model this Prefect
-    version lacks is skipped."""
+    version lacks is skipped. The Prefect clients' TLS context is built once, here
+    (:func:`.tls_reuse.share_client_tls_context`)."""
     for module in WARM:
         try:
             importlib.import_module(module)
@@ -202,6 +204,7 @@ def _warm() -> None:
         model = getattr(sys.modules.get(module), name, None)
         if model is not None and hasattr(model, "model_rebuild"):
             model.model_rebuild()
+    share_client_tls_context()  # an engine's two clients: 2 × 30 ms of certificate parsing otherwise
 
 
 def freeze_heap() -> None:
