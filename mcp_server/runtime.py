@@ -293,6 +293,12 @@ class Runtime:
         """True when connected without error."""
         return self._ready.is_set() and self._error is None
 
+    @property
+    def starting(self) -> bool:
+        """True while the connection is still being made (no result yet, neither ready nor an
+        error): the service is starting, or this process is still importing Prefect."""
+        return not self._ready.is_set()
+
     def stop(self) -> None:
         """Client: nothing to stop (the service lives on). In-process host: interrupt every
         active task of the home and stop the API and worker."""

@@ -237,9 +237,10 @@ class TaskService:
                 taskId=task_id, path=self.store.path(task_id), problem=problem))
         return task
 
-    async def views(self, tasks: list[dict[str, Any]]) -> list[TaskView]:
+    async def views(self, tasks: list[dict[str, Any]], wait_s: float | None = None) -> list[TaskView]:
         """Attach the flow-run status to each task (one batched Prefect read; none when no task
-        has a flow run yet)."""
+        has a flow run yet). ``wait_s``: how long to wait for a starting service (default
+        :data:`CLIENT_WAIT_S`) before PREFECT_UNAVAILABLE."""
         if self.runtime.mode == "remote":  # no service submits for us: whoever reads does
             for t in tasks:
                 if not t.get("flowRunId") and submissions.is_pending(self.runtime.home, t["taskId"]):
@@ -247,7 +248,7 @@ class TaskService:
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
         states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
-            client = await self.client()  # first: Prefect is imported by the connecting thread
+            client = await self.client(wait_s)  # first: Prefect is imported by the connecting thread
             from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
             for start in range(0, len(ids), 200):

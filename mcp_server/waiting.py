@@ -25,6 +25,9 @@ WAIT_DEFAULT_MS = 50000
 WAIT_MAX_MS = 600000
 WAIT_POLL_S = 0.5
 WAIT_ENDING_POLL_S = 0.05
+STARTING_POLL_S = 10.0
+"""While the service is still starting, how long one read waits for it before the call reports
+progress and waits again (up to its own timeout), s."""
 """Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
 flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
 50 ms instead of ≤ 0.5 s (docs/design-notes.md, note 56)."""
@@ -93,10 +96,19 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     deadline = start + timeout_ms / 1000
     damaged: dict[str, str] = {}
     while True:
-        if single is not None:
-            views = await service.views([service.read_task(single)])
-        else:
-            views = await service.views(_readable(service, ids, damaged))
+        try:
+            # a service that is still starting is waited for within this call's own timeout,
+            # not failed after the client's 30 s (a cold home on a loaded machine takes longer)
+            wait_s = max(0.1, min(STARTING_POLL_S, deadline - time.monotonic()))
+            if single is not None:
+                views = await service.views([service.read_task(single)], wait_s)
+            else:
+                views = await service.views(_readable(service, ids, damaged), wait_s)
+        except TianshuError as exc:
+            if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting or time.monotonic() >= deadline:
+                raise
+            await _progress(ctx, int((time.monotonic() - start) * 1000), timeout_ms)
+            continue
         stopped = next((v for v in views if is_wait_settled(v.status)), None)
         if stopped is not None:
             # its record was read before its state: read it again, now that the flow wrote it

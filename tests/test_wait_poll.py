@@ -5,6 +5,9 @@ final state does not come."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
 
 from tianshu_mcp.core.taskstore import utc_now
 from tianshu_mcp.mcp_server.taskops import TaskView
@@ -21,3 +24,87 @@ def test_quick_polls_follow_a_recorded_end_only_for_a_few_seconds() -> None:
     assert not _ending(TaskView({"finishedAt": _iso(WAIT_ENDING_S + 60)}, "running"))  # its run never ended
     assert not _ending(TaskView({}, "running"))  # still working
     assert not _ending(TaskView({"finishedAt": "not a time"}, "running"))
+
+
+# --- a service that is still starting (a cold home on a loaded machine) ------------------------
+
+STARTING_SCRIPT = r'''
+import json, sys, time
+from pathlib import Path
+import anyio
+from tianshu_mcp.core.errors import TianshuError
+from tianshu_mcp.core.settings import load_config
+from tianshu_mcp.mcp_server import waiting
+from tianshu_mcp.mcp_server.runtime import Runtime
+from tianshu_mcp.mcp_server.taskops import TaskService
+
+home, task_id, timeout_ms, connect = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "connect"
+waiting.STARTING_POLL_S = 0.3  # one read waits this long for the connection before waiting again
+runtime = Runtime(home, load_config(home))  # not connected yet: "still starting"
+service = TaskService(runtime)
+tries = []
+views = service.views
+async def counting(tasks, wait_s=None):
+    try:
+        return await views(tasks, wait_s)
+    except TianshuError as exc:
+        tries.append(exc.code.value)
+        raise
+service.views = counting
+
+async def main():
+    async def connect_after_a_failed_read():
+        while not tries:
+            await anyio.sleep(0.05)
+        runtime.start_background()  # the connection arrives while the call waits
+    t0 = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        if connect:
+            tg.start_soon(connect_after_a_failed_read)
+        try:
+            result = await waiting.wait_task(service, runtime, {"taskId": task_id, "timeoutMs": timeout_ms})
+            out = {"ok": True, "text": result.content[0].text}
+        except TianshuError as exc:
+            out = {"ok": False, "code": exc.code.value, "message": exc.message}
+    out.update(tries=tries, waited_s=time.monotonic() - t0)
+    print(json.dumps(out))
+anyio.run(main)
+'''
+
+
+def _wait_while_starting(home: Path, task_id: str, timeout_ms: int, connect: bool) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    from conftest import server_env
+
+    r = subprocess.run([sys.executable, "-c", STARTING_SCRIPT, str(home), task_id, str(timeout_ms),
+                        "connect" if connect else "never"], capture_output=True, text=True, timeout=300,
+                       env=server_env(home))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.anyio
+async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_daemon: dict, tmp_path: Path) -> None:
+    """A wait that begins while this process is still connecting (the service starting, Prefect
+    still importing) keeps waiting, up to its own timeoutMs, instead of failing after the
+    client's 30 s: once connected it answers; never connected, it fails when its own time is up."""
+    from conftest import mcp_client, meta_of
+    from fixture_project import make_calc_repo
+
+    repo = make_calc_repo(tmp_path / "calc")
+    async with mcp_client(ts_daemon["home"]) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop",
+                                                          "agentId": "scripted-noop", "autoVerify": False}))
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 120000}))
+    assert done["status"] == "succeeded", done
+
+    late = _wait_while_starting(ts_daemon["home"], sub["taskId"], 120000, connect=True)
+    assert late["ok"] and "succeeded" in late["text"], late
+    assert late["tries"] and set(late["tries"]) == {"PREFECT_UNAVAILABLE"}, late  # it did wait for the connection
+
+    never = _wait_while_starting(ts_daemon["home"], sub["taskId"], 1500, connect=False)
+    assert (never["ok"], never["code"]) == (False, "PREFECT_UNAVAILABLE") and "still starting" in never["message"], never
+    assert len(never["tries"]) >= 2 and never["waited_s"] >= 1.5, never  # retried until its own timeout, no longer
