@@ -115,16 +115,20 @@ def client_gone() -> Callable[[], bool]:
     if not fd.isdigit():
         parent = os.getppid()
         return lambda: os.getppid() != parent
-    conn = socket.socket(fileno=int(fd))
     gone = threading.Event()
+    when_closed(socket.socket(fileno=int(fd)), gone.set)
+    return gone.is_set
 
+
+def when_closed(conn: socket.socket, callback: Callable[[], None]) -> None:
+    """Call ``callback`` in a daemon thread once the other end of ``conn`` has closed it (or
+    the connection failed); nothing is expected to arrive on ``conn`` before that."""
     def watch() -> None:
         try:
             while conn.recv(4096):
                 pass
         except OSError:
             pass
-        gone.set()
+        callback()
 
-    threading.Thread(target=watch, name="tianshu-fork-client-watch", daemon=True).start()
-    return gone.is_set
+    threading.Thread(target=watch, name="tianshu-fork-connection-watch", daemon=True).start()

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.forkclient import CLIENT_FD_ENV, valid_main
+from ..core.forkclient import CLIENT_FD_ENV, valid_main, when_closed
 from .tls_reuse import share_client_tls_context
 
 # what a flow-run process imports anyway; the fork server imports it once
@@ -300,18 +300,13 @@ def _follow_launcher(conn: socket.socket) -> None:
     side, was killed), kill every descendant — the agent and the checks run in sessions of their
     own, and the engine is their subreaper — then end the engine's group as a kill of the engine
     itself would have."""
-    def watch() -> None:
-        try:
-            while conn.recv(4096):
-                pass
-        except OSError:
-            pass
+    def kill_all() -> None:
         from ..core.reaper import kill_descendants
 
         kill_descendants()
         os.killpg(0, signal.SIGKILL)
 
-    threading.Thread(target=watch, name="tianshu-launcher-watch", daemon=True).start()
+    when_closed(conn, kill_all)
 
 
 def run_engine(request: Request) -> None:
