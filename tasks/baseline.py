@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from prefect import task
 
@@ -38,17 +39,22 @@ def capture_baseline_task(task_id: str, project_path: str, work_path: str | None
     if isinstance(existing, dict):
         return Baseline.model_validate(existing)
     work = work_path or project_path
-    baseline = capture_baseline(work)
-    data = baseline.model_dump(by_alias=True, mode="json")
-    try:
-        verify = (ProjectRegistry(data_home()).get(project_path) or {}).get("verify")
-    except TianshuError:
-        verify = None  # a corrupt projects.json: verification reports it
-    pin_rules(work, st.dir(task_id), data_home(), verify if isinstance(verify, list) else None)
-    atomic_write_json(path, data)
-    # baseline-aware grading (opt-in): keep what is needed to rebuild the pre-work state later
     meta = st.read(task_id) or {}
-    maybe_capture_baseline_state(work, st.dir(task_id), data_home(), meta.get("acceptanceOverride"))
+    # what is needed to rebuild the pre-work tree later (baseline-aware grading, verification
+    # integrity), captured beside the baseline: both only read the repository (the snapshot's
+    # stash commit is made on a copy of the index), and the agent starts after both
+    with ThreadPoolExecutor(1, thread_name_prefix="baseline-state") as pool:
+        state = pool.submit(maybe_capture_baseline_state, work, st.dir(task_id), data_home(),
+                            meta.get("acceptanceOverride"))
+        baseline = capture_baseline(work)
+        data = baseline.model_dump(by_alias=True, mode="json")
+        try:
+            verify = (ProjectRegistry(data_home()).get(project_path) or {}).get("verify")
+        except TianshuError:
+            verify = None  # a corrupt projects.json: verification reports it
+        pin_rules(work, st.dir(task_id), data_home(), verify if isinstance(verify, list) else None)
+        atomic_write_json(path, data)
+        state.result()
     return baseline
 
 
