@@ -7,7 +7,7 @@ runs one of our functions (the early baseline run, :mod:`..acceptance.baseline_w
 half second a fresh interpreter takes to import the acceptance engine.
 
 Protocol (one stream connection per process): client → server ``!I`` length + JSON
-``{"env": {...}, "cwd": str, "main": "tianshu_mcp.<module>:<function>"?}`` with three fds
+``{"env": {...}, "cwd": str, "main": "<one of FORKABLE>"?}`` with three fds
 attached (``SCM_RIGHTS``: the child's stdin, stdout, stderr); server → client ``!q`` child pid,
 later ``!i`` wait status (``os.waitpid``) once the child is reaped. Without ``main`` the child
 runs ``prefect.engine``. The child holds the server's end of the connection: its closing (the
@@ -29,9 +29,11 @@ SOCKET_ENV = "TIANSHU_MCP_ENGINE_SOCKET"
 """The home's fork-server socket, in the environment of the service and of its flow runs."""
 CLIENT_FD_ENV = "TIANSHU_MCP_FORK_CLIENT_FD"
 """In a forked child that runs a ``main``: the fd of its connection to the client."""
-MAIN_PREFIX = "tianshu_mcp."
-"""A ``main`` must name a function of this package (the socket is the user's own, mode 0600;
-this keeps a request from running anything else)."""
+FORKABLE = frozenset({"tianshu_mcp.acceptance.baseline_warm:main"})
+"""The functions a request may name as its ``main``: entry points written to run as a fork's
+whole life (their input on stdin, their end through :func:`client_gone`). Anything else —
+another function of the package, which could write files or run commands with its defaults —
+is refused, although the socket is the user's own (mode 0600)."""
 
 
 def connect(path: str, timeout_s: float = 10.0) -> socket.socket | None:
@@ -50,29 +52,26 @@ def send_request(conn: socket.socket, env: Mapping[str, str], cwd: str, fds: Seq
                  main: str | None = None) -> None:
     """Send one request: the child's environment, working directory, its fds 0–2 (``fds``, three,
     duplicated into the child) and, to run one of our functions instead of ``prefect.engine``,
-    ``main`` (``"tianshu_mcp.<module>:<function>"``).
+    ``main`` (one of :data:`FORKABLE`).
 
     Raises:
         OSError: the request could not be sent.
-        ValueError: ``fds`` is not three fds or ``main`` names nothing of this package.
+        ValueError: ``fds`` is not three fds or ``main`` is not in :data:`FORKABLE`.
     """
     if len(fds) != 3:
         raise ValueError("a request carries exactly three fds")
     payload: dict[str, object] = {"env": dict(env), "cwd": cwd}
     if main is not None:
         if not valid_main(main):
-            raise ValueError(f"not a function of {MAIN_PREFIX.rstrip('.')}: {main!r}")
+            raise ValueError(f"not a function a fork may run: {main!r}")
         payload["main"] = main
     body = json.dumps(payload).encode()
     socket.send_fds(conn, [struct.pack("!I", len(body)) + body], list(fds))
 
 
 def valid_main(main: object) -> bool:
-    """Whether ``main`` has the form ``tianshu_mcp.<module>:<function>``."""
-    if not isinstance(main, str) or not main.startswith(MAIN_PREFIX) or main.count(":") != 1:
-        return False
-    module, function = main.split(":")
-    return all(part.isidentifier() for part in module.split(".")) and function.isidentifier()
+    """Whether ``main`` is one of :data:`FORKABLE`."""
+    return isinstance(main, str) and main in FORKABLE
 
 
 def recv_exact(conn: socket.socket, size: int) -> bytes | None:

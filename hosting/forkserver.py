@@ -16,7 +16,7 @@ prefect.engine`` itself, exactly what Prefect would have started.
 
 Protocol: :mod:`tianshu_mcp.core.forkclient` (one stream connection per process: environment,
 directory and fds 0–2 in, the child's pid and later its wait status out). A request may instead
-name one of our functions (``main``) for the child to run: a flow run's early baseline run
+name one of the entry points of :data:`tianshu_mcp.core.forkclient.FORKABLE` (``main``) for the child to run: a flow run's early baseline run
 (:mod:`tianshu_mcp.acceptance.baseline_warm`) starts that way without a cold interpreter.
 
 Safety of ``fork``: the server never starts a thread, an event loop or a Prefect service before
@@ -132,7 +132,7 @@ def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
                 or not isinstance(payload.get("cwd"), str) or len(fds) != 3:
             raise ValueError("request needs env, cwd and three fds")
         if "main" in payload and not valid_main(payload["main"]):
-            raise ValueError(f"main must name a function of tianshu_mcp, not {payload['main']!r}")
+            raise ValueError(f"main must be a function a fork may run, not {payload['main']!r}")
         return payload, fds
     except Exception:
         for fd in fds:

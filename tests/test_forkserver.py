@@ -201,9 +201,10 @@ def test_bad_requests_are_refused_and_the_server_goes_on(forkserver: tuple[subpr
         (struct.pack("!I", len(body)) + body, []),  # no streams attached
         (struct.pack("!I", 7) + b"garbage", [0, 1, 2]),  # not JSON
         (struct.pack("!I", 2) + b"[]", [0, 1, 2]),  # not an object
-        *[(struct.pack("!I", len(b)) + b, [0, 1, 2]) for b in (  # a main that is not a function of ours
+        *[(struct.pack("!I", len(b)) + b, [0, 1, 2]) for b in (  # a main that is not an entry point written for a fork
             json.dumps({"env": {}, "cwd": str(tmp_path), "main": main}).encode()
-            for main in ("os:system", "tianshu_mcp.x", "tianshu_mcp.a:b:c", "tianshu_mcp.a b:c", 7, None))],
+            for main in ("os:system", "tianshu_mcp.x", "tianshu_mcp.a:b:c", "tianshu_mcp.a b:c", 7, None,
+                         "tianshu_mcp.console.main:main", "tianshu_mcp.core.files:atomic_write_json"))],
     ]
     for data, fds in bad:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
