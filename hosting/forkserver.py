@@ -16,7 +16,8 @@ prefect.engine`` itself, exactly what Prefect would have started.
 
 Protocol: :mod:`tianshu_mcp.core.forkclient` (one stream connection per process: environment,
 directory and fds 0–2 in, the child's pid and later its wait status out). A request may instead
-name one of the entry points of :data:`tianshu_mcp.core.forkclient.FORKABLE` (``main``) for the child to run: a flow run's early baseline run
+name an entry point for the child to run (``main``, one of
+:data:`tianshu_mcp.core.forkclient.FORKABLE`): a flow run's early baseline run
 (:mod:`tianshu_mcp.acceptance.baseline_warm`) starts that way without a cold interpreter.
 
 Safety of ``fork``: the server never starts a thread, an event loop or a Prefect service before
