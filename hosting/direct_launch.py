@@ -47,6 +47,10 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ..core.forkclient import connect, decode_pid, decode_status, send_request
+from ..core.ids import is_record_id
+from ..core.procs import kill_recorded
+from ..core.settings import task_dir
+from ..tasks.common import AGENT_PROC_FILE
 from .worker import MODULE_ENTRYPOINT, engine_env
 
 if TYPE_CHECKING:
@@ -76,6 +80,7 @@ class DirectLauncher:
 
     def __init__(self, socket_path: Path, own_api: bool = True) -> None:
         self.socket_path = socket_path
+        self.home = socket_path.parent.parent  # the home of forkserver.socket_path(home)
         self.own_api = own_api
         self._deployments: dict[UUID, _Deployment] = {}
         self._watchers: set[asyncio.Task[None]] = set()
@@ -211,15 +216,26 @@ class DirectLauncher:
             conn.close()
             shutil.rmtree(workdir, ignore_errors=True)
         if status is None:
+            await self._orphans(flow_run)
             await _crash(client, flow_run.id, "The fork server stopped before reporting the flow run's exit status.")
             return
         code = os.waitstatus_to_exitcode(decode_status(status))
         if code != 0:
             from prefect._internal.infrastructure_exit_codes import get_infrastructure_exit_info
 
+            await self._orphans(flow_run)
             info = get_infrastructure_exit_info(code)
             await _crash(client, flow_run.id,
                          f"Flow run infrastructure exited with non-zero status code {code}. {info.explanation}")
+
+    async def _orphans(self, flow_run: FlowRun) -> None:
+        """Kill the agent an engine that died abnormally left running: the agent runs in a session
+        of its own and its engine, which would have ended it, is gone (a kill -9, the OOM killer).
+        Its record is the task's ``agent-proc.json``; a finished agent's record kills nothing."""
+        params = flow_run.parameters or {}
+        record_id = params.get("task_id") or params.get("record_id")
+        if isinstance(record_id, str) and is_record_id(record_id):
+            await asyncio.to_thread(kill_recorded, task_dir(record_id, self.home) / AGENT_PROC_FILE)
 
     async def aclose(self) -> None:
         """Stop following the engines (their connections close: they end their trees)."""

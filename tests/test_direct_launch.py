@@ -122,7 +122,8 @@ async def test_an_engine_killed_outright_crashes_its_run(ts_daemon: dict[str, An
                                                          prefect_api: httpx.Client) -> None:
     """kill -9 of a directly started engine: the service sees its exit status and reports the run
     Crashed with Prefect's explanation, as the worker does for its launchers; the task is
-    ``interrupted``."""
+    ``interrupted``; the agent, in a session of its own, is killed too (it would otherwise go on
+    changing the project after the task ended)."""
     home = ts_daemon["home"]
     pidfile = home / "hang-pids.txt"
     pidfile.unlink(missing_ok=True)
@@ -145,8 +146,6 @@ async def test_an_engine_killed_outright_crashes_its_run(ts_daemon: dict[str, An
             if status == "interrupted":
                 break
         assert status == "interrupted"
-    for pid in agents:  # the agent runs in a session of its own; the next task's gate would end it
-        try:
-            psutil.Process(pid).kill()
-        except psutil.Error:
-            pass
+        live = [psutil.Process(p) for p in agents if psutil.pid_exists(p)]
+        _, alive = psutil.wait_procs(live, timeout=60)
+        assert alive == [], alive
