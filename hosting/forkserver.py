@@ -38,6 +38,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,6 +67,8 @@ WARM_MODELS = tuple(f"prefect.{m}" for m in (
     "events.filters.EventOccurredFilter", "events.filters.EventNameFilter", "artifacts.MarkdownArtifact",
     "artifacts.TableArtifact"))
 MAX_REQUEST = 4 * 1024 * 1024  # bytes
+REQUEST_LIMIT_S = 5.0
+"""How long a whole request may take to arrive, s."""
 PARENT_CHECK_S = 1.0
 _BOUND_INODE: int | None = None  # the inode of the socket this server bound
 _SETTINGS_ENV: dict[str, str] = {}  # the server's settings_env() when it imported Prefect
@@ -109,12 +112,17 @@ def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess
     return proc
 
 
-def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
-    """Read one ``!I``-length-prefixed JSON request and the fds attached to its first bytes.
+def read_request(conn: socket.socket, limit_s: float = REQUEST_LIMIT_S) -> tuple[dict[str, object], list[int]]:
+    """Read one ``!I``-length-prefixed JSON request and the fds attached to its first bytes,
+    all of it within ``limit_s`` seconds: the server reads one request at a time, so a client
+    that sends slowly must not hold up every other flow run of the home.
 
     Raises:
         ValueError: the request is malformed, too large or cut short.
+        OSError: (``TimeoutError``) it did not arrive whole within ``limit_s``.
     """
+    deadline = time.monotonic() + limit_s
+    conn.settimeout(limit_s)
     data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
     try:
         if len(data) < 4:
@@ -124,6 +132,10 @@ def read_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
             raise ValueError(f"request of {size} bytes exceeds {MAX_REQUEST}")
         body = bytearray(data[4:])
         while len(body) < size:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"request not whole after {limit_s:.0f} s")
+            conn.settimeout(left)
             chunk = conn.recv(min(65536, size - len(body)))
             if not chunk:
                 raise ValueError("request cut short")
@@ -239,7 +251,6 @@ def _accept(listener: socket.socket, children: dict[int, socket.socket]) -> Requ
     """Accept one launcher and fork its engine; the child gets its Request, the server None."""
     conn, _ = listener.accept()
     try:
-        conn.settimeout(5)
         payload, fds = read_request(conn)
         conn.settimeout(None)
     except (OSError, ValueError) as exc:

@@ -219,6 +219,33 @@ def test_bad_requests_are_refused_and_the_server_goes_on(forkserver: tuple[subpr
     assert proc.returncode == 1 and b"Invalid flow run id" in err
 
 
+def test_a_request_that_trickles_in_is_cut_off_as_a_whole(forkserver: tuple[subprocess.Popen[bytes], Path],
+                                                           tmp_path: Path) -> None:
+    """The server reads one request at a time: a client that sends a byte now and then (each
+    within the per-read limit) is cut off when the whole request's time is up, not kept on for
+    as long as it trickles, and the server goes on serving."""
+    server, sock = forkserver
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(sock))
+        socket.send_fds(conn, [struct.pack("!I", 1_000_000) + b"{"], [0, 1, 2])
+        conn.settimeout(0.5)
+        deadline = time.monotonic() + 90
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                closed = conn.recv(8) == b""  # the server hung up: refused
+            except socket.timeout:
+                try:
+                    conn.sendall(b" ")
+                except OSError:
+                    closed = True
+        assert closed, "a trickling request held the fork server for 90 s"
+    assert not engines_of(server)
+    proc = launch(launcher_env(sock), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and b"Invalid flow run id" in err
+
+
 @pytest.mark.parametrize("where", ["no-socket-file", "not-set"])
 def test_without_a_fork_server_the_launcher_runs_a_plain_engine(tmp_path: Path, where: str) -> None:
     sock = tmp_path / "missing.sock" if where == "no-socket-file" else None
