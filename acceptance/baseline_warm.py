@@ -202,9 +202,9 @@ def _watch_fork(spec: WarmSpec, conn: socket.socket, record: ProcRecord, stop_no
             ready, _, _ = select.select([conn], [], [], 0.2)
             if ready:
                 data = forkclient.recv_exact(conn, 4)
-                if data is not None and os.waitstatus_to_exitcode(forkclient.decode_status(data)) != 0:
-                    log.warning("the early baseline run of %s exited with %s (see %s)", spec.task_id,
-                                os.waitstatus_to_exitcode(forkclient.decode_status(data)), LOG_FILE)
+                code = os.waitstatus_to_exitcode(forkclient.decode_status(data)) if data is not None else 0
+                if code != 0:
+                    log.warning("the early baseline run of %s exited with %s (see %s)", spec.task_id, code, LOG_FILE)
                 return
             if stop_now(record.pid):
                 kill_tree(record)

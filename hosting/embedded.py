@@ -310,7 +310,8 @@ class PrefectHost:
 
     def _stop_forkserver(self) -> None:
         """Stop the fork server (engines it forked keep running: they are flow runs)."""
-        from .engine_cmd import SERVER_PID_ENV, SOCKET_ENV
+        from ..core.forkclient import SOCKET_ENV
+        from .engine_cmd import SERVER_PID_ENV
 
         os.environ.pop(SOCKET_ENV, None)
         os.environ.pop(SERVER_PID_ENV, None)

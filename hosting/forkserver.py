@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core.forkclient import CLIENT_FD_ENV, valid_main, when_closed
+from ..core.forkclient import CLIENT_FD_ENV, SOCKET_ENV, valid_main, when_closed
 from .tls_reuse import share_client_tls_context
 
 # what a flow-run process imports anyway; the fork server imports it once
@@ -102,7 +102,7 @@ def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess
             so a forked engine whose ``PREFECT_*`` settings are the server's own needs no fresh
             settings (:func:`_become_engine`).
     """
-    from .engine_cmd import SERVER_PID_ENV, SOCKET_ENV
+    from .engine_cmd import SERVER_PID_ENV
 
     proc = subprocess.Popen([sys.executable, "-m", "tianshu_mcp.hosting.forkserver", str(path), str(os.getpid())],
                             stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True,
