@@ -177,17 +177,32 @@ class TaskStore:
         """
         return self._merge(task_id, check_fields(fields))
 
+    def update_unless_set(self, task_id: str, key: str, **fields: Any) -> dict[str, Any]:
+        """:meth:`update`, unless the record already holds ``key`` once the task lock is held: then
+        nothing is written and the record is returned as it is. For a reader's repair that must
+        not overwrite what the record's owner wrote after the reader's copy was taken (a flow that
+        recorded its own ``finishedAt`` between a query's read of ``task.json`` and its read of
+        the flow run's final state).
+
+        Raises:
+            FileNotFoundError: the task does not exist.
+            ValueError: as :meth:`update`.
+        """
+        return self._merge(task_id, check_fields(fields), unless_set=key)
+
     def update_foreign(self, task_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         """:meth:`update` with fields copied from another record (a remote worker's, maybe of a
         newer version): names and values this version does not know are kept as they are."""
         return self._merge(task_id, check_fields(fields, foreign=True))
 
-    def _merge(self, task_id: str, checked: dict[str, Any]) -> dict[str, Any]:
+    def _merge(self, task_id: str, checked: dict[str, Any], unless_set: str | None = None) -> dict[str, Any]:
         path = self.dir(task_id) / RECORD_FILE
         with self._lock(task_id):
             record = read_json_safe(path)
             if not isinstance(record, dict):
                 raise FileNotFoundError(str(path))
+            if unless_set is not None and record.get(unless_set) is not None:
+                return record
             for key, value in checked.items():
                 if value is None:
                     record.pop(key, None)

@@ -297,8 +297,8 @@ class TaskService:
             fields = {"finishedAt": run.timestamp or utc_now(), "lastMessage": run.message or status, "phase": None}
             if status in ("interrupted", "cancelled") and not t.get("errorType"):
                 fields["errorType"] = status
-            try:
-                t = self.store.update(t["taskId"], **fields)
+            try:  # unless the flow recorded its own end after t was read: then t is stale, not the record
+                t = self.store.update_unless_set(t["taskId"], "finishedAt", **fields)
             except (OSError, ValueError):
                 t = {**t, **{k: v for k, v in fields.items() if v is not None}}
         return TaskView(t, status, st_type, st_name)

@@ -25,12 +25,12 @@ WAIT_DEFAULT_MS = 50000
 WAIT_MAX_MS = 600000
 WAIT_POLL_S = 0.5
 WAIT_ENDING_POLL_S = 0.05
-STARTING_POLL_S = 10.0
-"""While the service is still starting, how long one read waits for it before the call reports
-progress and waits again (up to its own timeout), s."""
 """Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
 flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
 50 ms instead of ≤ 0.5 s (docs/design-notes.md, note 56)."""
+STARTING_POLL_S = 10.0
+"""While the service is still starting, how long one read waits for it before the call reports
+progress and waits again (up to its own timeout), s."""
 WAIT_ENDING_S = 5.0
 """The quick polls last this long after ``finishedAt`` (s); a run whose final state never comes
 (its engine died after the record) is polled at :data:`WAIT_POLL_S` again."""
@@ -105,8 +105,10 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
             else:
                 views = await service.views(_readable(service, ids, damaged), wait_s)
         except TianshuError as exc:
-            if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting or time.monotonic() >= deadline:
+            if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting:
                 raise
+            if time.monotonic() >= deadline:  # a slow start is a wait that timed out, not an error
+                return _timed_out_starting(ids, int((time.monotonic() - start) * 1000), clamp)
             await _progress(ctx, int((time.monotonic() - start) * 1000), timeout_ms)
             continue
         stopped = next((v for v in views if is_wait_settled(v.status)), None)
@@ -149,6 +151,21 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
                        "call wait_task again to keep waiting.\nall tasks now:\n{listing}").format(
                            secs=secs, clamp=clamp, listing=listing),
                      {"ok": False, "message": _("wait timed out"), "waitSettled": False, "waitedMs": waited, **skipped})
+
+
+def _timed_out_starting(ids: list[str], waited_ms: int, clamp: str) -> types.CallToolResult:
+    """The answer of a wait whose time ran out before this server's connection to the service
+    was ready (the service, or this process's import of Prefect, is still starting on a loaded
+    machine): a wait that timed out, with no status, since only the flow run's state says it
+    (docs/tools.md §3.3; ``serviceStarting`` true). The host waits again as after any timeout."""
+    meta: dict[str, Any] = {"ok": False, "message": _("wait timed out: the service is still starting"),
+                            "waitSettled": False, "waitedMs": waited_ms, "serviceStarting": True}
+    if len(ids) == 1:
+        meta["taskId"] = ids[0]
+    return ok_result(_("wait timed out ({secs} s) before the tianshu-mcp service answered (it is still starting), "
+                       "so the state of {tasks} could not be read yet.{clamp}\n"
+                       "the task is unaffected; call wait_task again to keep waiting.").format(
+                           secs=f"{waited_ms / 1000:.1f}", tasks=", ".join(ids), clamp=clamp), meta)
 
 
 def next_step(view: TaskView) -> str:

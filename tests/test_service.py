@@ -495,8 +495,10 @@ async def test_ui_cancel_or_delete_kills_the_agent_and_ends_the_task(ts_daemon: 
 
 
 async def _wait(home: Path, task_id: str) -> Any:
+    """A fresh client's wait for a task already at its stop point: it answers as soon as the
+    client's connection is ready (a cold import of Prefect took over 5 s on a loaded machine)."""
     async with mcp_client(home) as client:
-        return await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 5000})
+        return await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 120000})
 
 
 # --- 7 + 8. the gate outlives the agent; the kill matrix ---------------------------------------

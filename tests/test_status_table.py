@@ -69,3 +69,36 @@ def test_only_final_statuses_have_a_final_state() -> None:
     for status in ("queued", "running", "needs_user", "done"):
         with pytest.raises(ValueError):
             state_for(status, "m")
+
+
+def test_a_reader_with_a_stale_copy_keeps_the_end_the_flow_recorded(tmp_path) -> None:
+    """A query reads ``task.json``, the flow records its end (finishedAt, message) and sets the
+    final state, then the query reads that state: the record-end repair must not overwrite the
+    flow's finishedAt with the state's later timestamp (the webhook carries the flow's; observed
+    30 ms apart between a delivered ``done`` and query_task)."""
+    from types import SimpleNamespace
+
+    from tianshu_mcp.core.ids import new_task_id
+    from tianshu_mcp.core.taskstore import TaskStore
+    from tianshu_mcp.mcp_server.taskops import TaskService
+
+    home = tmp_path / "home"
+    store, task_id = TaskStore(home), new_task_id()
+    store.create(task_id, {"projectPath": "/work/proj", "agentId": "scripted", "task": "Fix add",
+                           "flowRunId": "6f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e"})
+    stale = store.read(task_id)  # the query's copy: no finishedAt yet
+    flows_end = store.update(task_id, finishedAt="2026-12-04T14:23:40.926Z", lastMessage="succeeded in round 1")
+    service = TaskService(SimpleNamespace(home=home, error=None))  # type: ignore[arg-type]
+    view = service._view_of(stale, {stale["flowRunId"]: ("COMPLETED", "Succeeded", "done",
+                                                         "2026-12-04T14:23:40.956Z")})
+    assert view.status == "succeeded"
+    assert store.read(task_id)["finishedAt"] == flows_end["finishedAt"] == view.task["finishedAt"]
+    assert view.task["lastMessage"] == "succeeded in round 1"
+
+    killed = new_task_id()  # no end recorded by anyone (a killed run): the repair completes it
+    store.create(killed, {"projectPath": "/work/proj", "agentId": "scripted", "task": "Fix add",
+                          "flowRunId": "7f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e"})
+    view = service._view_of(store.read(killed), {"7f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e": (
+        "CRASHED", "Crashed", "the process died", "2026-12-04T14:23:41.000Z")})
+    assert store.read(killed)["finishedAt"] == "2026-12-04T14:23:41.000Z" == view.task["finishedAt"]
+    assert view.task["lastMessage"] == "the process died"

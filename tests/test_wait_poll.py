@@ -63,7 +63,7 @@ async def main():
             tg.start_soon(connect_after_a_failed_read)
         try:
             result = await waiting.wait_task(service, runtime, {"taskId": task_id, "timeoutMs": timeout_ms})
-            out = {"ok": True, "text": result.content[0].text}
+            out = {"ok": True, "text": result.content[0].text, "meta": result.structured_content}
         except TianshuError as exc:
             out = {"ok": False, "code": exc.code.value, "message": exc.message}
     out.update(tries=tries, waited_s=time.monotonic() - t0)
@@ -90,7 +90,7 @@ def _wait_while_starting(home: Path, task_id: str, timeout_ms: int, connect: boo
 async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_daemon: dict, tmp_path: Path) -> None:
     """A wait that begins while this process is still connecting (the service starting, Prefect
     still importing) keeps waiting, up to its own timeoutMs, instead of failing after the
-    client's 30 s: once connected it answers; never connected, it fails when its own time is up."""
+    client's 30 s: once connected it answers; never connected, it times out when its own time is up."""
     from conftest import mcp_client, meta_of
     from fixture_project import make_calc_repo
 
@@ -105,6 +105,15 @@ async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_
     assert late["ok"] and "succeeded" in late["text"], late
     assert late["tries"] and set(late["tries"]) == {"PREFECT_UNAVAILABLE"}, late  # it did wait for the connection
 
+    # never connected: when its own time is up it is a wait that timed out (the host waits again),
+    # not an error, and it claims no status it could not read
     never = _wait_while_starting(ts_daemon["home"], sub["taskId"], 1500, connect=False)
-    assert (never["ok"], never["code"]) == (False, "PREFECT_UNAVAILABLE") and "still starting" in never["message"], never
+    assert never["ok"] and "wait timed out" in never["text"] and "still starting" in never["text"], never
+    assert never["meta"]["waitSettled"] is False and never["meta"]["serviceStarting"] is True, never
+    assert never["meta"]["taskId"] == sub["taskId"] and "status" not in never["meta"], never
+    from jsonschema import Draft202012Validator
+
+    from tianshu_mcp.mcp_server.outputs import output_schema
+
+    Draft202012Validator(output_schema("wait_task", strict=True)).validate(never["meta"])
     assert len(never["tries"]) >= 2 and never["waited_s"] >= 1.5, never  # retried until its own timeout, no longer
