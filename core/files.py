@@ -19,10 +19,10 @@ from typing import Any
 _RETRY_ERRNOS = {errno.EPERM, errno.EBUSY, errno.EACCES}
 
 
-def _synced_temp(target: Path, data: bytes, hidden: bool, mode: int | None = None) -> Path:
-    """A new temp file beside ``target`` holding ``data``, flushed to disk (parents created);
-    ``mode`` (e.g. ``0o600``) is set on the temp file before any byte is written, so the file
-    never exists with wider permissions."""
+def _synced_temp(target: Path, data: bytes, hidden: bool, mode: int | None = None, sync: bool = True) -> Path:
+    """A new temp file beside ``target`` holding ``data``, flushed to disk unless ``sync`` is
+    false (parents created); ``mode`` (e.g. ``0o600``) is set on the temp file before any byte is
+    written, so the file never exists with wider permissions."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{'.' if hidden else ''}{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
     try:
@@ -33,24 +33,32 @@ def _synced_temp(target: Path, data: bytes, hidden: bool, mode: int | None = Non
             os.fchmod(fh.fileno(), mode)  # exactly ``mode``, whatever the umask
         with fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return tmp
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | None = None, *,
+                       sync: bool = True) -> None:
     """Write ``data`` to ``path`` atomically (temp file + fsync + rename); ``mode`` (e.g.
     ``0o600`` for a file holding secrets) is the new file's permission bits, default as the umask
     gives.
+
+    ``sync=False`` leaves out the fsync (≈4 ms each, far more on a busy disk): the file is still
+    replaced whole, and survives a crash of any process, but the newest write may be lost if the
+    machine itself loses power, the durability Prefect's SQLite database has (WAL,
+    ``synchronous=NORMAL``). The task-state records written on every task's path use it
+    (docs/design-notes.md, note 65).
 
     Raises:
         OSError: when the directory cannot be created or the rename keeps failing (10 tries).
     """
     target = Path(path)
-    tmp = _synced_temp(target, data, hidden=False, mode=mode)
+    tmp = _synced_temp(target, data, hidden=False, mode=mode, sync=sync)
     try:
         for attempt in range(10):
             try:
@@ -87,15 +95,16 @@ def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None) -> None:
-    """Write UTF-8 ``text`` atomically; see :func:`atomic_write_bytes` (``mode`` too)."""
-    atomic_write_bytes(path, text.encode("utf-8"), mode=mode)
+def atomic_write_text(path: str | os.PathLike[str], text: str, mode: int | None = None, *, sync: bool = True) -> None:
+    """Write UTF-8 ``text`` atomically; see :func:`atomic_write_bytes` (``mode`` and ``sync`` too)."""
+    atomic_write_bytes(path, text.encode("utf-8"), mode=mode, sync=sync)
 
 
-def atomic_write_json(path: str | os.PathLike[str], value: Any, mode: int | None = None) -> None:
+def atomic_write_json(path: str | os.PathLike[str], value: Any, mode: int | None = None, *, sync: bool = True) -> None:
     """Write ``value`` as 2-space indented UTF-8 JSON atomically (non-ASCII kept verbatim);
-    ``mode``: the file's permission bits (e.g. ``0o600``), default as the umask gives."""
-    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode)
+    ``mode``: the file's permission bits (e.g. ``0o600``), default as the umask gives; ``sync``:
+    see :func:`atomic_write_bytes`."""
+    atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode, sync=sync)
 
 
 MAX_JSON_BYTES = 64 * 1024 * 1024

@@ -426,6 +426,19 @@ def kill_recorded(path: str | os.PathLike[str]) -> bool:
     return kill_tree(record)
 
 
+def recorded_alive(path: str | os.PathLike[str]) -> bool:
+    """True when the process whose :class:`ProcRecord` was saved at ``path`` still runs (its pid
+    with the recorded start time); a missing or corrupt record is False. Never raises."""
+    from .files import read_json_safe
+
+    data = read_json_safe(path)
+    try:
+        record = ProcRecord.from_json(data) if isinstance(data, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return False
+    return record is not None and pid_alive(record.pid, record.createTime)
+
+
 def current_record() -> ProcRecord:
     """The :class:`ProcRecord` of this process."""
     return ProcRecord(os.getpid(), os.getpgid(0), psutil.Process().create_time())

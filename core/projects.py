@@ -58,5 +58,5 @@ class ProjectRegistry:
                 entry["displayPath"] = display
             entry["lastSeenAt"] = now
             data[key] = entry
-            atomic_write_json(self.path, data)
+            atomic_write_json(self.path, data, sync=False)
             return entry

@@ -133,8 +133,8 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
         entry.update(acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
         # the number first (a death in between leaves a gap, never a number twice), then the
         # entry, before the lock goes: no later number can exist while this entry does not
-        atomic_write_json(_sequence_path(home), {"seq": accepted.seq, "at": accepted.at_iso})
-        atomic_write_json(path, entry)
+        atomic_write_json(_sequence_path(home), {"seq": accepted.seq, "at": accepted.at_iso}, sync=False)
+        atomic_write_json(path, entry, sync=False)
     try:  # the record's own copy (shown by no tool; read by people and tests)
         TaskStore(home).update(record_id, acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
     except FileNotFoundError:

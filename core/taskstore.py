@@ -75,7 +75,7 @@ class TaskStore:
         record = {"taskId": task_id, "recordVersion": RECORD_VERSION, "roundsUsed": 0, "createdAt": now,
                   "updatedAt": now, **{k: v for k, v in check_fields(fields, foreign).items() if v is not None}}
         with self._lock(task_id):
-            atomic_write_json(d / RECORD_FILE, record)
+            atomic_write_json(d / RECORD_FILE, record, sync=False)
         self.event(task_id, "created", "queued", "task created")
         return record
 
@@ -209,7 +209,7 @@ class TaskStore:
                 else:
                     record[key] = value
             record["updatedAt"] = utc_now()
-            atomic_write_json(path, record)
+            atomic_write_json(path, record, sync=False)
             return record
 
     def event(

@@ -10,6 +10,8 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
+import contextvars
+import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -83,6 +85,9 @@ from .watch import guard_run
 
 quiet_orderly_ends()
 
+BRIEF_JOIN_S = 10.0
+"""How long the flow waits, before it returns, for its brief artifact still being published, s."""
+
 
 def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
     """on_cancellation / on_crashed: kill the recorded agent tree (it runs in its own session,
@@ -92,9 +97,12 @@ def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
         kill_recorded(TaskStore(data_home()).dir(task_id) / AGENT_PROC_FILE)
 
 
-def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: TaskRecord) -> None:
+def _publish_brief(task_id: str, project_path: str, agent_id: str) -> None:
     """The brief as a markdown artifact of the flow run (what the agent was asked, in the UI)."""
     try:
+        meta = store().load(task_id)
+        if meta is None:
+            return
         context = f"\n\n## Additional context\n\n{meta.context}" if meta.context else ""
         create_markdown_artifact(key=artifact_key(task_id, "brief"),
                                  markdown=f"# Brief\n\n- project: `{project_path}`\n- agent: `{agent_id}`\n\n"
@@ -102,6 +110,16 @@ def _publish_brief(task_id: str, project_path: str, agent_id: str, meta: TaskRec
                                  description=f"The brief of {task_id}")
     except Exception:  # noqa: BLE001 - task.json holds the brief; the artifact is a view
         pass
+
+
+def _publish_brief_aside(task_id: str, project_path: str, agent_id: str) -> threading.Thread:
+    """:func:`_publish_brief` in a thread of this flow run's context, so the artifact's API call
+    (≈20 ms) is not on the way to the agent's start; the flow joins it before it returns
+    (docs/design-notes.md, note 66)."""
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(_publish_brief, task_id, project_path,
+                                                                           agent_id), name="brief-artifact", daemon=True)
+    thread.start()
+    return thread
 
 
 def _cancel_marker(task_id: str) -> CancelMarker | None:
@@ -184,6 +202,7 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
     """The body of :func:`run_task_flow` (same arguments and result): the rounds, then the
     workspace's close and, for a remote task, the push and the published record."""
     state: State | None = None
+    brief: threading.Thread | None = None
     try:
         if remote is not None:
             try:
@@ -193,8 +212,11 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
                     error=exc.render())
                 state = finish(task_id, TaskStatus.FAILED, msg, remote_error_type(exc))
         if state is None:
+            brief = _publish_brief_aside(task_id, project_path, agent_id)
             state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
+        if brief is not None:
+            brief.join(BRIEF_JOIN_S)
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
         # done by now unless the task ended (or suspended) before its first verify; not waited for:
         # a flow run that lingers past its end races a rework that reruns it (the child stops and
@@ -262,7 +284,6 @@ def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, 
                       ErrorType.GIT_FAILED if exc.code.value == "GIT_FAILED" else ErrorType.SETUP_FAILED)
     guard_run(task_id, work)
     record(task_id, startedAt=meta.startedAt or utc_now(), phase=Phase.RUNNING)
-    _publish_brief(task_id, project_path, agent_id, meta)
     if meta.dryRun:
         return _dry_run(task_id)
     if auto_verify:

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core.files import read_json_safe
-from ..core.procs import ProcRecord, kill_recorded, pid_alive
+from ..core.procs import kill_recorded, recorded_alive
 from ..core.settings import load_config
 from ..core.record import RECORD_FILE
 from ..core.taskstore import TaskStore, utc_now
@@ -47,20 +46,11 @@ def last_sign_of_life(task_dir: Path) -> float | None:
     return max(times) if times else None
 
 
-def _flow_process_alive(task_dir: Path) -> bool:
-    data = read_json_safe(task_dir / FLOW_PROC_FILE)
-    try:
-        record = ProcRecord.from_json(data) if isinstance(data, dict) else None
-    except (KeyError, TypeError, ValueError):
-        record = None
-    return record is not None and pid_alive(record.pid, record.createTime)
-
-
 def stalled_for_s(task_dir: Path, now: float | None = None) -> float | None:
     """Seconds since the flow-run process of ``task_dir`` last showed progress, or None when no
     live flow-run process is recorded on this machine (not started, gone — a dead host is the
     heartbeat automation's case —, or running elsewhere)."""
-    if not _flow_process_alive(task_dir):
+    if not recorded_alive(task_dir / FLOW_PROC_FILE):
         return None
     seen = last_sign_of_life(task_dir)
     return None if seen is None else (now or time.time()) - seen

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -31,13 +32,13 @@ from ..core.i18n import N_, _
 from ..core.ids import new_task_id
 from ..core.model import NO_QUESTION, TERMINAL, meta_from_task
 from ..core.paths import SafeProject, serial_key
-from ..core.procs import kill_recorded
+from ..core.procs import kill_recorded, recorded_alive
 from ..core.settings import load_config
 from ..core.taskstore import TaskStore, age_s, utc_now
 from ..deployments.topology import RUN_TASK_DEPLOYMENT
 from ..flows.states import Repair, RunState, derive_status
 from ..flows.watch import DELETED_MESSAGE
-from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE
+from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, FLOW_PROC_FILE
 from .format import clip
 from .runtime import Runtime
 
@@ -91,6 +92,8 @@ def _recent(created_at: str | None, seconds: float = 60.0) -> bool:
     return age is not None and age < seconds
 
 
+PREVIOUS_RUN_EXIT_S = 10.0
+"""How long a rework waits for the previous run's flow-run process to exit before killing it, s."""
 CLIENT_WAIT_S = 30.0
 """How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
 WAITING_FOR_SERVICE = N_("accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run")
@@ -404,6 +407,22 @@ class TaskService:
             await anyio.sleep(0.5)
 
     # --- rework ------------------------------------------------------------------------------
+    def _end_previous_process(self, task_id: str) -> None:
+        """Before a rework resets the record: the flow-run process of the task's previous run
+        may still be ending (a cancel that forced the final state under load returns while it
+        runs its last steps), and its ending would write the old end over the reset record and
+        its final state over ``AwaitingRework``. Wait up to :data:`PREVIOUS_RUN_EXIT_S` s for it
+        to exit, then kill it (its run is final already). Never raises."""
+        path = self.store.dir(task_id) / FLOW_PROC_FILE
+        deadline = time.monotonic() + PREVIOUS_RUN_EXIT_S
+        while recorded_alive(path):
+            if time.monotonic() >= deadline:
+                log.warning("task %s: the previous run's process still runs %.0f s after its end; killed before the "
+                            "rework", task_id, PREVIOUS_RUN_EXIT_S)
+                kill_recorded(path)
+                return
+            time.sleep(0.1)
+
     async def rework(self, task_id: str, feedback: str | None, repair_hint: str | None) -> TaskView:
         """Re-queue a final task on the same flow run (docs/agents-tasks.md §2.8, docs/architecture.md §4).
 
@@ -415,6 +434,7 @@ class TaskService:
         if not view.task.get("flowRunId"):
             raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} never got a flow run ({status}); "
                                                           "submit a new task instead").format(taskId=task_id, status=view.status))
+        import anyio
         from prefect.states import Scheduled
 
         if view.status not in TERMINAL:
@@ -444,6 +464,7 @@ class TaskService:
             raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("feedback/repairHint: the Prefect API refused them as the "
                                                              "flow run's parameters ({detail}); send less").format(
                                                                  detail=clip(exc.response.text))) from exc
+        await anyio.to_thread.run_sync(self._end_previous_process, task_id)
         (self.store.dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
         (self.store.dir(task_id) / AGENT_PROFILE_FILE).unlink(missing_ok=True)  # a rework runs the current profile
         save_client_env(self.store.dir(task_id))  # the reworking host's environment

@@ -23,6 +23,14 @@ from typing import Any
 import httpx
 import pytest
 
+# A machine-wide PYTHONDONTWRITEBYTECODE=1 (this image sets it) made every xdist worker, and every
+# server, engine and check process a test starts, compile our modules again, and pytest rewrite
+# every test module's asserts again: 15 s of CPU per worker before the first test, minutes on a
+# loaded 2-core machine. Bytecode caches are what a user's machine has; the tests that need them
+# off set the variable themselves.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 

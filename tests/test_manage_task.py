@@ -83,8 +83,12 @@ async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path:
     sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix add: test_add_negative fails",
                                             "agentId": "scripted"})
     assert meta["status"] == "succeeded" and meta["round"] == 1, meta
+    # the previous run's process still ending (under load a cancel's forced final state comes
+    # before its process is done): the rework resets nothing until it has exited
+    ending, exited = _previous_run_still_ending(ts_home / "tasks" / sub["taskId"], tmp_path / "exited", 2.0)
     async with mcp_client(ts_home) as client:
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework", "feedback": "polish"})
+        assert exited.exists() and ending.wait(5) == 0, "the rework went ahead while the previous run's process ran"
         assert not r.is_error and meta_of(r)["status"] == "queued" and "finishedAt" not in meta_of(r), text_of(r)
         again = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
     assert again["status"] == "succeeded" and again["round"] == 2, again
@@ -105,6 +109,48 @@ async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path:
         assert "cancelReason" not in meta_of(r) and "errorType" not in meta_of(r)
         done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
     assert done["status"] == "succeeded" and done["round"] == 1, done  # the cancelled round never finished
+
+
+def _previous_run_still_ending(task_dir: Path, exited: Path, seconds: float) -> tuple[Any, Path]:
+    """A stand-in for a flow-run process still ending: recorded in ``flow-proc.json``, it exits
+    by itself after ``seconds`` and leaves ``exited`` behind."""
+    import subprocess
+    import sys
+
+    from tianshu_mcp.core.procs import record_of, save_record
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[2])); "
+                             "open(sys.argv[1], 'w').write('gone')", str(exited), str(seconds)],
+                            start_new_session=True)
+    save_record(task_dir / "flow-proc.json", record_of(proc.pid))
+    return proc, exited
+
+
+def test_a_previous_run_that_does_not_exit_is_killed_before_the_rework(tmp_path: Path, monkeypatch: Any) -> None:
+    """One that never exits is killed after PREVIOUS_RUN_EXIT_S (it would otherwise write its old
+    end over the reworked task)."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from tianshu_mcp.core.procs import record_of, save_record
+    from tianshu_mcp.mcp_server import taskops
+
+    from tianshu_mcp.core.ids import new_task_id
+
+    home = tmp_path / "home"
+    service = taskops.TaskService(SimpleNamespace(home=home))  # type: ignore[arg-type]
+    task_id, never_ran = new_task_id(), new_task_id()
+    (home / "tasks" / task_id).mkdir(parents=True)
+    stuck = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    try:
+        save_record(home / "tasks" / task_id / "flow-proc.json", record_of(stuck.pid))
+        monkeypatch.setattr(taskops, "PREVIOUS_RUN_EXIT_S", 0.5)
+        service._end_previous_process(task_id)
+        assert stuck.wait(5) is not None
+    finally:
+        stuck.kill()
+    service._end_previous_process(never_ran)  # no record at all: nothing to wait for, no error
 
 
 async def _wait_status(client: Any, task_id: str, status: str, within_s: float = 120) -> dict[str, Any]:

@@ -197,3 +197,30 @@ def test_a_scan_parses_a_record_again_only_when_its_file_changed(tmp_path: Path,
     store.path("tsk_20261203000000_aaaaab").unlink()
     assert store.read_cached("tsk_20261203000000_aaaaab") is None
     assert store.read_cached("not-an-id") is None
+
+
+def test_task_state_records_skip_the_fsync_and_promises_keep_it(tmp_path: Path, monkeypatch: Any) -> None:
+    """Accepting a task and every record update replace their files whole without an fsync
+    (design note 65: the durability of Prefect's own SQLite); a write that carries a promise
+    (the default, e.g. a webhook entry) still syncs before it is renamed into place."""
+    import os
+
+    from tianshu_mcp.core import files, submissions
+    from tianshu_mcp.core.ids import new_task_id
+    from tianshu_mcp.core.projects import ProjectRegistry
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    home = tmp_path / "home"
+    store, task_id = TaskStore(home), new_task_id()
+    ProjectRegistry(home).register(str(tmp_path / "proj"))
+    record = store.create(task_id, {"projectPath": str(tmp_path / "proj"), "agentId": "scripted", "task": "Fix add"})
+    submissions.enqueue(home, task_id, "run-task/run-task", {"task_id": task_id}, [], "p-1", record["createdAt"])
+    store.update(task_id, lastMessage="running")
+    assert synced == []
+    assert store.read(task_id)["lastMessage"] == "running" and store.read(task_id)["acceptedSeq"] >= 1
+    assert not [p for p in (home / "tasks" / task_id).iterdir() if p.name.endswith(".tmp")]
+
+    files.atomic_write_json(tmp_path / "promise.json", {"kept": True})
+    assert len(synced) == 1 and json.loads((tmp_path / "promise.json").read_text()) == {"kept": True}
