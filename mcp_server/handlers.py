@@ -24,7 +24,7 @@ from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_k
 from ..core.files import read_json_safe
 from ..core.ids import new_task_id, new_verify_id
 from ..core.model import TERMINAL
-from ..core.paths import check_project_path
+from ..core.paths import check_project_path, serial_key
 from ..core.projects import ProjectRegistry
 from ..core.settings import check_config, load_config
 from .format import clip, ok_result
@@ -126,6 +126,7 @@ class Handlers:
         # the work tree's uncommitted files for the answer, counted while the rest is checked
         # (a read-only `git status` that starts before the task is accepted)
         dirty_soon = _soon(dirty_count, project.norm)
+        serial_soon = _soon(serial_key, project.norm)  # its queue: the repository's top level (a git call too)
         await anyio.to_thread.run_sync(_check_holdout_files, home, project.norm)
         try:
             registered = ProjectRegistry(home).register(project.norm, project.raw)
@@ -153,7 +154,7 @@ class Handlers:
             if key is not None:
                 payload["idempotencyKey"] = key
             view = await self.service.submit(project, payload, agent, task_id=task_id, worktree_parallel=parallel,
-                                             holdout=holdout)
+                                             holdout=holdout, serial=await serial_soon)
             created = True
         finally:
             if key is not None and not created:

@@ -139,7 +139,7 @@ class TaskService:
     # --- submit ------------------------------------------------------------------------------
     async def submit(self, project: SafeProject, args: dict[str, Any], agent: ResolvedAgent,
                      task_id: str | None = None, worktree_parallel: int | None = None,
-                     holdout: Sequence[HoldoutCheck] = ()) -> TaskView:
+                     holdout: Sequence[HoldoutCheck] = (), serial: str | None = None) -> TaskView:
         """Accept a task: ``task.json`` + a submission entry of deployment ``run-task`` on the
         project's queue; answer at once (no Prefect call on this path on the home's own service,
         whose submitter creates the flow run a moment later: :meth:`submit_now`).
@@ -147,7 +147,9 @@ class TaskService:
         ``args["isolation"] == "worktree"`` puts it on the repository's worktree queue
         (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1).
         ``holdout`` (validated ``holdoutChecks``) go to ``<taskDir>/holdout.json`` (0600) before the
-        flow run can exist; ``task.json`` only counts them (``holdoutCount``)."""
+        flow run can exist; ``task.json`` only counts them (``holdoutCount``). ``serial``: the
+        project's :func:`~tianshu_mcp.core.paths.serial_key` when the caller has it already
+        (computed here otherwise: a git call)."""
         cfg = load_config(self.runtime.home)
         task_id = task_id or new_task_id()
         timeout_ms = args.get("taskTimeoutMs") or agent.profile.timeout_ms or cfg.default_task_timeout_ms
@@ -171,7 +173,7 @@ class TaskService:
                 f"project-name:{os.path.basename(project.norm) or project.norm}", f"project-path:{clip(project.norm, 180)}"]
         limit = worktree_parallel or cfg.concurrency.worktree_parallel
         submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags,
-                            serial_key(project.norm) + ("-wt" if worktree else ""), record["createdAt"],
+                            (serial or serial_key(project.norm)) + ("-wt" if worktree else ""), record["createdAt"],
                             queue_limit=limit if worktree else 1)
         return TaskView(await self.submit_now(task_id), "queued", None, None)
 

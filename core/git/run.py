@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..childenv import scrub
+from ..procs import wait_exit
 from ..errors import ErrorCode, TianshuError
 from ..i18n import _
 
@@ -142,11 +143,8 @@ def run_git(args: Sequence[str], cwd: str | os.PathLike[str], timeout_ms: int = 
             )
         except OSError as exc:
             return GitResult(None, "", f"[spawn-error] {exc}", False, int((time.monotonic() - start) * 1000))
-        timed_out = False
-        try:
-            proc.wait(timeout=timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+        timed_out = not wait_exit(proc, timeout_ms / 1000 if timeout_ms and timeout_ms > 0 else None)
+        if timed_out:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except OSError:
