@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 
-from prefect import flow, task
+from prefect import flow
 from prefect.states import Completed, Failed, State
 
 from ..acceptance.config_model import AcceptanceCheck, AcceptanceConfig
@@ -27,7 +27,7 @@ from ..core.i18n import _
 from ..core.record import Isolation
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
-from ..tasks.common import record, store
+from ..tasks.common import record, step, store
 from ..tasks.verify import run_verify_round
 from .isolation import close_workspace, open_workspace
 from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
@@ -41,7 +41,7 @@ def baseline_at(project: str, ref: str, sha: str) -> Baseline:
     return Baseline(is_repo=True, head=sha, message=f"baseline {ref} = {sha[:7]} (clean worktree assumed)")
 
 
-@task(name="verify-baseline", retries=0)
+@step("verify-baseline")
 def verify_baseline(record_id: str, project_path: str, target_task_id: str | None, baseline_ref: str | None) -> Baseline:
     """Pick the baseline of a verification and store it as the record's ``baseline.json``.
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
-from prefect import task
-
 from ..acceptance.git import Baseline, capture_baseline
 from ..acceptance.grading.grade import maybe_capture_baseline_state
 from ..acceptance.pinning import pin_rules
@@ -14,10 +12,10 @@ from ..core.errors import TianshuError
 from ..core.files import atomic_write_json, read_json_safe
 from ..core.projects import ProjectRegistry
 from ..core.settings import data_home
-from .common import store
+from .common import step, store
 
 
-@task(name="baseline", task_run_name="baseline", retries=0)
+@step("baseline", task_run_name="baseline")
 def capture_baseline_task(task_id: str, project_path: str, work_path: str | None = None) -> Baseline:
     """Capture (or reuse) ``<taskDir>/baseline.json`` before the agent starts.
 

@@ -25,6 +25,19 @@ ALIVE_EVERY_S = 1.0
 """The stop probes stamp ``flow-alive`` at most this often, s (read by the service's watchdog)."""
 
 
+def step(name: str, **options: Any) -> Any:
+    """``@prefect.task`` for our steps (dispatch, verify, baseline, …): no retries, and no cache
+    policy. Prefect's default policy hashes each call's inputs and the function's source and
+    opens a transaction keyed by them, ms per task run, for nothing: a step starts an agent or
+    runs checks, and running it again is the point (a rework reruns the same flow run), so a
+    cached result would be a wrong verdict (docs/design-notes.md, note 68). ``options`` go to
+    ``task`` (e.g. ``task_run_name``)."""
+    from prefect import task
+    from prefect.cache_policies import NO_CACHE
+
+    return task(name=name, retries=0, cache_policy=NO_CACHE, **options)
+
+
 def store() -> TaskStore:
     """The task store of this process's data home (``$TIANSHU_MCP_HOME``)."""
     return TaskStore(data_home())

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from prefect import task
-
 from ..adapters.drivers import driver_for, end_all_sessions
 from ..adapters.fatal import agent_text, fatal_line, output_tail
 from ..adapters.output.ansi import strip_ansi
@@ -33,6 +31,7 @@ from .common import (
     AGENT_PROFILE_FILE,
     cancel_requested,
     load_task,
+    step,
     stop_probe,
     store,
     work_path,
@@ -42,7 +41,7 @@ from .output_watch import OutputWatch
 from .results import RoundResult
 
 
-@task(name="dispatch", retries=0)
+@step("dispatch")
 def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str | None = None) -> RoundResult:  # noqa: A002
     """Run the task's agent for round ``round`` with the previous round's ``feedback`` (and the
     user's ``answer`` when the round re-runs after asking).

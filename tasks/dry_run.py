@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from pydantic import BaseModel, ConfigDict
 
 from ..acceptance.dry_run import (
@@ -30,7 +30,7 @@ from ..core.i18n import _
 from ..core.record import TaskRecord
 from ..core.settings import data_home, load_config
 from ..core.taskstore import utc_now
-from .common import load_task, store
+from .common import load_task, step, store
 
 
 class AgentPreview(BaseModel):
@@ -105,7 +105,7 @@ def _project(meta: TaskRecord) -> str:
     return meta.projectPath
 
 
-@task(name="dry-run", retries=0)
+@step("dry-run")
 def dry_run_task(task_id: str) -> DryRunResult:
     """Write ``dry-run-report-<n>.md/json`` for ``task_id``.
 

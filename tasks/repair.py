@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import task
 from pydantic import BaseModel, ConfigDict
 
 from ..acceptance.repair import feedback_text, render_repair_plan
 from ..core.files import atomic_write_text, read_json
-from .common import store
+from .common import step, store
 
 
 class RepairPlan(BaseModel):
@@ -23,7 +22,7 @@ class RepairPlan(BaseModel):
     feedback: str
 
 
-@task(name="repair-plan", retries=0)
+@step("repair-plan")
 def write_repair_plan(task_id: str, failed_round: int, report_json: str, report_md: str) -> RepairPlan:
     """Write ``rework-<taskId>-r<failedRound>.md`` and return the next round's feedback.
 

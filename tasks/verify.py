@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.states import Cancelled, Failed, State
 
@@ -28,7 +28,7 @@ from ..core.projects import ProjectRegistry
 from ..core.record import TaskRecord
 from ..core.settings import data_home, load_config
 from .baseline import load_baseline
-from .common import AGENT_PROFILE_FILE, load_task, stop_probe, store, work_path
+from .common import AGENT_PROFILE_FILE, load_task, step, stop_probe, store, work_path
 from .results import AgentRun, IntegrityFields, UnsupportedClaim, Verdict
 
 _UNSET: Any = object()
@@ -216,7 +216,7 @@ def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
             run[0].join(timeout_s)
 
 
-@task(name="verify", retries=0)
+@step("verify")
 def verify_round_task(
     task_id: str,
     round: int,  # noqa: A002
