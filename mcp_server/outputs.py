@@ -184,8 +184,8 @@ class WaitTaskOutput(TaskMeta):
     waitSettled: bool | None = None
     waitedMs: int | None = None
     skippedRecords: list[str] | None = Field(None, description="damaged records not waited for")
-    serviceStarting: bool | None = Field(None, description="true when the wait timed out before the service "
-                                                           "answered (no status could be read yet)")
+    serviceNotReady: bool | None = Field(None, description="true when the wait timed out before any state could "
+                                                           "be read from the service (no status yet)")
 
 
 class ProfileInfo(_Open):

@@ -433,15 +433,15 @@ class TaskService:
         stored baseline. Raises INVALID_STATE when the task is not final.
         """
         view = await self.view(task_id)
+        if view.status not in TERMINAL:  # also a queued task whose flow run is not created yet: it will run
+            raise TianshuError(ErrorCode.INVALID_STATE,
+                               _("task is still in progress (status={status}); cannot rework").format(status=view.status))
         if not view.task.get("flowRunId"):
             raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} never got a flow run ({status}); "
                                                           "submit a new task instead").format(taskId=task_id, status=view.status))
         import anyio
         from prefect.states import Scheduled
 
-        if view.status not in TERMINAL:
-            raise TianshuError(ErrorCode.INVALID_STATE,
-                               _("task is still in progress (status={status}); cannot rework").format(status=view.status))
         client = await self.client()
         from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
 

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types as types
 
 from ..core.errors import ErrorCode, TianshuError
@@ -95,29 +96,27 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     start = time.monotonic()
     deadline = start + timeout_ms / 1000
     damaged: dict[str, str] = {}
+    views: list[TaskView] | None = None  # the newest views read
+    stopped: TaskView | None = None
     while True:
-        try:
-            # a service that is still starting is waited for within this call's own timeout,
-            # not failed after the client's 30 s (a cold home on a loaded machine takes longer)
-            wait_s = max(0.1, min(STARTING_POLL_S, deadline - time.monotonic()))
-            if single is not None:
-                views = await service.views([service.read_task(single)], wait_s)
-            else:
-                views = await service.views(_readable(service, ids, damaged), wait_s)
-        except TianshuError as exc:
-            if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting:
-                raise
-            if time.monotonic() >= deadline:  # a slow start is a wait that timed out, not an error
-                return _timed_out_starting(ids, int((time.monotonic() - start) * 1000), clamp)
-            await _progress(ctx, int((time.monotonic() - start) * 1000), timeout_ms)
+        fresh = await _poll(service, runtime, single, ids, damaged, deadline)
+        waited = int((time.monotonic() - start) * 1000)
+        if fresh is None:  # the service did not answer this time: connecting, starting or restarting
+            if time.monotonic() >= deadline:
+                if views is None:  # a slow start (or a killed service) is a wait that timed out, not an error
+                    return _timed_out_unread(ids, waited, clamp)
+                break  # the newest state read is the answer
+            await _progress(ctx, waited, timeout_ms)
+            await anyio.sleep(min(WAIT_POLL_S / 5, max(0.0, deadline - time.monotonic())))
             continue
+        views = fresh
         stopped = next((v for v in views if is_wait_settled(v.status)), None)
         if stopped is not None:
             # its record was read before its state: read it again, now that the flow wrote it
             # (the flow records a question or a final message, then its run changes state)
-            fresh = await service.view(stopped.task["taskId"])
-            views = [fresh if v is stopped else v for v in views]
-            stopped = fresh
+            again = await _reread(service, stopped, deadline)
+            views = [again if v is stopped else v for v in views]
+            stopped = again
         waited = int((time.monotonic() - start) * 1000)
         if stopped is not None or time.monotonic() >= deadline:
             break
@@ -153,17 +152,56 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
                      {"ok": False, "message": _("wait timed out"), "waitSettled": False, "waitedMs": waited, **skipped})
 
 
-def _timed_out_starting(ids: list[str], waited_ms: int, clamp: str) -> types.CallToolResult:
-    """The answer of a wait whose time ran out before this server's connection to the service
-    was ready (the service, or this process's import of Prefect, is still starting on a loaded
-    machine): a wait that timed out, with no status, since only the flow run's state says it
-    (docs/tools.md §3.3; ``serviceStarting`` true). The host waits again as after any timeout."""
-    meta: dict[str, Any] = {"ok": False, "message": _("wait timed out: the service is still starting"),
-                            "waitSettled": False, "waitedMs": waited_ms, "serviceStarting": True}
+async def _poll(service: TaskService, runtime: Any, single: str | None, ids: list[str], damaged: dict[str, str],
+                deadline: float) -> list[TaskView] | None:
+    """One read of the waited tasks' views, never past ``deadline`` (monotonic s); None when the
+    service did not answer: this server is still connecting to it or it is still starting (a
+    read waits for that ≤ :data:`STARTING_POLL_S`), or it stopped answering (killed: the runtime
+    reconnects, which may start a new one; Prefect's client would retry a dead address for
+    ≈ 18 s, so the read is cut at the call's deadline).
+
+    Raises:
+        TianshuError: any other coded error (``TASK_RECORD_CORRUPT``, a service that cannot
+            start: ``PREFECT_UNAVAILABLE`` once the connection has failed, …).
+    """
+    remaining = deadline - time.monotonic()
+    try:
+        with anyio.move_on_after(max(0.1, remaining)):
+            tasks = [service.read_task(single)] if single is not None else _readable(service, ids, damaged)
+            return await service.views(tasks, max(0.1, min(STARTING_POLL_S, remaining)))
+        return None  # cut at the deadline
+    except TianshuError as exc:
+        if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting:
+            raise
+        return None
+    except httpx.TransportError:
+        runtime.invalidate()  # the service was stopped or killed: connect again
+        return None
+
+
+async def _reread(service: TaskService, stopped: TaskView, deadline: float) -> TaskView:
+    """``stopped`` read again (its record is newer than the state that stopped it); ``stopped``
+    itself when the service does not answer by ``deadline``."""
+    try:
+        with anyio.move_on_after(max(0.1, deadline - time.monotonic())):
+            return await service.view(stopped.task["taskId"])
+    except (TianshuError, httpx.TransportError):
+        pass
+    return stopped
+
+
+def _timed_out_unread(ids: list[str], waited_ms: int, clamp: str) -> types.CallToolResult:
+    """The answer of a wait whose time ran out before any state could be read: this server's
+    connection to the service was not ready (it connects, or the service starts or restarts on
+    a loaded machine). A wait that timed out, with no status, since only the flow run's state
+    says it (docs/tools.md §3.3; ``serviceNotReady`` true). The host waits again as after any
+    timeout."""
+    meta: dict[str, Any] = {"ok": False, "message": _("wait timed out: the service did not answer yet"),
+                            "waitSettled": False, "waitedMs": waited_ms, "serviceNotReady": True}
     if len(ids) == 1:
         meta["taskId"] = ids[0]
-    return ok_result(_("wait timed out ({secs} s) before the tianshu-mcp service answered (it is still starting), "
-                       "so the state of {tasks} could not be read yet.{clamp}\n"
+    return ok_result(_("wait timed out ({secs} s) before the state of {tasks} could be read: this server is still "
+                       "connecting to the tianshu-mcp service, or the service is starting.{clamp}\n"
                        "the task is unaffected; call wait_task again to keep waiting.").format(
                            secs=f"{waited_ms / 1000:.1f}", tasks=", ".join(ids), clamp=clamp), meta)
 

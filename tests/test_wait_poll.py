@@ -38,7 +38,8 @@ from tianshu_mcp.mcp_server import waiting
 from tianshu_mcp.mcp_server.runtime import Runtime
 from tianshu_mcp.mcp_server.taskops import TaskService
 
-home, task_id, timeout_ms, connect = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4] == "connect"
+home, task_id, timeout_ms, mode = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+connect = mode == "connect"
 waiting.STARTING_POLL_S = 0.3  # one read waits this long for the connection before waiting again
 runtime = Runtime(home, load_config(home))  # not connected yet: "still starting"
 service = TaskService(runtime)
@@ -57,6 +58,15 @@ async def main():
         while not tries:
             await anyio.sleep(0.05)
         runtime.start_background()  # the connection arrives while the call waits
+    if mode == "dead":  # connected, then the service stops answering (as after a kill -9)
+        runtime.start_background()
+        while not runtime.ready:
+            await anyio.sleep(0.05)
+        import socket
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            dead = s.getsockname()[1]
+        runtime.api_url = f"http://127.0.0.1:{dead}/api"  # nothing listens there any more
     t0 = time.monotonic()
     async with anyio.create_task_group() as tg:
         if connect:
@@ -72,15 +82,15 @@ anyio.run(main)
 '''
 
 
-def _wait_while_starting(home: Path, task_id: str, timeout_ms: int, connect: bool) -> dict:
+def _wait_while_starting(home: Path, task_id: str, timeout_ms: int, mode: str) -> dict:
     import json
     import subprocess
     import sys
 
     from conftest import server_env
 
-    r = subprocess.run([sys.executable, "-c", STARTING_SCRIPT, str(home), task_id, str(timeout_ms),
-                        "connect" if connect else "never"], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-c", STARTING_SCRIPT, str(home), task_id, str(timeout_ms), mode],
+                       capture_output=True, text=True, timeout=300,
                        env=server_env(home))
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -101,15 +111,15 @@ async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 120000}))
     assert done["status"] == "succeeded", done
 
-    late = _wait_while_starting(ts_daemon["home"], sub["taskId"], 120000, connect=True)
+    late = _wait_while_starting(ts_daemon["home"], sub["taskId"], 120000, "connect")
     assert late["ok"] and "succeeded" in late["text"], late
     assert late["tries"] and set(late["tries"]) == {"PREFECT_UNAVAILABLE"}, late  # it did wait for the connection
 
     # never connected: when its own time is up it is a wait that timed out (the host waits again),
     # not an error, and it claims no status it could not read
-    never = _wait_while_starting(ts_daemon["home"], sub["taskId"], 1500, connect=False)
-    assert never["ok"] and "wait timed out" in never["text"] and "still starting" in never["text"], never
-    assert never["meta"]["waitSettled"] is False and never["meta"]["serviceStarting"] is True, never
+    never = _wait_while_starting(ts_daemon["home"], sub["taskId"], 1500, "never")
+    assert never["ok"] and "wait timed out" in never["text"] and "still connecting" in never["text"], never
+    assert never["meta"]["waitSettled"] is False and never["meta"]["serviceNotReady"] is True, never
     assert never["meta"]["taskId"] == sub["taskId"] and "status" not in never["meta"], never
     from jsonschema import Draft202012Validator
 
@@ -117,3 +127,11 @@ async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_
 
     Draft202012Validator(output_schema("wait_task", strict=True)).validate(never["meta"])
     assert len(never["tries"]) >= 2 and never["waited_s"] >= 1.5, never  # retried until its own timeout, no longer
+
+    # connected, then the service stops answering (its address dead, as after a kill -9): the
+    # wait answers within its own time, not after Prefect's client has retried the dead
+    # address for ≈ 18 s, and never with an error; the runtime reconnects meanwhile
+    gone = _wait_while_starting(ts_daemon["home"], sub["taskId"], 1500, "dead")
+    assert gone["ok"] and "wait" in gone["text"], gone
+    assert gone["meta"]["waitSettled"] or gone["meta"].get("serviceNotReady") is True, gone
+    assert gone["waited_s"] < 10, gone
