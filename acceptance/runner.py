@@ -458,10 +458,17 @@ def run_checks(
 
     In parallel mode workers claim indices in order; once ``should_stop`` returns True no new check
     is started and the unclaimed ones become skips (``task cancelled, not run``). ``extra_env`` is
-    added to every check's environment (:func:`check_env`). Part files are
-    appended to ``log_path`` in declaration order at the end and the parts directory is removed
-    (kept, with a warning, if merging fails). Never raises.
+    added to every check's environment (:func:`check_env`); None gives verification's bytecode
+    variables (:func:`~tianshu_mcp.acceptance.integrity.pycache.bytecode_env`), so a Python check
+    never writes ``__pycache__`` into the project, whatever the caller's environment says
+    (``PYTHONDONTWRITEBYTECODE`` unset, as on most machines, left a ``.pyc`` in the user's tree
+    when integrity was off). Part files are appended to ``log_path`` in declaration order at the
+    end and the parts directory is removed (kept, with a warning, if merging fails). Never raises.
     """
+    if extra_env is None:
+        from .integrity.pycache import bytecode_env
+
+        extra_env = bytecode_env()
     n = len(checks)
     lp = Path(log_path)
     if n == 0:
