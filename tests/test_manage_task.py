@@ -221,15 +221,22 @@ async def test_the_agents_outcome_is_in_every_reply_also_without_a_change_or_a_v
 
 
 async def test_a_rework_of_a_task_still_queued_says_it_is_in_progress(ts_home: Path, tmp_path: Path) -> None:
-    """A task accepted a moment ago (no flow run yet, or just created) is about to run: the
-    refusal says it is in progress, never "submit a new task instead" (a host would submit a
-    duplicate)."""
+    """A task accepted behind another of its work tree is queued and will run: the refusal says
+    it is in progress, never "submit a new task instead" (a host would submit a duplicate). The
+    first task hangs, so the second stays queued however slow the machine is."""
     repo = make_calc_repo(tmp_path / "calc")
     async with mcp_client(ts_home) as client:
-        tid = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop",
-                                                          "agentId": "scripted-noop", "autoVerify": False}))["taskId"]
-        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework", "feedback": "again"})
-        assert r.is_error and "[INVALID_STATE]" in text_of(r) and "still in progress" in text_of(r), text_of(r)
-        assert "submit a new task" not in text_of(r), text_of(r)
-        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-    assert done["status"] == "succeeded", done
+        first = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "hang",
+                                                            "agentId": "scripted-hang"}))["taskId"]
+        second = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "noop",
+                                                             "agentId": "scripted-noop", "autoVerify": False}))["taskId"]
+        try:
+            r = await client.call_tool("manage_task", {"taskId": second, "action": "rework", "feedback": "again"})
+            assert r.is_error and "[INVALID_STATE]" in text_of(r) and "still in progress" in text_of(r), text_of(r)
+            assert "status=queued" in text_of(r) and "submit a new task" not in text_of(r), text_of(r)
+        finally:
+            for tid in (second, first):
+                await client.call_tool("manage_task", {"taskId": tid, "action": "cancel", "reason": "test over"})
+        for tid in (second, first):
+            done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+            assert done["status"] == "cancelled", done
