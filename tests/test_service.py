@@ -21,7 +21,7 @@ import pytest
 
 from conftest import CONSOLE, Retry503, auth_headers, mcp_client, meta_of, server_env, wait_daemon, write_profiles, pid_running
 from fixture_project import make_calc_repo, scripted_profile
-from test_stdio_host import RawClient, _alive, _init, _wait_pids, meta
+from test_stdio_host import RawClient, _alive, _init, _pids, _wait_pids, meta
 
 # every test starts services of fresh homes: one such test at a time in a parallel run (conftest)
 pytestmark = [pytest.mark.anyio]  # own_services per test: those on ts_daemon start no service
@@ -502,6 +502,13 @@ async def _wait(home: Path, task_id: str) -> Any:
 
 
 # --- 7 + 8. the gate outlives the agent; the kill matrix ---------------------------------------
+def _cwd(pid: int) -> Path | None:
+    try:
+        return Path(psutil.Process(pid).cwd())
+    except psutil.Error:
+        return None
+
+
 @pytest.mark.parametrize("leftover", ["agent", "check"])
 def test_project_gate_waits_for_a_killed_runs_processes(ts_daemon: dict[str, Any], tmp_path: Path, leftover: str) -> None:
     """kill -9 of a flow-run process while its agent (or a check: no record of it exists outside
@@ -526,7 +533,11 @@ def test_project_gate_waits_for_a_killed_runs_processes(ts_daemon: dict[str, Any
         _init(raw)
         agent = "gate-hang" if leftover == "agent" else "scripted"
         first = meta(raw.call("run_task", {"projectPath": str(repo), "task": "Fix add", "agentId": agent}, timeout=30))
-        pids = _wait_pids(pidfile, 2 if leftover == "agent" else 1, timeout=120)
+        if leftover == "agent":
+            pids = _wait_pids(pidfile, 2, timeout=120)
+        else:  # the round's own check: the baseline run's (in its worktree) is stopped by its warm child
+            until(lambda: any(_cwd(p) == Path(repo).resolve() for p in _pids(pidfile)), 120, "the round's check to hang")
+            pids = _pids(pidfile)
         second = meta(raw.call("run_task", {"projectPath": str(repo), "task": "Fix add (test_add_negative)",
                                             "agentId": "gate-probe"}, timeout=30))
         flow_proc = json.loads((home / "tasks" / first["taskId"] / "flow-proc.json").read_text())
