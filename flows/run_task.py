@@ -58,6 +58,7 @@ from ..tasks.verify import (
     start_baseline_run,
     stop_baseline_run,
 )
+from . import suspension
 from .endings import EndingFacts, ending_message, finish
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
@@ -84,6 +85,7 @@ from .visual_resume import reverify
 from .watch import guard_run
 
 quiet_orderly_ends()
+suspension.install()  # the flow starts while Prefect's suspension observer subscribes
 
 BRIEF_JOIN_S = 10.0
 """How long the flow waits, before it returns, for its brief artifact still being published, s."""

@@ -29,11 +29,13 @@ from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, step, store
 from ..tasks.verify import run_verify_round
+from . import suspension
 from .isolation import close_workspace, open_workspace
 from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
 
 quiet_orderly_ends()
+suspension.install()  # the flow starts while Prefect's suspension observer subscribes
 
 
 def baseline_at(project: str, ref: str, sha: str) -> Baseline:
