@@ -96,6 +96,10 @@ PREVIOUS_RUN_EXIT_S = 10.0
 """How long a rework waits for the previous run's flow-run process to exit before killing it, s."""
 CLIENT_WAIT_S = 30.0
 """How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
+READ_LIMIT_S = 5.0
+"""How long a read of the tasks' flow-run states from the home's own service may take, s."""
+REMOTE_READ_LIMIT_S = 15.0
+"""The same for a remote Prefect API (its network and its database are not ours), s."""
 WAITING_FOR_SERVICE = N_("accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run")
 """A new task's ``lastMessage`` (English msgid; written translated with ``_``)."""
 
@@ -254,16 +258,7 @@ class TaskService:
         states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
             client = await self.client(wait_s)  # first: Prefect is imported by the connecting thread
-            from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-            for start in range(0, len(ids), 200):
-                runs = await client.read_flow_runs(
-                    flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + 200])), limit=200
-                )
-                for run in runs:
-                    if run.state is not None:
-                        states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
-                                               _iso_z(run.state.timestamp))
+            await self._read_states(client, ids, states)
             if any(t.get("workPool") for t in tasks):
                 from .remote_sync import (
                     sync_remote,  # a remote task's details come from its artifacts
@@ -271,6 +266,43 @@ class TaskService:
 
                 tasks = await sync_remote(self, client, tasks, states)
         return [self._view_of(t, states) for t in tasks]
+
+    async def _read_states(self, client: Any, ids: list[uuid.UUID],
+                           states: dict[str, tuple[str, str, str | None, str | None]]) -> None:
+        """Fill ``states`` (flow run id → type, name, message, timestamp) with one batched read
+        per 200 runs, within :data:`READ_LIMIT_S` (:data:`REMOTE_READ_LIMIT_S` for a remote API).
+
+        Prefect's client retries a connection refused by an API it has reached before, with
+        backoff: ≈ 18 s before a query about a killed service failed. Here the read is cut at
+        the limit, and when the home's own service stopped answering this server connects again
+        (:meth:`Runtime.invalidate`: it may start a new service) so the next call finds it.
+
+        Raises:
+            TianshuError: ``PREFECT_UNAVAILABLE`` when the API did not answer within the limit or
+                refused the connection.
+        """
+        import anyio
+        import httpx
+        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+        limit_s = REMOTE_READ_LIMIT_S if self.runtime.mode == "remote" else READ_LIMIT_S
+        try:
+            with anyio.fail_after(limit_s):
+                for start in range(0, len(ids), 200):
+                    runs = await client.read_flow_runs(
+                        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + 200])), limit=200
+                    )
+                    for run in runs:
+                        if run.state is not None:
+                            states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
+                                                   _iso_z(run.state.timestamp))
+        except (TimeoutError, httpx.TransportError) as exc:
+            if self.runtime.mode == "service":
+                self.runtime.invalidate()
+            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, _(
+                "the Prefect API at {url} did not answer the read of the tasks' states within {secs} s ({why}); "
+                "the tasks are unaffected: ask again in a few seconds").format(
+                    url=self.runtime.api_url, secs=f"{limit_s:g}", why=type(exc).__name__)) from exc
 
     def _view_of(self, t: dict[str, Any], states: dict[str, tuple[str, str, str | None, str | None]]) -> TaskView:
         """The task's status (:func:`~tianshu_mcp.flows.states.derive_status`), with what the

@@ -171,7 +171,8 @@ async def _poll(service: TaskService, runtime: Any, single: str | None, ids: lis
             return await service.views(tasks, max(0.1, min(STARTING_POLL_S, remaining)))
         return None  # cut at the deadline
     except TianshuError as exc:
-        if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not runtime.starting:
+        unanswered = isinstance(exc.__cause__, (TimeoutError, httpx.TransportError))  # the read was cut
+        if exc.code != ErrorCode.PREFECT_UNAVAILABLE or not (runtime.starting or unanswered):
             raise
         return None
     except httpx.TransportError:

@@ -58,7 +58,7 @@ async def main():
         while not tries:
             await anyio.sleep(0.05)
         runtime.start_background()  # the connection arrives while the call waits
-    if mode == "dead":  # connected, then the service stops answering (as after a kill -9)
+    if mode in ("dead", "query"):  # connected, then the service stops answering (as after a kill -9)
         runtime.start_background()
         while not runtime.ready:
             await anyio.sleep(0.05)
@@ -68,6 +68,19 @@ async def main():
             dead = s.getsockname()[1]
         runtime.api_url = f"http://127.0.0.1:{dead}/api"  # nothing listens there any more
     t0 = time.monotonic()
+    if mode == "query":  # what query_task reads: one view; then, reconnected, the next one
+        try:
+            await service.view(task_id)
+            out = {"ok": True}
+        except TianshuError as exc:
+            out = {"ok": False, "code": exc.code.value, "message": exc.message}
+        out["waited_s"] = time.monotonic() - t0
+        deadline = time.monotonic() + 60
+        while not runtime.ready and time.monotonic() < deadline:
+            await anyio.sleep(0.05)
+        out["next_status"] = (await service.view(task_id)).status
+        print(json.dumps(out))
+        return
     async with anyio.create_task_group() as tg:
         if connect:
             tg.start_soon(connect_after_a_failed_read)
@@ -135,3 +148,10 @@ async def test_wait_task_waits_for_a_starting_service_within_its_own_timeout(ts_
     assert gone["ok"] and "wait" in gone["text"], gone
     assert gone["meta"]["waitSettled"] or gone["meta"].get("serviceNotReady") is True, gone
     assert gone["waited_s"] < 10, gone
+
+    # a query (one read) is cut too: PREFECT_UNAVAILABLE after READ_LIMIT_S (5 s), not after the
+    # client's ≈ 18 s of retries; the server connects again meanwhile and the next query answers
+    asked = _wait_while_starting(ts_daemon["home"], sub["taskId"], 0, "query")
+    assert not asked["ok"] and asked["code"] == "PREFECT_UNAVAILABLE" and "ask again" in asked["message"], asked
+    assert asked["waited_s"] < 12, asked
+    assert asked["next_status"] == "succeeded", asked
