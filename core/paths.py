@@ -109,18 +109,20 @@ def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
 
     Rules on the resolved path (symlinks and ``..`` followed): the root and top-level system
     directories themselves (:data:`SYSTEM_DIRS`), everything inside :data:`SYSTEM_TREES` and /var
-    (except :data:`VAR_WORK_TREES` and directories a non-root caller owns), the data home and
-    anything inside it.
+    (except :data:`VAR_WORK_TREES` and directories a non-root caller owns), the data home,
+    anything inside it and any directory that contains it.
 
     Raises:
         TianshuError: ``PATH_NOT_ABSOLUTE`` (relative path), ``PATH_NOT_FOUND`` (missing, not a
             directory, unreadable), ``PATH_IS_HOME`` (the user's home itself), ``PATH_IS_SYSTEM``
             (a root or system directory, or inside a system tree), ``PATH_IS_DATA_HOME`` (the
-            data home or inside it).
+            data home, inside it, or a directory that contains it).
     """
     if not raw or not os.path.isabs(raw):
         raise TianshuError(ErrorCode.PATH_NOT_ABSOLUTE, _("projectPath must be an absolute path, got: {path}").format(path=raw))
     if not os.path.isdir(raw):
+        if os.path.exists(raw):
+            raise TianshuError(ErrorCode.PATH_NOT_FOUND, _("projectPath is not a directory: {path}").format(path=raw))
         raise TianshuError(ErrorCode.PATH_NOT_FOUND, _("directory does not exist or is not accessible: {path}").format(path=raw))
     try:
         real = os.path.realpath(raw)
@@ -153,4 +155,9 @@ def check_project_path(raw: str, data_home: Path | None = None) -> SafeProject:
             raise TianshuError(ErrorCode.PATH_IS_DATA_HOME,
                                _("projectPath is tianshu-mcp's data home {home} or inside it (tasks, reports and "
                                  "Prefect's database live there); refused: {path}").format(home=dh, path=norm))
+        if _within(dh, norm):  # an agent working there could rewrite the verdict's inputs
+            raise TianshuError(ErrorCode.PATH_IS_DATA_HOME,
+                               _("projectPath contains tianshu-mcp's data home {home} (an agent working there could "
+                                 "read the hidden holdout checks and rewrite agent profiles, reports and Prefect's "
+                                 "database); refused: {path}").format(home=dh, path=norm))
     return SafeProject(norm=norm, raw=raw, via_symlink=via_symlink, key=project_key(norm))

@@ -112,12 +112,19 @@ def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess
     return proc
 
 
+class NoRequest(ValueError):
+    """A client connected and closed without a request: the service's launcher connects before
+    it claims a flow run (so a claimed run never waits for the connection) and closes again when
+    another launcher claimed it first. Not an error: nothing is logged."""
+
+
 def read_request(conn: socket.socket, limit_s: float = REQUEST_LIMIT_S) -> tuple[dict[str, object], list[int]]:
     """Read one ``!I``-length-prefixed JSON request and the fds attached to its first bytes,
     all of it within ``limit_s`` seconds: the server reads one request at a time, so a client
     that sends slowly must not hold up every other flow run of the home.
 
     Raises:
+        NoRequest: the client closed the connection without sending anything.
         ValueError: the request is malformed, too large or cut short.
         OSError: (``TimeoutError``) it did not arrive whole within ``limit_s``.
     """
@@ -125,6 +132,8 @@ def read_request(conn: socket.socket, limit_s: float = REQUEST_LIMIT_S) -> tuple
     conn.settimeout(limit_s)
     data, fds, _flags, _addr = socket.recv_fds(conn, 65536, 3)
     try:
+        if not data:
+            raise NoRequest("closed without a request")
         if len(data) < 4:
             raise ValueError("request shorter than its length prefix")
         (size,) = struct.unpack("!I", data[:4])
@@ -253,6 +262,9 @@ def _accept(listener: socket.socket, children: dict[int, socket.socket]) -> Requ
     try:
         payload, fds = read_request(conn)
         conn.settimeout(None)
+    except NoRequest:
+        conn.close()
+        return None
     except (OSError, ValueError) as exc:
         sys.stderr.write(f"tianshu-mcp fork server: bad request ({exc})\n")
         conn.close()

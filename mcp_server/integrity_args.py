@@ -6,7 +6,7 @@
 * ``holdoutChecks``: checks the agent never sees (at most
   :data:`~tianshu_mcp.acceptance.integrity.models.MAX_HOLDOUT_CHECKS`
   :class:`~tianshu_mcp.acceptance.integrity.models.HoldoutCheck` objects); stored only in
-  ``<taskDir>/holdout.json`` (:mod:`tianshu_mcp.acceptance.integrity.holdout_store`), counted in
+  ``<home>/holdout/tasks/<taskId>.json`` (:mod:`tianshu_mcp.acceptance.integrity.holdout_store`), counted in
   ``task.json`` as ``holdoutCount``, hashed (never written in clear) for idempotency.
 
 The JSON Schemas below are what ``tools/list`` publishes; the schema check runs first, then the

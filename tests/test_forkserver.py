@@ -219,6 +219,28 @@ def test_bad_requests_are_refused_and_the_server_goes_on(forkserver: tuple[subpr
     assert proc.returncode == 1 and b"Invalid flow run id" in err
 
 
+def test_a_launcher_that_connects_and_closes_without_a_request_is_no_error(tmp_path: Path,
+                                                                          capfd: pytest.CaptureFixture[str]) -> None:
+    """Tester finding: the service's launcher connects before it claims a run and closes again when
+    the worker claimed it first; the server logged that as a bad request. It is no request."""
+    from tianshu_mcp.hosting import forkserver
+
+    path = tmp_path / "s.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))
+        listener.listen(4)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+        assert forkserver._accept(listener, {}) is None
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.connect(str(path))
+            conn.sendall(b"\x00\x00")
+            conn.shutdown(socket.SHUT_WR)
+            assert forkserver._accept(listener, {}) is None
+    err = capfd.readouterr().err
+    assert err.count("bad request") == 1 and "shorter than its length prefix" in err, err  # only the real one
+
+
 def test_a_request_that_trickles_in_is_cut_off_as_a_whole(forkserver: tuple[subprocess.Popen[bytes], Path],
                                                            tmp_path: Path) -> None:
     """The server reads one request at a time: a client that sends a byte now and then (each

@@ -66,6 +66,26 @@ def test_the_data_home_and_anything_inside_it_are_refused(tmp_path: Path) -> Non
     assert code_of(str(tmp_path / "beside"), home) == "OK"
 
 
+def test_a_directory_that_contains_the_data_home_is_refused(tmp_path: Path) -> None:
+    """Tester finding: a parent of the data home was accepted, and its agent could have read the
+    hidden holdout checks and rewritten the agent profiles and Prefect's database."""
+    home = tmp_path / "work" / "tianshu-home"
+    home.mkdir(parents=True)
+    assert code_of(str(tmp_path / "work"), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    assert code_of(str(tmp_path), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    (tmp_path / "to-parent").symlink_to(tmp_path / "work")
+    assert code_of(str(tmp_path / "to-parent"), home) == ErrorCode.PATH_IS_DATA_HOME.value
+    (tmp_path / "work" / "tianshu-home-sibling").mkdir()  # a name that merely starts like it
+    assert code_of(str(tmp_path / "work" / "tianshu-home-sibling"), home) == "OK"
+
+
+def test_a_file_is_named_as_not_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(TianshuError) as err:
+        check_project_path(str(tmp_path / "afile"))
+    assert err.value.code == ErrorCode.PATH_NOT_FOUND and "not a directory" in err.value.message
+
+
 @pytest.mark.parametrize("path,code", [("/proc", "PATH_IS_SYSTEM"), ("/usr/share", "PATH_IS_SYSTEM"), (None, "PATH_IS_DATA_HOME")])
 async def test_run_task_refuses_before_resolving_the_agent(ts_daemon: dict[str, Any], path: str | None, code: str) -> None:
     home = ts_daemon["home"]

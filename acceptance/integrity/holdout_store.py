@@ -36,7 +36,6 @@ from .models import MAX_HOLDOUT_CHECKS, HoldoutCheck
 
 __all__ = [
     "FILE_MODE",
-    "HOLDOUT_FILE",
     "HOLDOUT_VERSION",
     "describe_error",
     "holdout_document",
@@ -50,8 +49,6 @@ __all__ = [
     "save_task_holdout",
 ]
 
-HOLDOUT_FILE = "holdout.json"
-"""A task's (or verify record's) holdout checks, in its directory."""
 HOLDOUT_VERSION = 1
 """The ``version`` of both holdout files."""
 FILE_MODE = 0o600
