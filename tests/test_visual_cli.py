@@ -315,7 +315,9 @@ def test_content_probe_judges_the_rules_files_now_without_cache_or_evidence(tmp_
     rc, out, _ = visual(home, "content", "probe", str(proj), "other")
     assert code_of((rc, out, "")) == "CONTENT_COMMAND_MISSING" and "other:" in out["error"]["message"]
     assert code_of(visual(home, "content", "probe", str(proj), "nope")) == "CONTENT_RULE_NOT_FOUND"
-    assert code_of(visual(home, "content", "probe", str(tmp_path))) == "CONFIG_INVALID"  # no visual block
+    bare = tmp_path / "bare"  # not tmp_path itself: it holds the data home, which the path gate refuses
+    bare.mkdir()
+    assert code_of(visual(home, "content", "probe", str(bare))) == "CONFIG_INVALID"  # no visual block
 
 
 def test_a_task_directory_that_is_a_symlink_is_refused_before_anything_is_written(tmp_path: Path) -> None:
