@@ -8,8 +8,7 @@ acceptance").
      "tags", "projectKey", "createdAt", "queueLimit", "workPool"?, "acceptedSeq", "acceptedAt"}
 
 and answer at once. Whoever has the home's Prefect API ready — the per-home service right after
-start, every half second and when the client that wrote the entry rings it
-(:mod:`.doorbell`), and that client's own submitter — turns the entry into a flow
+start and every half second, and the client that wrote the entry — turns the entry into a flow
 run (:mod:`tianshu_mcp.hosting.intake`), records ``flowRunId`` in ``task.json`` and removes
 the entry. Creation uses the Prefect idempotency key ``<deployment>:<id>``, so two submitters
 racing for one entry get the same flow run. An entry is written atomically and only after

@@ -39,7 +39,6 @@ from filelock import FileLock, Timeout
 
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
-from ..core.doorbell import Doorbell
 from ..core.files import atomic_write_json
 from ..core.reaper import export_host
 from ..core.settings import ServerConfig
@@ -57,8 +56,6 @@ from ..deployments.topology import export_env
 
 log = logging.getLogger("tianshu_mcp")
 
-TICK_S = 0.5
-"""How often the maintain loop looks for pending submissions (and its other work) unrung, s."""
 EXIT_ALREADY_HOSTED = 3
 EXIT_START_FAILED = 4
 _ACTIVE = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING", "PAUSED")
@@ -227,26 +224,15 @@ class HomeService:
     # --- while running -----------------------------------------------------------------------
     async def maintain(self, idle_exit_ms: int = 0) -> str:
         """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
-        a thread) every :data:`TICK_S` s and whenever a client rings the intake doorbell
-        (:mod:`~tianshu_mcp.core.doorbell`), end hung flow runs (:mod:`.watchdog`) and sweep left
-        worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
+        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
         (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
         from ..core.webhooks import WebhookDrainer
-
-        drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
-        bell = _doorbell(self.home)  # a client that accepted a task wakes this loop at once
-        try:
-            return await self._maintain(idle_exit_ms, drainer, bell)
-        finally:
-            if bell is not None:
-                bell.close()
-
-    async def _maintain(self, idle_exit_ms: int, drainer: Any, bell: Doorbell | None) -> str:
         from ..core.git.worktree import sweep_home
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
         idle_since: float | None = None
         last_idle_check = last_watchdog = 0.0
+        drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         async with self.client() as client:
             from .intake import submit_pending
 
@@ -283,10 +269,7 @@ class HomeService:
                     if idle_since is not None and now - idle_since >= idle_exit_ms / 1000:
                         log.info("idle for %.0f s (no run, client or schedule): the service exits", now - idle_since)
                         return "idle"
-                if bell is not None:
-                    await bell.wait(TICK_S)
-                else:
-                    await anyio.sleep(TICK_S)
+                await anyio.sleep(0.5)
         return "stopped"
 
     async def _idle(self, client: Any) -> bool:
@@ -303,16 +286,6 @@ class HomeService:
         except ObjectNotFound:
             return True
         return not any(s.active for s in await client.read_deployment_schedules(dep.id))
-
-
-def _doorbell(home: Path) -> Doorbell | None:
-    """The service's intake doorbell, or None when its socket cannot be bound (a home path too
-    long for a Unix socket): clients then wait for the next tick (≤ :data:`TICK_S` s)."""
-    try:
-        return Doorbell(home)
-    except OSError as exc:
-        log.info("no intake doorbell (%s): pending tasks are looked for every %.1f s", exc, TICK_S)
-        return None
 
 
 def run(home: Path, config: ServerConfig, idle_exit_ms: int, announce: Callable[[ServiceInfo], None] | None = None) -> int:

@@ -26,7 +26,6 @@ from ..acceptance.integrity.models import HoldoutCheck
 from ..adapters.profiles import ResolvedAgent
 from ..core import submissions
 from ..core.childenv import save_client_env
-from ..core.doorbell import ring
 from ..core.errors import ErrorCode, TianshuError
 from ..core.git import run_git
 from ..core.i18n import N_, _
@@ -151,7 +150,7 @@ class TaskService:
 
         ``args["isolation"] == "worktree"`` puts it on the repository's worktree queue
         (``project-<key>-wt``, limit ``worktree_parallel``) instead of the work tree's (limit 1).
-        ``holdout`` (validated ``holdoutChecks``) go to ``<home>/holdout/tasks/<taskId>.json`` (0600) before the
+        ``holdout`` (validated ``holdoutChecks``) go to ``<taskDir>/holdout.json`` (0600) before the
         flow run can exist; ``task.json`` only counts them (``holdoutCount``). ``serial``: the
         project's :func:`~tianshu_mcp.core.paths.serial_key` when the caller has it already
         (computed here otherwise: a git call)."""
@@ -206,10 +205,9 @@ class TaskService:
     async def submit_now(self, record_id: str) -> dict[str, Any]:
         """Hand the accepted entry to the submitters and return the current ``task.json``.
 
-        On this home's own service the answer does not wait for the flow run: the service's
-        intake is woken at once (:func:`~tianshu_mcp.core.doorbell.ring`; where no service
-        listens yet, this process's submitter thread: :meth:`Runtime.kick`) and both drain in
-        acceptance order (:func:`~tianshu_mcp.hosting.intake.submit_pending`).
+        On this home's own service the answer does not wait for the flow run: this process's
+        submitter thread is woken at once (:meth:`Runtime.kick`) and the service's intake drains
+        too, both in acceptance order (:func:`~tianshu_mcp.hosting.intake.submit_pending`).
         Measured: creating inline within ≈0.7 s made the answer ≈120 ms median and up to the
         budget when the database refused writes for a moment (design notes 53 and 55).
 
@@ -228,11 +226,7 @@ class TaskService:
                                      first_only=False)
                 except Exception as exc:  # noqa: BLE001 - the background submitters retry
                     log.info("flow run of %s not created inline (%s); submitting in the background", record_id, exc)
-        # the home's service creates it (its loop woken by the doorbell), not a thread of this
-        # process whose CPU would slow the answers to the next calls (note 72); this process's
-        # submitter drains what is still pending a second later either way
-        rung = self.runtime.mode == "service" and ring(self.runtime.home)
-        if not rung and submissions.is_pending(self.runtime.home, record_id):
+        if submissions.is_pending(self.runtime.home, record_id):
             self.runtime.kick()
         return self.read_task(record_id)
 
