@@ -33,7 +33,7 @@ FORCED_ENV = {
     # request that may make a run ready (embedded.identity_app), so the poll is only a safety
     # net for runs made ready inside the server (the scheduler, a repossessed concurrency slot):
     # 2 s, not 1 s (an idle service polled 86 400×/day); 5 s let a run freed by the start-up
-    # sweep after a kill -9 wait past the 30 s the hosting tests allow on a loaded machine
+    # sweep after a kill -9 wait too long for the hosting tests on a loaded machine
     "PREFECT_WORKER_QUERY_SECONDS": "2",
     "PREFECT_WORKER_PREFETCH_SECONDS": "2",
     "PREFECT_RUNNER_POLL_FREQUENCY": "1",

@@ -33,8 +33,8 @@ def gui_profile(udd: Path, port: int, mode: str = "normal", auto: bool = False, 
         port: ``gui.cdpPort``; ``auto``: ``gui.cdpPortAuto`` (range 3).
         mode: ``FAKE_DESKTOP_MODE`` flags (see :mod:`.server`); ``run_ms``: the model's run time.
         gui: more ``gui`` keys. Timings are short for tests: poll 100 ms, 3 stable rounds,
-            progress notes every 300 ms. The idle window (no running signal, no reply) is 30 s:
-            on a loaded machine the app can take seconds to show its running signal, so a test
+            progress notes every 300 ms. The idle window (no running signal, no reply) is 120 s:
+            on a loaded machine the app took over 30 s to show its running signal, so a test
             that is not about the idle timeout must never race it; one that is (mode ``drift``,
             whose selectors match nothing, so nothing can race) sets a short one itself.
     """
@@ -49,7 +49,7 @@ def gui_profile(udd: Path, port: int, mode: str = "normal", auto: bool = False, 
             "exeArgs": [str(LAUNCHER), "--remote-debugging-port=<port>"],
             "cdpPort": port, "cdpPortAuto": auto, "cdpPortRange": 3,
             "userDataDir": str(udd), "pageUrlPattern": "/fake-desktop-app$",
-            "launchTimeoutMs": 120000, "pollIntervalMs": 100, "stableRounds": 3, "idleTimeoutMs": 30000,
+            "launchTimeoutMs": 120000, "pollIntervalMs": 100, "stableRounds": 3, "idleTimeoutMs": 120000,
             "stallTimeoutMs": 60000, "cancelWaitMs": 8000, "cdpSendTimeoutMs": 10000, "progressIntervalMs": 300,
             "model": "fake-model-large", **gui,
         },
