@@ -3,7 +3,7 @@
 Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's service, SQLite):
 
 * run_task and query_task call latency over the MCP stdio client (median, p95, n ≥ 50) with
-  200 finished tasks in history;
+  200 finished tasks in history (query_task once the measured run_task calls' tasks have ended);
 * time from the run_task call to the agent process starting (median over n sequential tasks);
 * orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time;
 * the per-hop trace of those tasks (accepted, flow run created, Scheduled, Pending, Submitting,
@@ -98,12 +98,13 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
             run_ms.append((time.perf_counter() - t) * 1000)
             assert not r.is_error and "taskId" in (r.structured_content or {}), r.content[0].text
             ids.append(r.structured_content["taskId"])
+        for task_id in ids:
+            await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 600000})
+        # queried once they have all ended: a poll's own cost, not that of the engines beside it
         for i in range(args.calls):
             t = time.perf_counter()
             await client.call_tool("query_task", {"taskId": ids[i % len(ids)]})
             query_ms.append((time.perf_counter() - t) * 1000)
-        for task_id in ids:
-            await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 600000})
         print(f"run_task   latency over {len(run_ms)} calls: median {statistics.median(run_ms):.1f} ms, p95 {pct(run_ms, .95):.1f} ms")
         print(f"query_task latency over {len(query_ms)} calls: median {statistics.median(query_ms):.1f} ms, p95 {pct(query_ms, .95):.1f} ms")
         await asyncio.sleep(3)

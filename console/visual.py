@@ -122,7 +122,7 @@ async def _browser_version(exe: str | None, cfg: VisualConfig | None) -> str:
 
 def _approval_problem(root: str, target: str) -> str | None:
     """None when ``target`` is an approved baseline (PNG + manifest with approval and its digest)."""
-    from ..acceptance.visual.decode import project_file
+    from ..acceptance.visual.paths import project_file
 
     try:
         png = project_file(root, target)
@@ -380,7 +380,7 @@ def content_probe(project: str, rule_id: str | None = None) -> Out:
     PATH_*, CONFIG_INVALID, CONTENT_RULE_NOT_FOUND, PATH_OUTSIDE_PROJECT (a file escapes by a symlink)
     and the round preflight's CONTENT_COMMAND_MISSING, CONTENT_ENV_MISSING, CONTENT_CONFIG_INVALID."""
     from ..acceptance.visual.content import check_content, preflight
-    from ..acceptance.visual.decode import project_file
+    from ..acceptance.visual.paths import project_file
 
     root = project_root(project)
     cfg = visual_config(root)

@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
 import time
-import hmac
-import json
-import socket
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
 
 from .identity import IDENTITY_PATH, auth_header
 from .retry_after import quick_first_retry
+
+if TYPE_CHECKING:
+    from .shared_fork import ForkedServer
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -137,7 +140,7 @@ class PrefectHost:
         self._worker: Any = None
         self._polling = False
         self._poll_again = False
-        self._forkserver: subprocess.Popen[bytes] | None = None
+        self._forkserver: subprocess.Popen[bytes] | ForkedServer | None = None
         self._forkserver_socket: Path | None = None
         self._launcher: Any = None
 
@@ -194,7 +197,8 @@ class PrefectHost:
         if engine_socket is not None:
             from .direct_launch import DirectLauncher
 
-            self._start_forkserver(engine_socket)
+            if self._forkserver is None or self._forkserver_socket != engine_socket:
+                self._start_forkserver(engine_socket)
             self._launcher = DirectLauncher(engine_socket, own_api=True)
         started = threading.Event()
 
@@ -288,6 +292,20 @@ class PrefectHost:
         except Exception as exc:  # noqa: BLE001 - the worker's own poll takes over
             log.debug("direct launch failed: %s", exc)
             return False
+
+    def fork_engine_server(self, path: Path) -> bool:
+        """Fork the fork server at ``path`` from this process now, so that it shares the
+        service's imports (:mod:`.shared_fork`); only while this process runs no thread, so
+        before :meth:`start_api`. :meth:`start_worker` then uses it. Returns False (nothing
+        done: :meth:`start_worker` spawns one) when a thread already runs."""
+        from .shared_fork import fork_from_service
+        from .worker import engine_env
+
+        forked = fork_from_service(path, engine_env(None, own_api=True))
+        if forked is None:
+            return False
+        self._forkserver, self._forkserver_socket = forked, path
+        return True
 
     def _start_forkserver(self, path: Path) -> None:
         """Start the fork server (its own session: a terminal's Ctrl-C is the service's business)

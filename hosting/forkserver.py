@@ -171,7 +171,7 @@ def serve(path: Path, parent_pid: int) -> Request | None:
     """
     for module in PRELOAD:
         importlib.import_module(module)
-    _warm()
+    warm()
     from prefect.settings import get_current_settings
 
     global _SETTINGS_ENV  # as a worker writes them into a flow run's environment
@@ -211,7 +211,7 @@ def serve(path: Path, parent_pid: int) -> Request | None:
     return None
 
 
-def _warm() -> None:
+def warm() -> None:
     """Import :data:`WARM` and build the validators of :data:`WARM_MODELS`, which pydantic
     defers to their first use (models with forward references); a module or model this Prefect
     version lacks is skipped. The Prefect clients' TLS context is built once, here
@@ -356,7 +356,12 @@ def run_main(request: Request) -> int:
 
 def main() -> int:
     """``python -m tianshu_mcp.hosting.forkserver <socket path> <parent pid>``."""
-    path, parent = Path(sys.argv[1]), int(sys.argv[2])
+    return serve_and_run(Path(sys.argv[1]), int(sys.argv[2]))
+
+
+def serve_and_run(path: Path, parent: int) -> int:
+    """Serve at ``path`` while process ``parent`` lives (:func:`serve`); in a forked child, run
+    its engine or function. Returns the exit code of whichever process returns."""
     request = serve(path, parent)
     if request is None:
         try:  # only our own socket: a restarted service may already have bound a new one there

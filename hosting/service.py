@@ -42,6 +42,7 @@ from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
 from ..core.reaper import export_host
 from ..core.settings import ServerConfig
+from ..deployments.topology import export_env
 from .dbseed import seed_database
 from .identity import (
     ServiceInfo,
@@ -52,7 +53,6 @@ from .identity import (
     service_error_file,
     service_file,
 )
-from ..deployments.topology import export_env
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -136,6 +136,7 @@ class HomeService:
 
     def _start_locked(self) -> ServiceInfo:
         from .embedded import bind_socket
+        from .forkserver import socket_path
 
         t0 = time.monotonic()
         auth = auth_string(self.home)
@@ -151,11 +152,11 @@ class HomeService:
         from .embedded import PrefectHost
 
         self._host = PrefectHost(sock, {"homeId": hid, "home": str(self.home), "pid": me.pid}, auth)
+        if self.run_worker:  # before any thread and before the API's imports: it shares ours (.shared_fork)
+            self._host.fork_engine_server(socket_path(self.home))
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
         anyio.run(self._setup)
         if self.run_worker:
-            from .forkserver import socket_path
-
             self._host.start_worker(socket_path(self.home))
         gc.collect()  # what start-up built lives as long as the service: keep it out of the collector's
         gc.freeze()  # full collections, which otherwise walk it all (docs/design-notes.md, note 57)
@@ -167,8 +168,8 @@ class HomeService:
         return self.info
 
     async def _setup(self) -> None:
-        from .intake import submit_pending
         from ..deployments.setup import ensure_all
+        from .intake import submit_pending
         from .sweep import startup_sweep, trim_missed_schedules
 
         async with self.client() as client:
@@ -226,8 +227,8 @@ class HomeService:
         """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
         a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
         (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
-        from ..core.webhooks import WebhookDrainer
         from ..core.git.worktree import sweep_home
+        from ..core.webhooks import WebhookDrainer
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
         idle_since: float | None = None

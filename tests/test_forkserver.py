@@ -394,7 +394,7 @@ from tianshu_mcp.hosting import forkserver
 
 for module in forkserver.PRELOAD:
     __import__(module)
-forkserver._warm()
+forkserver.warm()
 
 
 def child_uss_after_a_full_collection() -> int:

@@ -19,9 +19,9 @@ from tianshu_mcp.acceptance.visual.decode import (
     decode_bytes,
     decode_image,
     encode_png,
-    project_file,
 )
 from tianshu_mcp.acceptance.visual.errors import VisualError
+from tianshu_mcp.acceptance.visual.paths import project_file
 from tianshu_mcp.acceptance.visual.images import check_image
 
 BUDGET = {"input_bytes": 20_971_520, "decoded_pixels": 32_000_000}

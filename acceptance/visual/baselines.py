@@ -35,7 +35,8 @@ from .config import (
     page_viewports,
     parse_visual,
 )
-from .decode import decode_image, encode_png, project_file
+from .decode import decode_image, encode_png
+from .paths import project_file
 from .errors import VisualError
 from .locks import project_key, visual_lock
 from .pages import browser_executable, capture_page, run_coro

@@ -42,9 +42,9 @@ from .decode import (
     DEFAULT_DECODED_PIXELS,
     DEFAULT_INPUT_BYTES,
     decode_image,
-    project_file,
 )
 from .errors import VisualError, status_of
+from .paths import project_file
 
 __all__ = ["PLACEHOLDERS", "Effective", "check_content", "effective", "preflight", "resolve_env", "tally"]
 
@@ -105,7 +105,7 @@ def _int_in(value: Any, name: str, low: int, high: int | None) -> int:
 
 
 def _project_dir(project_root: str | os.PathLike[str], rel: Any) -> Path:
-    """``rel`` through the project path gate (:func:`.decode.project_file`).
+    """``rel`` through the project path gate (:func:`.paths.project_file`).
 
     Raises: VisualError ``PATH_OUTSIDE_PROJECT``; ``CONTENT_CONFIG_INVALID`` when not a non-empty string."""
     if not isinstance(rel, str) or not rel:

@@ -28,7 +28,7 @@ from .config import (
     page_viewports,
 )
 from .content import check_content, preflight
-from .decode import project_file
+from .paths import project_file
 from .errors import VisualError, status_of
 from .images import check_image
 from .pages import browser_executable, capture_page, run_coro

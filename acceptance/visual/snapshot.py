@@ -20,7 +20,7 @@ from typing import Any
 from ...core.files import atomic_write_json, read_json
 from ..config import project_layer_path, read_layer_bytes
 from .config import VisualConfigError, baseline_relative, config_digest, page_viewports, parse_visual
-from .decode import project_file
+from .paths import project_file
 from .errors import VisualError
 
 SNAPSHOT_FILE = "visual-snapshot.json"
