@@ -45,11 +45,13 @@ def setup_logging(home: Path, level: int = logging.INFO, file_name: str | None =
 
 def forget_logging() -> None:
     """Undo :func:`setup_logging` in this process: the ``tianshu_mcp`` logger without handlers,
-    level or ``propagate = False``, as a fresh interpreter has it. For a process forked from a
-    configured one that must log as a new interpreter would (:mod:`tianshu_mcp.hosting.shared_fork`)."""
+    level or ``propagate = False``, as a fresh interpreter has it; its handlers are closed (a
+    log file's descriptor with them, stderr stays open). For a process forked from a configured
+    one that must log as a new interpreter would (:mod:`tianshu_mcp.hosting.shared_fork`)."""
     logger = logging.getLogger(LOGGER_NAME)
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
+        handler.close()
     logger.setLevel(logging.NOTSET)
     logger.propagate = True
     logger.__dict__.pop("_tianshu_configured", None)

@@ -40,6 +40,7 @@ from filelock import FileLock, Timeout
 from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.files import atomic_write_json
+from ..core.memory import TRIM_EVERY_S, release_free_memory
 from ..core.reaper import export_host
 from ..core.settings import ServerConfig
 from ..deployments.topology import export_env
@@ -160,6 +161,7 @@ class HomeService:
             self._host.start_worker(socket_path(self.home))
         gc.collect()  # what start-up built lives as long as the service: keep it out of the collector's
         gc.freeze()  # full collections, which otherwise walk it all (docs/design-notes.md, note 57)
+        release_free_memory()  # what start-up's imports and migrations freed (core/memory.py)
         self.info = replace(self.info, state="ready")
         self.info.publish(self.home)
         service_error_file(self.home).unlink(missing_ok=True)
@@ -225,14 +227,15 @@ class HomeService:
     # --- while running -----------------------------------------------------------------------
     async def maintain(self, idle_exit_ms: int = 0) -> str:
         """Submit pending entries and start webhook deliveries (:class:`~tianshu_mcp.core.webhooks.WebhookDrainer`,
-        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s; with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
+        a thread) every 0.5 s, end hung flow runs (:mod:`.watchdog`) and sweep left worktrees every 5 s, give
+        free heap memory back every 30 s (:mod:`~tianshu_mcp.core.memory`); with ``idle_exit_ms`` > 0, return ``"idle"`` after that long idle
         (see module doc). Returns ``"stopped"`` after :meth:`request_stop`."""
         from ..core.git.worktree import sweep_home
         from ..core.webhooks import WebhookDrainer
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
         idle_since: float | None = None
-        last_idle_check = last_watchdog = 0.0
+        last_idle_check = last_watchdog = last_trim = 0.0
         drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         async with self.client() as client:
             from .intake import submit_pending
@@ -259,6 +262,9 @@ class HomeService:
                             log.info("removed the worktree(s) of %s, left by ended runs", ", ".join(removed))
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check
                         log.warning("worktree sweep failed: %s", exc)
+                if now - last_trim >= TRIM_EVERY_S:  # what bursts of runs freed goes back (core/memory.py)
+                    last_trim = now
+                    await anyio.to_thread.run_sync(release_free_memory)
                 if idle_exit_ms > 0 and now - last_idle_check >= min(5.0, idle_exit_ms / 4000):
                     last_idle_check = now
                     try:

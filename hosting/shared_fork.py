@@ -143,13 +143,13 @@ def _shed_service(path: Path, parent: int, engine_env: Mapping[str, str]) -> Non
     /dev/null, no inherited descriptor, default signal handling, no log handler of the service,
     the fork server's process title, the engines' environment and Prefect settings read from it."""
     os.setsid()
+    forget_logging()  # first: a log file's handler closes its own descriptor
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the host lock and the API socket among them
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    forget_logging()
     retitle(["python", "-m", "tianshu_mcp.hosting.forkserver", str(path), str(parent)])
     os.environ.update(engine_env)
     from prefect.context import refresh_global_settings_context

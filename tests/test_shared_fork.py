@@ -102,9 +102,11 @@ def test_forget_logging_leaves_the_logger_as_a_new_interpreter_has_it(tmp_path: 
     logger = logging.getLogger(LOGGER_NAME)
     saved = (list(logger.handlers), logger.level, logger.propagate, logger.__dict__.get("_tianshu_configured"))
     try:
-        setup_logging(tmp_path, file_name=None)
+        configured = list(setup_logging(tmp_path, file_name="forked.log").handlers)
         forget_logging()
         assert not logger.handlers and logger.level == logging.NOTSET and logger.propagate
+        files = [h for h in configured if isinstance(h, logging.FileHandler)]
+        assert files and all(h.stream is None for h in files)  # closed with its descriptor
         assert len(setup_logging(tmp_path, file_name=None).handlers) == 1  # configurable again
     finally:
         for handler in list(logger.handlers):
