@@ -130,7 +130,7 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
             await asyncio.gather(*(lane() for _ in range(args.parallel)))
             done += batch
             per_task = (time.monotonic() - t_batch) / batch
-            await asyncio.sleep(1)  # the last final state's log flush; then sample a resting tree
+            await resting(service)  # engines end ≈0.5 s after their final state (Prefect's heartbeat join)
             rss, pss = tree_memory(service, pss=True)
             row = {"tasks": done, "rss": rss, "pss": pss, "service_rss": own_rss(service),
                    "answer_p50": statistics.median(answer_ms), "query_p50": statistics.median(query_ms),
@@ -165,6 +165,23 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
     return {"rows": rows, "statuses": statuses, "unfinished": unfinished, "slots": slots, "entries": entries,
             "agents": agents, "growth_pss": growth_pss, "growth_rss": growth_rss,
             "history_query_p50": statistics.median(history_ms), "total_s": total_s}
+
+
+async def resting(service: int, limit_s: float = 60.0) -> None:
+    """Wait until the service tree has no flow-run engine left (a process whose parent is the
+    fork server), at most ``limit_s`` seconds, so that a sample measures the resting tree."""
+    import psutil
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            engines = [p for p in psutil.Process(service).children(recursive=True)
+                       if p.status() != psutil.STATUS_ZOMBIE and "hosting.forkserver" in " ".join(p.parent().cmdline())]
+        except psutil.Error:
+            engines = [None]
+        if not engines:
+            return
+        await asyncio.sleep(0.2)
 
 
 def main() -> int:
