@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import httpx
 
+from .forkserver import MAX_SOCKET_PATH, socket_fits
 from .identity import IDENTITY_PATH, auth_header
 from .retry_after import quick_first_retry
 
@@ -194,6 +195,11 @@ class PrefectHost:
             engine_socket: where to run a fork server (:mod:`.forkserver`) for warm flow-run
                 processes; None: every flow run starts a fresh interpreter.
         """
+        if engine_socket is not None and not socket_fits(engine_socket):
+            log.warning("no fork server for this home: its socket path %s is %d bytes, more than a unix socket "
+                        "address holds (%d); every flow run starts a fresh interpreter (slower, nothing lost)",
+                        engine_socket, len(os.fsencode(engine_socket)), MAX_SOCKET_PATH)
+            engine_socket = None
         if engine_socket is not None:
             from .direct_launch import DirectLauncher
 
@@ -301,6 +307,8 @@ class PrefectHost:
         from .shared_fork import fork_from_service
         from .worker import engine_env
 
+        if not socket_fits(path):
+            return False
         forked = fork_from_service(path, engine_env(None, own_api=True))
         if forked is None:
             return False

@@ -84,9 +84,19 @@ class Request:
     main: str | None = None
 
 
+MAX_SOCKET_PATH = 107
+"""Bytes of a unix socket's path that fit its address (Linux ``sun_path``: 108 with the NUL)."""
+
+
 def socket_path(home: Path) -> Path:
     """Where the home's fork server listens: ``<home>/prefect/engine.sock``."""
     return home / "prefect" / "engine.sock"
+
+
+def socket_fits(path: Path) -> bool:
+    """Whether a unix socket can be bound at ``path`` (≤ :data:`MAX_SOCKET_PATH` bytes): a home
+    deeper than that runs without a fork server, its flow runs start as fresh interpreters."""
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
 
 
 def spawn(path: Path, engine_env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:

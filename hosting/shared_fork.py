@@ -9,7 +9,7 @@ servers such as gunicorn ``--preload`` and uWSGI share their imports the same wa
 
 What the child leaves behind of the service (:func:`_shed_service`): every inherited descriptor
 (the host lock, the API's socket), the service's signal handlers and log handlers, its session and
-terminal, its command line (:func:`retitle`). It then runs exactly what ``python -m tianshu_mcp.hosting.forkserver``
+terminal, its command line and process name (:func:`retitle`). It then runs exactly what ``python -m tianshu_mcp.hosting.forkserver``
 runs, and every process of its line ends through :func:`_exit`: the interpreter's exit steps
 (non-daemon threads, ``atexit``, stdio) without unwinding into the service's stack.
 
@@ -20,6 +20,7 @@ a dead fork server later), :func:`fork_from_service` declines and the caller spa
 from __future__ import annotations
 
 import atexit
+import ctypes
 import gc
 import importlib
 import os
@@ -150,19 +151,25 @@ def _shed_service(path: Path, parent: int, engine_env: Mapping[str, str]) -> Non
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # the host lock and the API socket among them
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    retitle(["python", "-m", "tianshu_mcp.hosting.forkserver", str(path), str(parent)])
+    retitle(["tianshu_mcp.hosting.forkserver", str(parent), str(path)], comm=b"python")
     os.environ.update(engine_env)
     from prefect.context import refresh_global_settings_context
 
     refresh_global_settings_context()
 
 
-def retitle(args: list[str]) -> bool:
+def retitle(args: list[str], comm: bytes | None = None) -> bool:
     """Show ``args`` as this process's command line (``/proc/<pid>/cmdline``, what ``ps`` and
     :mod:`psutil` read) by writing them over the original one in this process's memory, cut to
-    its length (the arguments' bytes, NUL-separated; bytes past them are NULs). The environment
-    block after it is left as it is. Returns False when this system does not allow it (no
-    ``/proc``, or writing one's own memory is refused): the title then stays the service's."""
+    its length (the arguments' bytes, NUL-separated; bytes past them are NULs), so the first
+    arguments are the ones that always show. The environment block after it is left as it is.
+    ``comm``: also the process name (``/proc/<pid>/comm``, ≤ 15 bytes, what ``top``, ``pgrep``
+    and ``killall`` match): under ``tianshu-mcp server`` the service's is ``tianshu-mcp``, and a
+    ``killall tianshu-mcp`` must not reach the fork server and its engines. Returns False when
+    this system does not allow it (no ``/proc``, or writing one's own memory is refused): the
+    title then stays the service's."""
+    if comm is not None:
+        _set_comm(comm)
     try:
         with open("/proc/self/stat", "rb") as stat:
             fields = stat.read().rsplit(b")", 1)[1].split()
@@ -177,6 +184,14 @@ def retitle(args: list[str]) -> bool:
         return True
     except (OSError, ValueError, IndexError):
         return False
+
+
+def _set_comm(name: bytes) -> None:
+    """``prctl(PR_SET_NAME, name)`` through the C library; nothing where there is none."""
+    try:
+        ctypes.CDLL(None).prctl(15, ctypes.c_char_p(name[:15]), 0, 0, 0)  # 15: PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 def _exit(code: object) -> NoReturn:

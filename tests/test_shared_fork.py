@@ -52,7 +52,8 @@ def test_the_services_fork_server_is_its_fork_and_carries_nothing_of_it(tmp_path
         server = until(lambda: forkservers_of(home), 60, "the fork server")[0]
         until(lambda: (home / "prefect" / "engine.sock").exists(), 60, "the fork server to listen")
         assert server.ppid() == service.pid
-        assert server.cmdline()[:3] == ["python", "-m", "tianshu_mcp.hosting.forkserver"]
+        assert server.cmdline()[:2] == ["tianshu_mcp.hosting.forkserver", str(service.pid)]
+        assert server.name() == "python"  # not the service's name: `killall tianshu-mcp` spares it
         assert server.environ().get("TIANSHU_MCP_HOME") == str(home)  # the environment block is intact
         assert shared_anonymous_kib(server.pid) > 10 * 1024, "the fork server shares no heap with the service"
         # nothing of the service's is held: no host lock, no API socket, no terminal session
@@ -124,15 +125,48 @@ def test_forget_logging_leaves_the_logger_as_a_new_interpreter_has_it(tmp_path: 
 def test_retitle_writes_the_command_line_and_keeps_the_environment() -> None:
     code = ("import os, sys\n"
             "from tianshu_mcp.hosting.shared_fork import retitle\n"
-            "assert retitle(['python', '-m', 'tianshu_mcp.hosting.forkserver', '/a/very/long/path/' * 200])\n"
+            "assert retitle(['tianshu_mcp.hosting.forkserver', '123', '/a/very/long/path/' * 200], comm=b'forked-name')\n"
+            "print(open('/proc/self/comm').read().strip(), flush=True)\n"
             "print(open('/proc/self/cmdline', 'rb').read().decode(errors='replace'), flush=True)\n"
             "print(open('/proc/self/environ', 'rb').read().decode(errors='replace'), flush=True)\n")
     out = subprocess.run([PY, "-c", code, "x" * 40], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "MARK_OF_THE_TEST": "kept"})
     assert out.returncode == 0, out.stderr
-    cmdline, environ = out.stdout.split("\n")[:2]
+    comm, cmdline, environ = out.stdout.split("\n")[:3]
+    assert comm == "forked-name"
     args = cmdline.rstrip("\0").split("\0")
-    assert args[:3] == ["python", "-m", "tianshu_mcp.hosting.forkserver"]
+    assert args[:2] == ["tianshu_mcp.hosting.forkserver", "123"]
     original = len("\0".join([PY, "-c", code, "x" * 40])) + 1
-    assert args[3].startswith("/a/very/long/path/") and len(cmdline) == original  # cut to fit
+    assert args[2].startswith("/a/very/long/path/") and len(cmdline) == original  # cut to fit
     assert "MARK_OF_THE_TEST=kept" in environ
+
+
+@pytest.mark.own_services
+def test_a_home_too_deep_for_a_socket_runs_its_tasks_without_a_fork_server(tmp_path: Path) -> None:
+    """Seen: a home whose ``prefect/engine.sock`` is longer than a unix socket address holds
+    made the fork server fail to bind, and the service restarted it every few seconds, for ever.
+    Such a home now runs without one: one warning, and each flow run starts a fresh interpreter."""
+    from fixture_project import make_calc_repo
+    from test_stdio_host import RawClient, _init, meta
+    from tianshu_mcp.hosting.forkserver import MAX_SOCKET_PATH, socket_path
+
+    deep = tmp_path / ("d" * max(1, MAX_SOCKET_PATH + 5 - len(str(tmp_path)) - len("/prefect/engine.sock")))
+    deep.mkdir()
+    home = new_home(deep, "home", 4510)
+    assert len(os.fsencode(socket_path(home))) > MAX_SOCKET_PATH
+    repo = make_calc_repo(tmp_path / "calc")
+    try:
+        raw = RawClient(home)
+        _init(raw)
+        sub = meta(raw.call("run_task", {"projectPath": str(repo), "task": "noop", "agentId": "scripted-noop",
+                                         "autoVerify": False}, timeout=60))
+        done = meta(raw.call("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}, timeout=300))
+        raw.close()
+        assert done["status"] == "succeeded", done
+        assert not forkservers_of(home)
+        log = (home / "logs" / "service.log").read_text()
+        assert log.count("no fork server for this home") == 1
+        assert "fork server" not in log.replace("no fork server for this home", "")  # no restart, no traceback
+    finally:
+        cli(home, "service", "stop")
+        kill_services(home)
