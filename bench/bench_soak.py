@@ -7,7 +7,10 @@ Starts ``tianshu-mcp server`` on a fresh home (SQLite), connects one MCP stdio c
 agent (fixes ``add()`` at once, no sleep) and one check (pytest). After every ``--every`` tasks
 (default 50) the clients pause until nothing runs and the bench samples the service tree's RSS
 and PSS (the service and its children: agents and checks excluded), the service process's own
-RSS, the answer and ``query_task`` latency of that batch and its wall time, and prints one row.
+RSS with its anonymous and file-backed PSS, threads and descriptors, the size of the Prefect
+database, the answer and ``query_task`` latency of that batch and its wall time, and prints one
+row. With ``--settle S`` it then rests S seconds and samples the tree's PSS again (the resting
+figure once the service's periodic trim has run).
 
 At the end it asserts and prints:
 
@@ -20,7 +23,7 @@ At the end it asserts and prints:
 * ``query_task`` latency with the whole history in the home.
 
 Usage: ``.venv/bin/python bench/bench_soak.py [--tasks 1000] [--parallel 2] [--every 50]
-[--json F] [--keep]``
+[--settle S] [--json F] [--keep]``
 """
 
 from __future__ import annotations
@@ -53,6 +56,26 @@ def own_rss(pid: int) -> float:
         return psutil.Process(pid).memory_info().rss / 2**20
     except psutil.Error:
         return 0.0
+
+
+def service_detail(pid: int, home: Path) -> dict[str, float]:
+    """What the service process itself holds: anonymous and file-backed PSS (MiB, from
+    ``/proc/<pid>/smaps_rollup``), threads, open descriptors, and the size of the home's Prefect
+    database with its WAL (MiB). Zeros when the process is gone."""
+    import psutil
+
+    out = {"anon": 0.0, "file": 0.0, "threads": 0.0, "fds": 0.0, "db": 0.0}
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("Pss_Anon", "Pss_File"):
+                out[key[4:].lower()] = int(value.split()[0]) / 1024
+        proc = psutil.Process(pid)
+        out["threads"], out["fds"] = float(proc.num_threads()), float(proc.num_fds())
+    except (OSError, psutil.Error):
+        pass
+    out["db"] = sum(f.stat().st_size for f in (home / "prefect").glob("*.db*")) / 2**20
+    return out
 
 
 def agents_alive(marker: str) -> int:
@@ -98,8 +121,9 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
         await client.call_tool("query_info", {"type": "profiles"})
         done = 0
         started = time.monotonic()
-        print(f"{'tasks':>6} {'tree RSS':>9} {'tree PSS':>9} {'service RSS':>12} {'answer p50':>11} "
-              f"{'query p50':>10} {'s/task':>7}", flush=True)
+        print(f"{'tasks':>6} {'tree RSS':>9} {'tree PSS':>9} {'service RSS':>12} {'anon':>6} {'file':>6} "
+              f"{'thr':>4} {'fds':>4} {'db':>6} {'answer p50':>11} {'query p50':>10} {'s/task':>7}"
+              + (f" {'settled PSS':>12} {'anon':>6}" if args.settle else ""), flush=True)
         while done < args.tasks:
             batch = min(args.every, args.tasks - done)
             answer_ms: list[float] = []
@@ -132,12 +156,20 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
             per_task = (time.monotonic() - t_batch) / batch
             await resting(service)  # engines end ≈0.5 s after their final state (Prefect's heartbeat join)
             rss, pss = tree_memory(service, pss=True)
-            row = {"tasks": done, "rss": rss, "pss": pss, "service_rss": own_rss(service),
+            detail = service_detail(service, home)
+            row = {"tasks": done, "rss": rss, "pss": pss, "service_rss": own_rss(service), **detail,
                    "answer_p50": statistics.median(answer_ms), "query_p50": statistics.median(query_ms),
                    "s_per_task": per_task}
+            line = (f"{done:>6} {rss:>8.0f}M {pss:>8.0f}M {row['service_rss']:>11.0f}M {detail['anon']:>5.0f}M "
+                    f"{detail['file']:>5.0f}M {detail['threads']:>4.0f} {detail['fds']:>4.0f} {detail['db']:>5.0f}M "
+                    f"{row['answer_p50']:>9.1f}ms {row['query_p50']:>8.1f}ms {per_task:>7.2f}")
+            if args.settle:  # the resting figure after the service's periodic trim (core/memory.TRIM_EVERY_S)
+                await asyncio.sleep(args.settle)
+                row["settled_pss"] = tree_memory(service, pss=True)[1]
+                row["settled_anon"] = service_detail(service, home)["anon"]
+                line += f" {row['settled_pss']:>11.0f}M {row['settled_anon']:>5.0f}M"
             rows.append(row)
-            print(f"{done:>6} {rss:>8.0f}M {pss:>8.0f}M {row['service_rss']:>11.0f}M {row['answer_p50']:>9.1f}ms "
-                  f"{row['query_p50']:>8.1f}ms {per_task:>7.2f}", flush=True)
+            print(line, flush=True)
         total_s = time.monotonic() - started
         # query_task with the whole history in the home (distinct finished tasks)
         ids = sorted(p.name for p in (home / "tasks").iterdir() if p.is_dir())
@@ -153,6 +185,8 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
     last = rows[-1]
     growth_pss = (last["pss"] - base["pss"]) / base["pss"] * 100
     growth_rss = (last["rss"] - base["rss"]) / base["rss"] * 100
+    growth_settled = ((last["settled_pss"] - base["settled_pss"]) / base["settled_pss"] * 100
+                      if args.settle else None)
     print(f"\n{args.tasks} tasks in {total_s / 60:.1f} min ({total_s / args.tasks:.2f} s per task, {args.parallel} at once); "
           f"statuses {statuses}")
     print(f"stuck runs: {unfinished} flow runs not final; {len(not_succeeded)} tasks not succeeded {not_succeeded[:5]}")
@@ -160,10 +194,13 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
           f"{agents} agent processes alive")
     print(f"growth, task {base['tasks']:.0f} → {last['tasks']:.0f}: tree PSS {base['pss']:.0f} → {last['pss']:.0f} MiB "
           f"({growth_pss:+.1f} %), tree RSS {base['rss']:.0f} → {last['rss']:.0f} MiB ({growth_rss:+.1f} %) (goal ≤ 5 %)")
+    if growth_settled is not None:
+        print(f"growth after {args.settle:.0f} s of rest: tree PSS {base['settled_pss']:.0f} → {last['settled_pss']:.0f} MiB "
+              f"({growth_settled:+.1f} %)")
     print(f"query_task with {len(ids)} tasks in history: median {statistics.median(history_ms):.1f} ms, "
           f"p95 {pct(history_ms, .95):.1f} ms (goal ≤ 10 ms)")
     return {"rows": rows, "statuses": statuses, "unfinished": unfinished, "slots": slots, "entries": entries,
-            "agents": agents, "growth_pss": growth_pss, "growth_rss": growth_rss,
+            "agents": agents, "growth_pss": growth_pss, "growth_rss": growth_rss, "growth_settled": growth_settled,
             "history_query_p50": statistics.median(history_ms), "total_s": total_s}
 
 
@@ -189,6 +226,9 @@ def main() -> int:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--every", type=int, default=50)
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="after each sample, rest this many seconds (35 covers the service's 30-s trim) "
+                             "and sample the tree's PSS again")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the data home")
     args = parser.parse_args()
