@@ -18,8 +18,9 @@ At the end it asserts and prints:
   ``wait_task`` did not end ``succeeded``;
 * **leaked slots**: active slots of every global concurrency limit (0 expected), submission
   entries left in ``<home>/submissions`` (0) and live agent processes (0);
-* **growth**: service-tree PSS and RSS at the last sample against the sample at task 100
-  (goal ≤ 5 %);
+* **growth**: service-tree PSS and RSS at the last sample against the sample at task 100 (the
+  first sample in a shorter soak; none with one sample) (goal ≤ 5 %), and the same for the
+  resting figure with ``--settle``;
 * ``query_task`` latency with the whole history in the home.
 
 Usage: ``.venv/bin/python bench/bench_soak.py [--tasks 1000] [--parallel 2] [--every 50]
@@ -36,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -121,6 +123,7 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
         await client.call_tool("query_info", {"type": "profiles"})
         done = 0
         started = time.monotonic()
+        rested = 0.0  # seconds of --settle rest, left out of the time per task
         print(f"{'tasks':>6} {'tree RSS':>9} {'tree PSS':>9} {'service RSS':>12} {'anon':>6} {'file':>6} "
               f"{'thr':>4} {'fds':>4} {'db':>6} {'answer p50':>11} {'query p50':>10} {'s/task':>7}"
               + (f" {'settled PSS':>12} {'anon':>6}" if args.settle else ""), flush=True)
@@ -165,12 +168,13 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
                     f"{row['answer_p50']:>9.1f}ms {row['query_p50']:>8.1f}ms {per_task:>7.2f}")
             if args.settle:  # the resting figure after the service's periodic trim (core/memory.TRIM_EVERY_S)
                 await asyncio.sleep(args.settle)
+                rested += args.settle
                 row["settled_pss"] = tree_memory(service, pss=True)[1]
                 row["settled_anon"] = service_detail(service, home)["anon"]
                 line += f" {row['settled_pss']:>11.0f}M {row['settled_anon']:>5.0f}M"
             rows.append(row)
             print(line, flush=True)
-        total_s = time.monotonic() - started
+        total_s = time.monotonic() - started - rested
         # query_task with the whole history in the home (distinct finished tasks)
         ids = sorted(p.name for p in (home / "tasks").iterdir() if p.is_dir())
         history_ms = []
@@ -181,19 +185,25 @@ async def soak(home: Path, args: argparse.Namespace, service: int) -> dict[str, 
     unfinished, slots = api_leftovers(home)
     entries = len(list((home / "submissions").glob("*.json"))) if (home / "submissions").exists() else 0
     agents = agents_alive(str(Path(scripted_profile()["argsTemplate"][0])))
-    base = next((r for r in rows if r["tasks"] >= min(100, args.tasks)), rows[0])
+    # growth from the first sample at or after task 100 (the first sample when the soak is
+    # shorter) to the last; with one sample there is nothing to compare
+    base = next((r for r in rows if r["tasks"] >= 100 and r is not rows[-1]), rows[0])
     last = rows[-1]
-    growth_pss = (last["pss"] - base["pss"]) / base["pss"] * 100
-    growth_rss = (last["rss"] - base["rss"]) / base["rss"] * 100
+    compared = base is not last
+    growth_pss = (last["pss"] - base["pss"]) / base["pss"] * 100 if compared else None
+    growth_rss = (last["rss"] - base["rss"]) / base["rss"] * 100 if compared else None
     growth_settled = ((last["settled_pss"] - base["settled_pss"]) / base["settled_pss"] * 100
-                      if args.settle else None)
-    print(f"\n{args.tasks} tasks in {total_s / 60:.1f} min ({total_s / args.tasks:.2f} s per task, {args.parallel} at once); "
-          f"statuses {statuses}")
+                      if args.settle and compared else None)
+    print(f"\n{args.tasks} tasks in {total_s / 60:.1f} min ({total_s / args.tasks:.2f} s per task, {args.parallel} at once"
+          + (f"; {rested:.0f} s of rest left out" if rested else "") + f"); statuses {statuses}")
     print(f"stuck runs: {unfinished} flow runs not final; {len(not_succeeded)} tasks not succeeded {not_succeeded[:5]}")
     print(f"leaked slots: {slots} active global-concurrency slots; {entries} submission entries left; "
           f"{agents} agent processes alive")
-    print(f"growth, task {base['tasks']:.0f} → {last['tasks']:.0f}: tree PSS {base['pss']:.0f} → {last['pss']:.0f} MiB "
-          f"({growth_pss:+.1f} %), tree RSS {base['rss']:.0f} → {last['rss']:.0f} MiB ({growth_rss:+.1f} %) (goal ≤ 5 %)")
+    if not compared:
+        print("growth: one sample only (use more tasks than --every)")
+    else:
+        print(f"growth, task {base['tasks']:.0f} → {last['tasks']:.0f}: tree PSS {base['pss']:.0f} → {last['pss']:.0f} MiB "
+              f"({growth_pss:+.1f} %), tree RSS {base['rss']:.0f} → {last['rss']:.0f} MiB ({growth_rss:+.1f} %) (goal ≤ 5 %)")
     if growth_settled is not None:
         print(f"growth after {args.settle:.0f} s of rest: tree PSS {base['settled_pss']:.0f} → {last['settled_pss']:.0f} MiB "
               f"({growth_settled:+.1f} %)")
@@ -221,12 +231,25 @@ async def resting(service: int, limit_s: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
+def _at_least(low: float, kind: type = int) -> Callable[[str], float]:
+    """An argparse type: a number of ``kind`` that is at least ``low``."""
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}: {text}")
+        return value
+    return parse
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=1000)
-    parser.add_argument("--parallel", type=int, default=2)
-    parser.add_argument("--every", type=int, default=50)
-    parser.add_argument("--settle", type=float, default=0.0,
+    parser.add_argument("--tasks", type=_at_least(1), default=1000)
+    parser.add_argument("--parallel", type=_at_least(1), default=2)
+    parser.add_argument("--every", type=_at_least(1), default=50)
+    parser.add_argument("--settle", type=_at_least(0, float), default=0.0,
                         help="after each sample, rest this many seconds (35 covers the service's 30-s trim) "
                              "and sample the tree's PSS again")
     parser.add_argument("--json", help="write the figures to this file")
