@@ -292,6 +292,15 @@ def test_fork_server_ends_with_its_parent(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+def _cmdline(proc: psutil.Process) -> str:
+    """``proc``'s command line, or "" once it has exited (a zombie not reaped yet has none:
+    another task's engine or check of the session's service may end at any moment)."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
+
+
 async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc_repo: Path,
                                                 prefect_api: Any) -> None:
     """In the service, a task's flow-run process is a fork of the home's fork server, started
@@ -309,7 +318,7 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
         assert (home / "prefect" / "engine.sock").exists()
         run_id = json.loads((tdir / "task.json").read_text())["flowRunId"]
         assert not [p for p in psutil.Process(ts_daemon["pid"]).children(recursive=True)
-                    if "tianshu_mcp.hosting.engine_cmd" in " ".join(p.cmdline())]
+                    if "tianshu_mcp.hosting.engine_cmd" in _cmdline(p)]
         until(lambda: prefect_api.get(f"/flow_runs/{run_id}").json()["infrastructure_pid"] == str(engine.pid), 30,
               "the engine's pid on the flow run")
         states = prefect_api.get("/flow_run_states/", params={"flow_run_id": run_id}).json()
