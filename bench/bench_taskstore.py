@@ -1,8 +1,8 @@
 """Benchmark the scan of a home's task records (run on demand; not part of the test suite).
 
 ``run_task``'s answer looks through every record of the home for the project's unfinished
-in-place task (``mcp_server/handlers.Handlers._unfinished``: ``TaskStore.list_ids`` and
-``TaskStore.read_cached`` per record), so its cost grows with the history. This bench fills a
+in-place task (``TaskStore.unfinished_inplace``: ``list_ids``, then ``read_cached`` per
+record), so its cost grows with the history. This bench fills a
 temporary home with ``--records`` finished records (default 1,000) and prints the median of
 ``--repeat`` scans that find nothing, cold (a new process's first scan: every record read) and
 warm (every record a cache hit), in ms.
@@ -24,6 +24,18 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+
+def _scan_before_03f398d(store: Any, norm: str) -> dict[str, Any] | None:
+    """The same scan in builds before ``TaskStore.unfinished_inplace`` existed (it was
+    ``Handlers._unfinished``), so that ``--compare`` can measure them."""
+    for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
+        task = store.read_cached(record_id)
+        if (task and task.get("projectPath") == norm and not task.get("finishedAt")
+                and task.get("isolation") != "worktree"):
+            return task  # type: ignore[no-any-return]
+    return None
 
 
 def measure(records: int, repeat: int) -> dict[str, float]:
@@ -38,12 +50,11 @@ def measure(records: int, repeat: int) -> dict[str, float]:
             store.create(new_task_id(), {"projectPath": f"/projects/p{i}", "isolation": "inplace", "agentId": "a",
                                          "task": "fix the failing test " * 10, "finishedAt": "2026-01-01T00:00:00Z"})
 
+        find = getattr(store, "unfinished_inplace", None) or (lambda norm: _scan_before_03f398d(store, norm))
+
         def scan() -> float:
             t = time.perf_counter()
-            for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
-                task = store.read_cached(record_id)
-                if task and task.get("projectPath") == "/elsewhere" and not task.get("finishedAt"):
-                    break
+            assert find("/elsewhere") is None
             return (time.perf_counter() - t) * 1000
 
         cold = scan()

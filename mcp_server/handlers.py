@@ -149,7 +149,7 @@ class Handlers:
             check_agent_args(agent.id, agent.profile, args, project.norm)
             isolation, parallel = await anyio.to_thread.run_sync(resolve_isolation, args, registered, project.norm)
             dirty = await dirty_soon
-            active = self._unfinished(project.norm) if isolation == "inplace" else None
+            active = self.service.store.unfinished_inplace(project.norm) if isolation == "inplace" else None
             payload = {**args, "agentId": agent.id, "isolation": isolation}
             if key is not None:
                 payload["idempotencyKey"] = key
@@ -175,18 +175,6 @@ class Handlers:
         while not self.service.store.exists(task_id) and time.monotonic() < deadline:
             await anyio.sleep(0.05)
         return await self.service.view(task_id)
-
-    def _unfinished(self, norm: str) -> dict[str, Any] | None:
-        """The newest other in-place record of this project without ``finishedAt`` (task files
-        only, no Prefect call: run_task answers before the service is up); worktree tasks run
-        beside it and are not waited for."""
-        store = self.service.store
-        for record_id in sorted(store.list_ids(("tsk_", "vfy_")), reverse=True):
-            task = store.read_cached(record_id)
-            if (task and task.get("projectPath") == norm and not task.get("finishedAt")
-                    and task.get("isolation") != "worktree"):
-                return task
-        return None
 
     async def _claim(self, key: str, norm: str, args: dict[str, Any], task_id: str) -> types.CallToolResult | None:
         """Idempotency pre-check (docs/tools.md §3.2): None on a miss (key now bound to ``task_id``),

@@ -224,3 +224,26 @@ def test_task_state_records_skip_the_fsync_and_promises_keep_it(tmp_path: Path, 
 
     files.atomic_write_json(tmp_path / "promise.json", {"kept": True})
     assert len(synced) == 1 and json.loads((tmp_path / "promise.json").read_text()) == {"kept": True}
+
+
+def test_unfinished_inplace_finds_the_newest_open_in_place_record_of_the_project(tmp_path: Path) -> None:
+    """run_task's answer names the task its new one waits behind: the newest record of the same
+    project that is in place and has no ``finishedAt``; finished, worktree and other projects'
+    records do not count, and a record reopened (a rework clears ``finishedAt``) counts again
+    although this process had read it finished."""
+    from tianshu_mcp.core.ids import new_task_id
+
+    store = TaskStore(tmp_path)
+    ids = [new_task_id() for _ in range(5)]
+    store.create(ids[0], {"projectPath": "/p", "isolation": "inplace"})  # open, oldest
+    store.create(ids[1], {"projectPath": "/p", "isolation": "inplace", "finishedAt": "2026-01-01T00:00:00Z"})
+    store.create(ids[2], {"projectPath": "/p", "isolation": "worktree"})
+    store.create(ids[3], {"projectPath": "/other", "isolation": "inplace"})
+    store.create(ids[4], {"projectPath": "/p", "isolation": "inplace", "finishedAt": "2026-01-01T00:00:00Z"})
+    (tmp_path / "tasks" / "not-a-task").mkdir()
+    found = store.unfinished_inplace("/p")
+    assert found is not None and found["taskId"] == ids[0]
+    assert store.unfinished_inplace("/nowhere") is None
+    store.update(ids[4], finishedAt=None)  # reopened after this process cached it finished
+    found = store.unfinished_inplace("/p")
+    assert found is not None and found["taskId"] == ids[4]
