@@ -7,6 +7,7 @@ import logging
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 LOGGER_NAME = "tianshu_mcp"
 
@@ -55,3 +56,26 @@ def forget_logging() -> None:
     logger.setLevel(logging.NOTSET)
     logger.propagate = True
     logger.__dict__.pop("_tianshu_configured", None)
+
+
+class PlainConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The console handler of Prefect's logging config in every process of ours
+    (``PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS``, :data:`~tianshu_mcp.deployments.topology.FORCED_ENV`):
+    the same lines as Prefect's ``PrefectConsoleHandler`` writes to a file or pipe (its
+    formatter, no wrapping, no colour), without rendering each through Rich: 3–12 ms a line in
+    a flow-run process, ≈30 ms per task, part of it before the agent starts (design note 77).
+
+    Args:
+        stream: where lines go (Prefect's config: ``sys.stderr``).
+        styles: Prefect's colour theme, accepted and unused (its config passes it).
+    """
+
+    def __init__(self, stream: Any = None, styles: dict[str, str] | None = None, **_: Any) -> None:
+        super().__init__(stream)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        """A stream already closed at the process's end is ignored, as Prefect's own stream
+        handler does; any other failure is reported as the standard handler reports it."""
+        if isinstance(sys.exc_info()[1], ValueError):
+            return
+        super().handleError(record)

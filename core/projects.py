@@ -8,6 +8,7 @@ Writes are atomic under a file lock; a corrupt file is reported, never silently 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,24 @@ from .errors import ErrorCode, TianshuError
 from .files import atomic_write_json, read_json
 from .paths import project_key
 from .taskstore import utc_now
+
+
+SEEN_PRECISION_S = 60.0
+"""How stale ``lastSeenAt`` may get before :meth:`ProjectRegistry.register` rewrites it, s."""
+
+
+def _fresh(entry: dict[str, Any], norm: str, display: str | None) -> bool:
+    """True when ``entry`` already records ``norm`` (and ``display``) and was seen less than
+    :data:`SEEN_PRECISION_S` ago."""
+    if entry.get("path") != norm or (display and display != norm and entry.get("displayPath") != display):
+        return False
+    try:
+        seen = datetime.fromisoformat(str(entry.get("lastSeenAt")))
+    except ValueError:
+        return False
+    if seen.tzinfo is None:
+        return False
+    return 0 <= (datetime.now(timezone.utc) - seen).total_seconds() < SEEN_PRECISION_S
 
 
 class ProjectRegistry:
@@ -45,9 +64,17 @@ class ProjectRegistry:
     def register(self, norm: str, display: str | None = None) -> dict[str, Any]:
         """Record that ``norm`` was used now (creating the entry on first sight); returns the entry.
 
+        ``lastSeenAt`` is kept to the minute, as a file system's ``relatime`` keeps access times:
+        an entry that already says the same and was seen less than :data:`SEEN_PRECISION_S` ago is
+        returned without rewriting the file (every run_task rewrote all of it, under its lock: a
+        fifth of the call's own CPU with 40 projects, docs/design-notes.md note 77).
+
         Raises:
             TianshuError: CONFIG_INVALID when projects.json is corrupt (it is left untouched).
         """
+        current = self._load().get(project_key(norm))
+        if isinstance(current, dict) and _fresh(current, norm, display):
+            return current
         with self.lock:
             data = self._load()
             key = project_key(norm)

@@ -18,7 +18,6 @@ from prefect.client.orchestration import PrefectClient
 from prefect.client.schemas.actions import WorkPoolCreate, WorkPoolUpdate
 from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 from prefect.utilities.callables import parameter_schema
-from prefect.workers.process import ProcessWorker
 
 from .topology import WORK_POOL, pool_deployment
 
@@ -44,6 +43,8 @@ def locked_job_template() -> dict[str, Any]:
     (the API refuses such a flow run with 422), and since the configuration has no ``env``
     mapping, the worker merges no job-variable environment either (docs/hosting.md §4, locked-down API).
     """
+    from prefect.workers.process import ProcessWorker  # here: a stdio server imports this module (0.15 s)
+
     template = ProcessWorker.get_default_base_job_template()
     keep = ("name", "labels", "stream_output")
     template["job_configuration"] = {k: v for k, v in template["job_configuration"].items() if k in keep}

@@ -43,6 +43,9 @@ FORCED_ENV = {
     "PREFECT_WORKER_WEBSERVER_HOST": "127.0.0.1",
     "PREFECT_SERVER_API_HOST": "127.0.0.1",
     "PREFECT_CLI_COLORS": "false",
+    # Prefect's console lines without Rich: ≈30 ms of CPU per flow run, some before the agent
+    # starts (core/log.PlainConsoleHandler, design note 77)
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_CLASS": "tianshu_mcp.core.log.PlainConsoleHandler",
     # a new re-verification schedule produces its first run within ≈10 s, not ≈60 s
     "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "10",
     # fail within ≈15 s (not ≈60 s) when the hosting process is gone; tools report

@@ -53,12 +53,13 @@ from ..tasks.results import RoundResult, Verdict
 from ..tasks.verify import (
     artifact_key,
     freeze_visual,
+    join_artifacts,
     preflight_acceptance,
     run_verify_round,
     start_baseline_run,
     stop_baseline_run,
 )
-from . import suspension
+from . import heartbeats, suspension
 from .endings import EndingFacts, ending_message, finish
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
@@ -86,6 +87,7 @@ from .watch import guard_run
 
 quiet_orderly_ends()
 suspension.install()  # the flow starts while Prefect's suspension observer subscribes
+heartbeats.install()  # the process ends with its flow run, not up to 1 s later
 
 BRIEF_JOIN_S = 10.0
 """How long the flow waits, before it returns, for its brief artifact still being published, s."""
@@ -219,6 +221,7 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
     finally:
         if brief is not None:
             brief.join(BRIEF_JOIN_S)
+        join_artifacts(BRIEF_JOIN_S)  # the rounds' report artifacts, published aside
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
         # done by now unless the task ended (or suspended) before its first verify; not waited for:
         # a flow run that lingers past its end races a rework that reruns it (the child stops and

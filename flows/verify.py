@@ -28,14 +28,18 @@ from ..core.record import Isolation
 from ..core.settings import home_tag
 from ..core.taskstore import utc_now
 from ..tasks.common import record, step, store
-from ..tasks.verify import run_verify_round
-from . import suspension
+from ..tasks.verify import join_artifacts, run_verify_round
+from . import heartbeats, suspension
 from .isolation import close_workspace, open_workspace
 from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
 
 quiet_orderly_ends()
 suspension.install()  # the flow starts while Prefect's suspension observer subscribes
+heartbeats.install()  # the process ends with its flow run, not up to 1 s later
+
+ARTIFACTS_JOIN_S = 10.0
+"""How long the flow waits, before it returns, for its report artifacts still being published, s."""
 
 
 def baseline_at(project: str, ref: str, sha: str) -> Baseline:
@@ -106,6 +110,7 @@ def verify_flow(
         return _verify(record_id, work, target_task_id, baseline_ref, extra_checks, checks_mode, acceptance_override,
                        source, target_tests)
     finally:
+        join_artifacts(ARTIFACTS_JOIN_S)  # the round's report artifacts, published aside
         if work != project_path and target_task_id:
             close_workspace(target_task_id, "verified", commit=False)
 

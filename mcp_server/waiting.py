@@ -1,12 +1,13 @@
 """``wait_task``: block until a task, or the first of several, reaches a stop point (docs/tools.md §3.3).
 
-Polls every 500 ms. With ``taskIds``, a task whose record is damaged (``TASK_RECORD_CORRUPT``) is
+Polls every 500 ms, and at once when a waited task's record changes (design note 77). With ``taskIds``, a task whose record is damaged (``TASK_RECORD_CORRUPT``) is
 left out with a note and the others are still waited for (docs/robustness.md §6: one damaged id failed the
 whole call); the call fails only when no listed task can be read.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -29,6 +30,9 @@ WAIT_ENDING_POLL_S = 0.05
 """Poll interval (s) once a waited task's flow has recorded its end (``finishedAt``) and only its
 flow run's final state is still to come (≈0.1 s later): the answer then follows the state within
 50 ms instead of ≤ 0.5 s (docs/design-notes.md, note 56)."""
+RECORD_LOOK_S = 0.02
+"""Between two polls, how often the waited tasks' records are looked at for a change, s
+(:func:`_sleep_unless_changed`)."""
 STARTING_POLL_S = 10.0
 """While the service is still starting, how long one read waits for it before the call reports
 progress and waits again (up to its own timeout), s."""
@@ -122,7 +126,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
             break
         await _progress(ctx, waited, timeout_ms)
         every = WAIT_ENDING_POLL_S if any(_ending(v) for v in views) else WAIT_POLL_S
-        await anyio.sleep(min(every, max(0.0, deadline - time.monotonic())))
+        await _sleep_unless_changed(service, ids, min(every, max(0.0, deadline - time.monotonic())))
     secs = f"{waited / 1000:.1f}"
     if single is not None:
         view = views[0]
@@ -150,6 +154,36 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
                        "call wait_task again to keep waiting.\nall tasks now:\n{listing}").format(
                            secs=secs, clamp=clamp, listing=listing),
                      {"ok": False, "message": _("wait timed out"), "waitSettled": False, "waitedMs": waited, **skipped})
+
+
+def _signature(service: TaskService, ids: list[str]) -> tuple[tuple[int, int, int] | None, ...]:
+    """Each waited record's ``(inode, mtime ns, size)`` (None when it cannot be read): a flow
+    replaces ``task.json`` whole at every update, so a new signature is a new record."""
+    out: list[tuple[int, int, int] | None] = []
+    for task_id in ids:
+        try:
+            st = os.stat(service.store.path(task_id))
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+async def _sleep_unless_changed(service: TaskService, ids: list[str], seconds: float) -> None:
+    """Sleep ``seconds``, or less: until a waited task's record changes, looked at every
+    :data:`RECORD_LOOK_S`. A task's end is first written to its record (``finishedAt``), and
+    the wait then polls quickly for the final state; without this the end was noticed up to
+    :data:`WAIT_POLL_S` late, half of that on average in every waited task's time (design note
+    77). A look is one ``stat`` per waited task; no Prefect read."""
+    end = time.monotonic() + seconds
+    before = _signature(service, ids)
+    while True:
+        left = end - time.monotonic()
+        if left <= 0:
+            return
+        await anyio.sleep(min(RECORD_LOOK_S, left))
+        if _signature(service, ids) != before:
+            return
 
 
 async def _poll(service: TaskService, runtime: Any, single: str | None, ids: list[str], damaged: dict[str, str],

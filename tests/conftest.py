@@ -263,6 +263,10 @@ def ts_daemon(ts_home: Path) -> Iterator[dict[str, Any]]:
         yield {"home": ts_home, "api": api, "proc": proc, "pid": pid}
     finally:
         stop_server(proc)
+        # the home's service outlives its clients (it would idle 10 min before it exits, using
+        # CPU beside the next run): the session stops it, as a user would with `service stop`
+        subprocess.run([CONSOLE, "service", "stop"], env=server_env(ts_home), stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120, check=False)
         log.close()
 
 

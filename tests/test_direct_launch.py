@@ -151,3 +151,22 @@ async def test_an_engine_killed_outright_crashes_its_run(ts_daemon: dict[str, An
         live = [psutil.Process(p) for p in agents if psutil.pid_exists(p)]
         _, alive = psutil.wait_procs(live, timeout=60)
         assert alive == [], alive
+
+
+def test_prefects_settings_are_turned_into_variables_once_per_settings_object(tmp_path: Path,
+                                                                                monkeypatch: Any) -> None:
+    """The worker serialises Prefect's settings twice per run (12 ms each): here once per
+    settings object, and again when the settings are another object (design note 77)."""
+    from prefect.settings import PREFECT_LOGGING_LEVEL, get_current_settings, temporary_settings
+
+    root = type(get_current_settings())
+    real = root.to_environment_variables
+    calls: list[int] = []
+    monkeypatch.setattr(root, "to_environment_variables", lambda self, **kw: (calls.append(1), real(self, **kw))[1])
+    launcher = DirectLauncher(tmp_path / "engine.sock")
+    first = launcher._settings_environment()
+    assert launcher._settings_environment() is first and len(calls) == 1
+    with temporary_settings({PREFECT_LOGGING_LEVEL: "DEBUG"}):
+        changed = launcher._settings_environment()
+    assert changed["PREFECT_LOGGING_LEVEL"] == "DEBUG" and len(calls) == 2
+    assert first == real(get_current_settings(), exclude_unset=True)

@@ -11,7 +11,7 @@ import pytest
 
 from tianshu_mcp.core.taskstore import utc_now
 from tianshu_mcp.mcp_server.taskops import TaskView
-from tianshu_mcp.mcp_server.waiting import WAIT_ENDING_S, _ending
+from tianshu_mcp.mcp_server.waiting import WAIT_ENDING_S, _ending, _sleep_unless_changed
 
 
 def _iso(seconds_ago: float) -> str:
@@ -24,6 +24,54 @@ def test_quick_polls_follow_a_recorded_end_only_for_a_few_seconds() -> None:
     assert not _ending(TaskView({"finishedAt": _iso(WAIT_ENDING_S + 60)}, "running"))  # its run never ended
     assert not _ending(TaskView({}, "running"))  # still working
     assert not _ending(TaskView({"finishedAt": "not a time"}, "running"))
+
+
+class _Store:
+    def __init__(self, home: Path) -> None:
+        from tianshu_mcp.core.taskstore import TaskStore
+
+        self.store = TaskStore(home)
+
+
+@pytest.mark.anyio
+async def test_a_waited_record_that_changes_ends_the_sleep_between_polls(tmp_path: Path) -> None:
+    """The end of a task is written to its record first: a wait between two polls looks at the
+    waited records and polls at once when one changed (design note 77), instead of noticing
+    the end up to 0.5 s late. An unchanged record, or one that does not exist, sleeps the whole
+    interval; so does a record of a task that is not waited for."""
+    import time
+
+    import anyio
+
+    from tianshu_mcp.core.ids import new_task_id
+
+    holder = _Store(tmp_path / "home")
+    store = holder.store
+    waited, other, missing = new_task_id(), new_task_id(), new_task_id()
+    for task_id in (waited, other):
+        store.create(task_id, {"projectPath": str(tmp_path), "agentId": "scripted", "task": "Fix add"})
+
+    t0 = time.monotonic()
+    await _sleep_unless_changed(holder, [waited, missing], 0.3)  # type: ignore[arg-type]
+    assert time.monotonic() - t0 >= 0.3  # nothing changed: the whole interval
+
+    started, woke = anyio.Event(), anyio.Event()
+
+    async def sleeper() -> None:
+        started.set()  # the sleep reads the records' signatures before it first yields
+        await _sleep_unless_changed(holder, [waited, missing], 120.0)  # type: ignore[arg-type]
+        woke.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(sleeper)
+        await started.wait()
+        store.update(other, lastMessage="another task's record")
+        with anyio.move_on_after(0.3):
+            await woke.wait()
+        assert not woke.is_set()  # not a waited record
+        store.update(waited, finishedAt=utc_now())
+        with anyio.fail_after(60):  # a deadline, not a timing: it wakes long before its 120 s
+            await woke.wait()
 
 
 # --- a service that is still starting (a cold home on a loaded machine) ------------------------
