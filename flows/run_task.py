@@ -60,6 +60,7 @@ from ..tasks.verify import (
     stop_baseline_run,
 )
 from . import heartbeats, suspension
+from .persistence import NO_RESULTS
 from .endings import EndingFacts, ending_message, finish
 from .isolation import close_workspace, open_workspace
 from .needs_user import ask_user, take_answer
@@ -165,6 +166,7 @@ def _dry_run(task_id: str) -> State:
     on_crashed=[_kill_agent_hook],
     log_prints=False,
     validate_parameters=True,
+    **NO_RESULTS,
 )
 def run_task_flow(
     task_id: str,

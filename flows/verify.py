@@ -30,6 +30,7 @@ from ..core.taskstore import utc_now
 from ..tasks.common import record, step, store
 from ..tasks.verify import join_artifacts, run_verify_round
 from . import heartbeats, suspension
+from .persistence import NO_RESULTS
 from .isolation import close_workspace, open_workspace
 from .states import NEEDS_ATTENTION, SUCCEEDED, blocked_error_type, quiet_orderly_ends
 from .watch import guard_run
@@ -72,7 +73,8 @@ def verify_baseline(record_id: str, project_path: str, target_task_id: str | Non
     return Baseline.model_validate(data)
 
 
-@flow(name="verify", description="One acceptance round on demand (verify_task) or on a schedule.", log_prints=False)
+@flow(name="verify", description="One acceptance round on demand (verify_task) or on a schedule.", log_prints=False,
+      **NO_RESULTS)
 def verify_flow(
     record_id: str,
     project_path: str,
@@ -162,7 +164,8 @@ def _verify(record_id: str, project_path: str, target_task_id: str | None, basel
     return Failed(name=NEEDS_ATTENTION if blocked else "Failed", message=msg)
 
 
-@flow(name="reverify", description="Scheduled re-verification of a project against HEAD.", log_prints=False)
+@flow(name="reverify", description="Scheduled re-verification of a project against HEAD.", log_prints=False,
+      **NO_RESULTS)
 def reverify_flow(project_path: str) -> State:
     """Queue a ``verify`` flow run for ``project_path`` on its work queue and return.
 
