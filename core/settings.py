@@ -49,6 +49,12 @@ def data_home() -> Path:
     from .paths import SYSTEM_DIRS, norm_path
 
     raw = os.environ.get("TIANSHU_MCP_HOME") or str(Path.home() / ".tianshu-mcp")
+    key = (raw, os.environ.get("HOME", ""))
+    known = _HOMES.get(key)
+    if known is not None:  # resolved and checked before: a flow-run process asks on every record write
+        if not os.path.isdir(known):
+            known.mkdir(parents=True, exist_ok=True)
+        return known
     home = Path(raw).expanduser().resolve()
     norm = norm_path(str(home))
     if norm in SYSTEM_DIRS:
@@ -58,7 +64,13 @@ def data_home() -> Path:
         raise TianshuError(ErrorCode.PATH_IS_HOME, _("TIANSHU_MCP_HOME must not be the home directory itself: {path}")
                            .format(path=norm))
     home.mkdir(parents=True, exist_ok=True)
+    _HOMES[key] = home
     return home
+
+
+_HOMES: dict[tuple[str, str], Path] = {}
+""":func:`data_home`'s answers by ``($TIANSHU_MCP_HOME, $HOME)``: resolving and checking the path
+took ≈0.4 ms, ≈20 ms per flow run (design note 77)."""
 
 
 def home_tag(home: Path | None = None) -> str:

@@ -289,9 +289,9 @@ class TaskService:
         try:
             with anyio.fail_after(limit_s):
                 for start in range(0, len(ids), 200):
-                    runs = await client.read_flow_runs(
+                    runs = await (_read_one(client, ids[0]) if len(ids) == 1 else client.read_flow_runs(
                         flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + 200])), limit=200
-                    )
+                    ))
                     for run in runs:
                         if run.state is not None:
                             states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
@@ -511,3 +511,14 @@ class TaskService:
         self.store.event(task_id, "rework_triggered", "queued", detail, {"mode": "manual"})
         await client.set_flow_run_state(flow_run.id, Scheduled(name="AwaitingRework"), force=True)
         return await self.view(task_id)
+
+
+async def _read_one(client: Any, run_id: uuid.UUID) -> list[Any]:
+    """One flow run by id (``GET /flow_runs/{id}``: ≈1.5 ms less than the filter query of a
+    batch, on query_task's path; design note 77); ``[]`` when it no longer exists."""
+    from prefect.exceptions import ObjectNotFound
+
+    try:
+        return [await client.read_flow_run(run_id)]
+    except ObjectNotFound:
+        return []

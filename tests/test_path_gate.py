@@ -97,3 +97,26 @@ async def test_run_task_refuses_before_resolving_the_agent(ts_daemon: dict[str, 
     assert result.is_error and f"[{code}]" in text, text  # not AGENT_NOT_FOUND: the path is checked first
     after = set((home / "tasks").glob("*")) if (home / "tasks").exists() else set()
     assert after == before
+
+
+def test_the_data_home_is_resolved_once_per_setting_and_still_recreated(tmp_path: Path, monkeypatch: Any) -> None:
+    """data_home() remembers its answer per ($TIANSHU_MCP_HOME, $HOME) (a flow run asks on every
+    record write; design note 77): a removed home is created again, a new setting is resolved
+    and checked anew, and a refused one is never remembered."""
+    import shutil
+
+    from tianshu_mcp.core.settings import data_home
+
+    first = tmp_path / "a" / ".." / "home"
+    monkeypatch.setenv("TIANSHU_MCP_HOME", str(first))
+    home = data_home()
+    assert home == (tmp_path / "home").resolve() and home.is_dir()
+    shutil.rmtree(home)
+    assert data_home() == home and home.is_dir()
+    monkeypatch.setenv("TIANSHU_MCP_HOME", str(tmp_path / "other"))
+    assert data_home() == (tmp_path / "other").resolve()
+    monkeypatch.setenv("TIANSHU_MCP_HOME", "/usr")
+    for _ in range(2):
+        with pytest.raises(TianshuError) as err:
+            data_home()
+        assert err.value.code == ErrorCode.PATH_IS_SYSTEM
