@@ -12,7 +12,8 @@ Three modes, decided from the config before Prefect is imported:
   tianshu hosts nothing.
 
 ``initialize`` is answered before Prefect is ready: :meth:`Runtime.start_background` connects
-in a thread, tools that need Prefect ``await`` :meth:`Runtime.wait_ready`. A task is accepted
+in a thread, tools that need Prefect ``await`` :meth:`Runtime.wait_ready`, and Prefect's client
+is imported only when a task needs it (:func:`ensure_prefect`). A task is accepted
 without Prefect (a durable submission entry); this process submits it as soon as the API is up,
 and so does the service. When the API stops answering (the service was killed), the next call
 reconnects — which starts a new service.
@@ -109,7 +110,8 @@ class Runtime:
                     self._probed.set()  # none runs: start one (seconds), tools do not wait for it
                     info = connect(self.home, timeout_s)
                 self._use(info.api_url, info.ui_url)
-            _warm_imports()
+            if self.mode != "service":  # remote: run_task creates flow runs inline; in-process: hosting imported it
+                ensure_prefect()
             log.info("Prefect ready (%s) in %.1f s; UI %s", self.mode, time.monotonic() - t0, self.ui_url)
         except TianshuError as exc:
             self._error = exc
@@ -207,6 +209,7 @@ class Runtime:
     async def _submit_pending(self) -> None:
         """Create the flow runs of the pending entries with the thread's client (opened on first
         use, and again once the API's address changed)."""
+        ensure_prefect()  # this thread's first submission imports Prefect's client (service mode)
         from ..hosting.intake import submit_pending
 
         if self._submitter is None or self._submitter_url != self.api_url:
@@ -296,8 +299,15 @@ class Runtime:
     @property
     def starting(self) -> bool:
         """True while the connection is still being made (no result yet, neither ready nor an
-        error): the service is starting, or this process is still importing Prefect."""
+        error): the service is starting, or (remote mode) this process is still importing Prefect."""
         return not self._ready.is_set()
+
+    async def prefect(self) -> None:
+        """Make sure Prefect's client is imported (:func:`ensure_prefect`), in a worker thread so
+        the event loop keeps answering; at once when it is. Tool code calls it (through
+        :meth:`~tianshu_mcp.mcp_server.taskops.TaskService.client`) before it imports Prefect."""
+        if not _prefect_imported.is_set():
+            await anyio.to_thread.run_sync(ensure_prefect)
 
     def stop(self) -> None:
         """Client: nothing to stop (the service lives on). In-process host: interrupt every
@@ -310,15 +320,31 @@ class Runtime:
         (clients_dir(self.home) / f"{os.getpid()}.json").unlink(missing_ok=True)
 
 
-def _warm_imports() -> None:
-    """Import Prefect's client and our intake in the connecting thread (≈2.3 s on 2 cores), before
-    the runtime reports ready: imported lazily inside a tool, they would block the event loop
-    past run_task's 0.7 s inline budget (measured 1.9–4.1 s answers for one-shot clients). Tool
-    code imports Prefect only after :meth:`Runtime.wait_ready`: two threads importing Prefect's
-    cyclic modules at once trip Python's import deadlock detection."""
-    import prefect.client.orchestration  # noqa: F401
-    import prefect.client.schemas.filters  # noqa: F401
-    import prefect.states  # noqa: F401
+_prefect_lock = threading.Lock()
+_prefect_imported = threading.Event()
 
-    from ..hosting import intake  # noqa: F401
+
+def ensure_prefect() -> None:
+    """Import Prefect's client and our intake once per process (0.55 s of CPU, ≈35 MiB), in
+    whichever thread asks first; the others wait for it here.
+
+    Imported inside a tool on the event loop, they would block it past run_task's 0.7 s inline
+    budget (measured 1.9–4.1 s answers for one-shot clients); and two threads importing Prefect's
+    cyclic modules at once trip Python's import deadlock detection, so every import of Prefect in
+    this process goes through here first (:meth:`Runtime.prefect`, the submitter thread). With
+    the home's service (the default mode) nothing asks until a task is submitted or a flow run is
+    read: a server that only lists tools, answers ``query_info`` or refuses bad arguments never
+    imports Prefect (design note 79). Remote and in-process modes import it while connecting."""
+    if _prefect_imported.is_set():
+        return
+    with _prefect_lock:
+        if _prefect_imported.is_set():
+            return
+        import prefect.client.orchestration  # noqa: F401
+        import prefect.client.schemas.filters  # noqa: F401
+        import prefect.states  # noqa: F401
+
+        from ..hosting import intake  # noqa: F401
+
+        _prefect_imported.set()
 

@@ -122,6 +122,7 @@ class TaskService:
         """The long-lived Prefect client of the current connection. Raises PREFECT_UNAVAILABLE (or
         the connection's own coded error)."""
         generation = await self.runtime.wait_ready(timeout_s if timeout_s is not None else CLIENT_WAIT_S)
+        await self.runtime.prefect()
         if self._client is None or self._client_gen != generation:
             await self.close()
             from prefect.client.orchestration import PrefectClient
@@ -218,12 +219,12 @@ class TaskService:
         import anyio
 
         if self.runtime.mode == "remote" and await self.runtime.settle(25.0):
-            from ..hosting.intake import submit_one
-
             with anyio.move_on_after(20.0):
                 try:
-                    await submit_one(await self.client(0.1), self.runtime.home, record_id, wait_s=10.0,
-                                     first_only=False)
+                    client = await self.client(0.1)  # first: Prefect is imported through the runtime
+                    from ..hosting.intake import submit_one
+
+                    await submit_one(client, self.runtime.home, record_id, wait_s=10.0, first_only=False)
                 except Exception as exc:  # noqa: BLE001 - the background submitters retry
                     log.info("flow run of %s not created inline (%s); submitting in the background", record_id, exc)
         if submissions.is_pending(self.runtime.home, record_id):
@@ -257,7 +258,7 @@ class TaskService:
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
         states: dict[str, tuple[str, str, str | None, str | None]] = {}
         if ids:
-            client = await self.client(wait_s)  # first: Prefect is imported by the connecting thread
+            client = await self.client(wait_s)  # first: Prefect is imported through the runtime
             await self._read_states(client, ids, states)
             if any(t.get("workPool") for t in tasks):
                 from .remote_sync import (
@@ -472,10 +473,10 @@ class TaskService:
             raise TianshuError(ErrorCode.INVALID_STATE, _("task {taskId} never got a flow run ({status}); "
                                                           "submit a new task instead").format(taskId=task_id, status=view.status))
         import anyio
-        from prefect.states import Scheduled
 
-        client = await self.client()
+        client = await self.client()  # first: Prefect is imported through the runtime
         from prefect.exceptions import ObjectNotFound, PrefectHTTPStatusError
+        from prefect.states import Scheduled
 
         try:
             flow_run = await client.read_flow_run(view.task["flowRunId"])
