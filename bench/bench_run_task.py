@@ -3,7 +3,8 @@
 Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's service, SQLite):
 
 * run_task and query_task call latency over the MCP stdio client (median, p95, n ≥ 50) with
-  200 finished tasks in history (query_task once the measured run_task calls' tasks have ended);
+  200 finished tasks in history (query_task once the measured run_task calls' tasks have ended and
+  the service tree has settled below 10 % of a core: a poll's own cost);
 * time from the run_task call to the agent process starting (median over n sequential tasks);
 * orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time;
 * the per-hop trace of those tasks (accepted, flow run created, Scheduled, Pending, Submitting,
@@ -100,7 +101,10 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
             ids.append(r.structured_content["taskId"])
         for task_id in ids:
             await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 600000})
-        # queried once they have all ended: a poll's own cost, not that of the engines beside it
+        # queried once they have all ended and the service has written what they left (their
+        # events, logs): a poll's own cost, not that of the work beside it
+        settled = await asyncio.to_thread(settle, service)
+        print(f"service settled {settled:.1f} s after the last task ended")
         for i in range(args.calls):
             t = time.perf_counter()
             await client.call_tool("query_task", {"taskId": ids[i % len(ids)]})
@@ -173,6 +177,34 @@ def tree_memory(pid: int, pss: bool = False) -> tuple[float, float]:
         except psutil.Error:
             continue
     return rss, pss_sum
+
+
+def settle(pid: int, below: float = 10.0, limit_s: float = 60.0) -> float:
+    """Wait until the service tree (process ``pid`` and its children) uses less than ``below``
+    percent of one core over a 0.5 s window, at most ``limit_s`` s; return the seconds waited."""
+    import psutil
+
+    start = time.monotonic()
+    try:
+        root = psutil.Process(pid)
+    except psutil.Error:
+        return 0.0
+    while time.monotonic() - start < limit_s:
+        try:
+            procs = [root, *root.children(recursive=True)]
+            before = {p.pid: sum(p.cpu_times()[:2]) for p in procs}
+        except psutil.Error:
+            continue
+        time.sleep(0.5)
+        used = 0.0
+        for p in procs:
+            try:
+                used += sum(p.cpu_times()[:2]) - before[p.pid]
+            except psutil.Error:
+                continue
+        if used / 0.5 * 100 < below:
+            break
+    return time.monotonic() - start
 
 
 class PeakSampler:
