@@ -18,7 +18,7 @@ Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's s
 ``--busy N`` keeps N CPU-bound processes running beside the measurement.
 
 Usage: ``.venv/bin/python bench/bench_run_task.py [--calls 50] [--history 200] [--tasks 8]
-[--compare ../main/.venv/bin/python --rounds 2] [--busy 2]``
+[--compare ../main/.venv/bin/python --rounds 2] [--busy 2] [--port 4390]``
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def compare(args: argparse.Namespace) -> int:
                 target = Path(out) / f"{side}-{rnd}.json"
                 print(f"--- round {rnd + 1}/{args.rounds}: {side} ({python})", flush=True)
                 subprocess.run([python, __file__, "--calls", str(args.calls), "--history", str(args.history),
-                                "--tasks", str(args.tasks), "--json", str(target)], check=True)
+                                "--tasks", str(args.tasks), "--port", str(args.port), "--json", str(target)], check=True)
                 runs[side].append(json.loads(target.read_text()))
     print(f"\n{'figure':<34} {'this':>9} {'compared':>9} {'ratio':>7}  goal")
     keys = [(k, label, unit, goal) for k, label, unit, goal in FIGURES]
@@ -331,6 +331,7 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=0, help="CPU-bound processes to run beside it")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the data home and its projects")
+    parser.add_argument("--port", type=int, default=4390, help="the bench home's Prefect API port (default 4390)")
     args = parser.parse_args()
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
     try:
@@ -345,7 +346,7 @@ def run_once(args: argparse.Namespace) -> int:
     """One measurement on a fresh home (removed afterwards); figures to ``args.json`` if given."""
     home = Path(tempfile.mkdtemp(prefix="tianshu-bench-"))
     trace = home / "trace.txt"
-    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4390}}))
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": args.port}}))
     (home / "agent-profiles.json").write_text(json.dumps({"profiles": {
         "bench-noop": scripted_profile(mode="noop"),
         "bench-sleep": scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "0"}),

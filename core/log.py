@@ -75,7 +75,9 @@ class PlainConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
         """A stream already closed at the process's end is ignored, as Prefect's own stream
-        handler does; any other failure is reported as the standard handler reports it."""
-        if isinstance(sys.exc_info()[1], ValueError):
+        handler does; any other failure (a bad format string too) is reported as the standard
+        handler reports it."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ValueError) and "closed file" in str(exc):
             return
         super().handleError(record)

@@ -38,11 +38,17 @@ def _within(path: str, tree: str) -> bool:
     return path == tree or path.startswith(tree.rstrip("/") + "/")
 
 
+def program_tree(norm: str) -> str | None:
+    """The tree of :data:`SYSTEM_TREES` (programs, libraries, configuration, kernel views) that
+    ``norm`` lies in, or None; :data:`VAR_TREES` are not looked at."""
+    return next((tree for tree in SYSTEM_TREES if _within(norm, tree)), None)
+
+
 def system_tree(norm: str) -> str | None:
     """The system tree ``norm`` lies in (see :data:`SYSTEM_TREES`, :data:`VAR_TREES`), or None."""
-    for tree in SYSTEM_TREES:
-        if _within(norm, tree):
-            return tree
+    tree = program_tree(norm)
+    if tree is not None:
+        return tree
     for tree in VAR_TREES:
         if _within(norm, tree):
             if any(_within(norm, work) and norm != work for work in VAR_WORK_TREES):

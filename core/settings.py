@@ -42,11 +42,12 @@ def data_home() -> Path:
 
     Raises:
         TianshuError: ``PATH_IS_SYSTEM`` / ``PATH_IS_HOME`` when it points at a root or system
-            directory or at the user's home itself (everything tianshu-mcp writes, Prefect's
+            directory, inside a system tree (``/etc``, ``/usr``, … :data:`~.paths.SYSTEM_TREES`),
+            or at the user's home itself (everything tianshu-mcp writes, Prefect's
             database included, would land there): the same gate as projectPath.
     """
     from .errors import ErrorCode, TianshuError
-    from .paths import SYSTEM_DIRS, norm_path
+    from .paths import SYSTEM_DIRS, norm_path, program_tree
 
     raw = os.environ.get("TIANSHU_MCP_HOME") or str(Path.home() / ".tianshu-mcp")
     key = (raw, os.environ.get("HOME", ""))
@@ -60,6 +61,10 @@ def data_home() -> Path:
     if norm in SYSTEM_DIRS:
         raise TianshuError(ErrorCode.PATH_IS_SYSTEM, _("TIANSHU_MCP_HOME must not be a system or root directory: {path}")
                            .format(path=norm))
+    tree = program_tree(norm)
+    if tree is not None:  # /etc/x, /usr/x: programs and configuration, never data (/var/lib/x is a daemon's place)
+        raise TianshuError(ErrorCode.PATH_IS_SYSTEM, _("TIANSHU_MCP_HOME must not be inside the system tree {tree}: "
+                                                       "{path}").format(tree=tree, path=norm))
     if norm == norm_path(os.path.realpath(Path.home())):
         raise TianshuError(ErrorCode.PATH_IS_HOME, _("TIANSHU_MCP_HOME must not be the home directory itself: {path}")
                            .format(path=norm))

@@ -120,3 +120,16 @@ def test_the_data_home_is_resolved_once_per_setting_and_still_recreated(tmp_path
         with pytest.raises(TianshuError) as err:
             data_home()
         assert err.value.code == ErrorCode.PATH_IS_SYSTEM
+
+
+@pytest.mark.parametrize("inside", ["/etc/tianshu-x", "/usr/local/share/tianshu", "/proc/self/tianshu"])
+def test_a_data_home_inside_a_system_tree_is_refused_and_nothing_is_created(inside: str, monkeypatch: Any) -> None:
+    """Programs, configuration and kernel views are no place for tasks and Prefect's database
+    (the tester's TIANSHU_MCP_HOME=/etc/tianshu-x was created by a read-only `service status`)."""
+    from tianshu_mcp.core.settings import data_home
+
+    monkeypatch.setenv("TIANSHU_MCP_HOME", inside)
+    with pytest.raises(TianshuError) as err:
+        data_home()
+    assert err.value.code == ErrorCode.PATH_IS_SYSTEM and "system tree" in err.value.message
+    assert not os.path.exists(inside)

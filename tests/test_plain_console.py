@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from typing import Any
 
 from tianshu_mcp.deployments.topology import FORCED_ENV
 
@@ -43,3 +44,26 @@ def test_our_processes_write_prefects_console_lines_as_prefects_handler_would() 
     assert line(ours.stderr) == line(rich.stderr).replace("😄", ":smile:")  # Rich alone turns codes into emoji
     assert line(ours.stderr).endswith("[ok] :smile: " + "x" * 200)  # no markup, no emoji, no wrapping
     assert "Traceback" not in ours.stderr
+
+
+def test_a_bad_log_call_is_reported_and_a_closed_stream_is_not(capsys: Any) -> None:
+    """Only a write to a stream closed at a process's end is dropped; a line that cannot be
+    formatted is reported as logging reports it, never swallowed."""
+    import io
+    import logging
+
+    from tianshu_mcp.core.log import PlainConsoleHandler
+
+    stream = io.StringIO()
+    handler = PlainConsoleHandler(stream, styles={"log.info_level": "cyan"})
+    logger = logging.getLogger("tianshu-test-plain-console")
+    logger.propagate = False
+    logger.addHandler(handler)
+    try:
+        logger.warning("progress 50%z done %s", "a")
+        assert "--- Logging error ---" in capsys.readouterr().err
+        stream.close()
+        logger.warning("after the stream closed")
+        assert capsys.readouterr().err == ""
+    finally:
+        logger.removeHandler(handler)
