@@ -244,6 +244,9 @@ def test_unfinished_inplace_finds_the_newest_open_in_place_record_of_the_project
     found = store.unfinished_inplace("/p")
     assert found is not None and found["taskId"] == ids[0]
     assert store.unfinished_inplace("/nowhere") is None
+    # ids made in the same second order by their random part, so "newest" among two open records
+    # is not what this checks: the oldest ends, and the one reopened is then the only open one
+    store.update(ids[0], finishedAt="2026-01-01T00:00:01Z")
     store.update(ids[4], finishedAt=None)  # reopened after this process cached it finished
     found = store.unfinished_inplace("/p")
     assert found is not None and found["taskId"] == ids[4]
