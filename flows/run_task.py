@@ -10,8 +10,6 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
-import contextvars
-import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,6 +53,7 @@ from ..tasks.verify import (
     freeze_visual,
     join_artifacts,
     preflight_acceptance,
+    publish_aside,
     run_verify_round,
     start_baseline_run,
     stop_baseline_run,
@@ -90,8 +89,8 @@ quiet_orderly_ends()
 suspension.install()  # the flow starts while Prefect's suspension observer subscribes
 heartbeats.install()  # the process ends with its flow run, not up to 1 s later
 
-BRIEF_JOIN_S = 10.0
-"""How long the flow waits, before it returns, for its brief artifact still being published, s."""
+ARTIFACTS_JOIN_S = 10.0
+"""How long the flow waits, before it returns, for its artifacts still being published, s."""
 
 
 def _kill_agent_hook(flow: Any, flow_run: Any, state: Any) -> None:
@@ -115,16 +114,6 @@ def _publish_brief(task_id: str, project_path: str, agent_id: str) -> None:
                                  description=f"The brief of {task_id}")
     except Exception:  # noqa: BLE001 - task.json holds the brief; the artifact is a view
         pass
-
-
-def _publish_brief_aside(task_id: str, project_path: str, agent_id: str) -> threading.Thread:
-    """:func:`_publish_brief` in a thread of this flow run's context, so the artifact's API call
-    (≈20 ms) is not on the way to the agent's start; the flow joins it before it returns
-    (docs/design-notes.md, note 66)."""
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(_publish_brief, task_id, project_path,
-                                                                           agent_id), name="brief-artifact", daemon=True)
-    thread.start()
-    return thread
 
 
 def _cancel_marker(task_id: str) -> CancelMarker | None:
@@ -208,7 +197,6 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
     """The body of :func:`run_task_flow` (same arguments and result): the rounds, then the
     workspace's close and, for a remote task, the push and the published record."""
     state: State | None = None
-    brief: threading.Thread | None = None
     try:
         if remote is not None:
             try:
@@ -218,12 +206,11 @@ def _run_task(task_id: str, project_path: str, agent_id: str, auto_verify: bool,
                     error=exc.render())
                 state = finish(task_id, TaskStatus.FAILED, msg, remote_error_type(exc))
         if state is None:
-            brief = _publish_brief_aside(task_id, project_path, agent_id)
+            # the brief's artifact beside the flow: its API call is not on the way to the agent (note 66)
+            publish_aside(_publish_brief, task_id=task_id, project_path=project_path, agent_id=agent_id)
             state = _run_rounds(task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback)
     finally:
-        if brief is not None:
-            brief.join(BRIEF_JOIN_S)
-        join_artifacts(BRIEF_JOIN_S)  # the rounds' report artifacts, published aside
+        join_artifacts(ARTIFACTS_JOIN_S)  # the brief and the rounds' reports, published aside
         end_agent_session(task_id)  # an ACP or desktop agent's session lives across rounds, not past the task
         # done by now unless the task ended (or suspended) before its first verify; not waited for:
         # a flow run that lingers past its end races a rework that reruns it (the child stops and

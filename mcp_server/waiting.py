@@ -7,7 +7,6 @@ whole call); the call fails only when no listed task can be read.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
@@ -161,16 +160,8 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
 
 
 def _signature(service: TaskService, ids: list[str]) -> tuple[tuple[int, int, int] | None, ...]:
-    """Each waited record's ``(inode, mtime ns, size)`` (None when it cannot be read): a flow
-    replaces ``task.json`` whole at every update, so a new signature is a new record."""
-    out: list[tuple[int, int, int] | None] = []
-    for task_id in ids:
-        try:
-            st = os.stat(service.store.path(task_id))
-            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
-        except OSError:
-            out.append(None)
-    return tuple(out)
+    """Each waited record's :meth:`~tianshu_mcp.core.taskstore.TaskStore.signature`."""
+    return tuple(service.store.signature(task_id) for task_id in ids)
 
 
 async def _sleep_unless_changed(service: TaskService, ids: list[str], seconds: float) -> None:

@@ -108,7 +108,7 @@ def artifact_key(task_id: str, what: str) -> str:
 def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path) -> None:
     """Attach the round's markdown report and a table of its checks to the current flow run.
 
-    Each is created in a thread of this run's context (:func:`_aside`): one API call each, 60 ms
+    Each is created in a thread of this run's context (:func:`publish_aside`): one API call each, 60 ms
     on a server busy with the run's events, were both on the way from the checks to the round's
     verdict (design note 77). The flow joins them (:func:`join_artifacts`) before it returns."""
     rnd = report.get("round")
@@ -117,7 +117,7 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
     except OSError:
         markdown = None  # the files on disk are the record; artifacts are a view
     if markdown is not None:
-        _aside(create_markdown_artifact, key=artifact_key(task_id, f"report-{rnd}"), markdown=markdown,
+        publish_aside(create_markdown_artifact, key=artifact_key(task_id, f"report-{rnd}"), markdown=markdown,
                description=f"Acceptance report, round {rnd}: {report.get('verdict')}")
     rows = []
     for c in report.get("checks", []):
@@ -132,7 +132,7 @@ def publish_report_artifacts(task_id: str, report: dict[str, Any], md_path: Path
                       f"{tests.get('skipped', 0)} skipped") if tests else "",
             "reason": c.get("reason") or "",
         })
-    _aside(create_table_artifact, key=artifact_key(task_id, f"checks-{rnd}"), table=rows,
+    publish_aside(create_table_artifact, key=artifact_key(task_id, f"checks-{rnd}"), table=rows,
            description=f"Checks of round {rnd}")
 
 
@@ -140,10 +140,11 @@ _PUBLISHING: list[threading.Thread] = []
 """Artifact threads of this flow-run process not joined yet (:func:`join_artifacts`)."""
 
 
-def _aside(create: Callable[..., Any], **kwargs: Any) -> None:
-    """``create(**kwargs)`` (a Prefect artifact call) in a daemon thread carrying this context
-    (the flow and task run it belongs to); a failure is dropped: the files on disk are the
-    record, artifacts are a view."""
+def publish_aside(create: Callable[..., Any], **kwargs: Any) -> None:
+    """``create(**kwargs)`` (a Prefect artifact call: the brief, a round's report) in a daemon
+    thread carrying this context (the flow and task run it belongs to), so its API call is not
+    on the flow's path (design notes 66, 77); :func:`join_artifacts` waits for it. A failure is
+    dropped: the files on disk are the record, artifacts are a view."""
 
     def publish() -> None:
         try:
@@ -151,14 +152,14 @@ def _aside(create: Callable[..., Any], **kwargs: Any) -> None:
         except Exception:  # noqa: BLE001
             pass
 
-    thread = threading.Thread(target=contextvars.copy_context().run, args=(publish,), name="report-artifact",
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(publish,), name="artifact",
                               daemon=True)
     thread.start()
     _PUBLISHING.append(thread)
 
 
 def join_artifacts(timeout_s: float) -> None:
-    """Wait ≤ ``timeout_s`` s in all for the report artifacts still being published (a flow
+    """Wait ≤ ``timeout_s`` s in all for the artifacts still being published (a flow
     calls it before it returns, so they belong to a run that is still running)."""
     deadline = time.monotonic() + timeout_s
     while _PUBLISHING:
