@@ -5,7 +5,10 @@ Prints, against a fresh data home served by ``tianshu-mcp server`` (the home's s
 * run_task and query_task call latency over the MCP stdio client (median, p95, n ≥ 50) with
   200 finished tasks in history (query_task once the measured run_task calls' tasks have ended and
   the service tree has settled below 10 % of a core: a poll's own cost);
-* time from the run_task call to the agent process starting (median over n sequential tasks);
+* time from the run_task call to the agent process starting (median over n sequential tasks): the
+  agent is exec'ed through a two-line bash script that writes the time first (``$EPOCHREALTIME``,
+  no child process), so the figure ends where the agent's process begins; the scripted agent's own
+  interpreter start, until its first line writes a time, is printed apart as "agent ready";
 * orchestration overhead per task = wall (run_task → wait_task settled) − agent time − check time;
 * the per-hop trace of those tasks (accepted, flow run created, Scheduled, Pending, Submitting,
   Running, agent started, verify started, final state): medians and the median task's own;
@@ -121,7 +124,7 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
         print(f"service tree memory, idle: RSS {idle_rss:.0f} MiB, PSS {idle_pss:.0f} MiB")
 
         # 2) run_task → agent start, 3) overhead = wall − agent − checks (sequential, idle system)
-        to_start, overhead, walls, traced = [], [], [], []
+        to_start, to_ready, overhead, walls, traced = [], [], [], [], []
         peak = PeakSampler(service)
         for i in range(args.tasks):
             repo = make_calc_repo(work / f"seq-{i}")
@@ -131,9 +134,12 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
             task_id = r.structured_content["taskId"]
             done = await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 600000})
             wall = time.time() - t0
-            assert done.structured_content["status"] == "succeeded", done.content[0].text
-            starts = [float(ln.split()[-1]) for ln in trace.read_text().splitlines()[before:] if ln.startswith("start")]
+            assert (done.structured_content or {}).get("status") == "succeeded", done.content[0].text
+            lines = trace.read_text().splitlines()[before:]
+            starts = [float(ln.split()[-1].replace(",", ".")) for ln in lines if ln.startswith("exec ")]
+            ready = [float(ln.split()[-1]) for ln in lines if ln.startswith("start ")]
             to_start.append(starts[0] - t0)
+            to_ready.append(ready[0] - t0)
             log = (home / "tasks" / task_id / "agent-0.log").read_text()
             agent_s = int(log.rsplit("duration=", 1)[1].split("ms")[0]) / 1000
             report = json.loads((home / "tasks" / task_id / "report-0.json").read_text())
@@ -142,7 +148,8 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
             overhead.append(wall - agent_s - checks_s)
             traced.append((task_id, t0, starts[0]))
         print(f"run_task → agent start over {len(to_start)} tasks: median {statistics.median(to_start):.2f} s, "
-              f"min {min(to_start):.2f} s, max {max(to_start):.2f} s")
+              f"min {min(to_start):.2f} s, max {max(to_start):.2f} s; agent ready (its first line) "
+              f"median {statistics.median(to_ready):.2f} s")
         print(f"orchestration overhead per task (wall − agent − checks): median {statistics.median(overhead):.2f} s "
               f"(wall median {statistics.median(walls):.2f} s)")
         peak_rss, peak_pss = peak.stop()
@@ -150,7 +157,8 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
         hops = print_hops(home, traced)
     figures = {"answer_p50": statistics.median(run_ms), "answer_p95": pct(run_ms, .95),
                "query_p50": statistics.median(query_ms), "agent_p50": statistics.median(to_start) * 1000,
-               "agent_p95": pct(to_start, .95) * 1000, "overhead_p50": statistics.median(overhead) * 1000,
+               "agent_p95": pct(to_start, .95) * 1000, "ready_p50": statistics.median(to_ready) * 1000,
+               "overhead_p50": statistics.median(overhead) * 1000,
                "wall_p50": statistics.median(walls) * 1000, "idle_rss": idle_rss, "idle_pss": idle_pss,
                "peak_rss": peak_rss, "peak_pss": peak_pss}
     figures.update({f"hop:{name}": value for name, value in hops.items()})
@@ -290,6 +298,7 @@ FIGURES = (
     ("query_p50", "query_task p50", "ms", 10.0),
     ("agent_p50", "run_task → agent started p50", "ms", 250.0),
     ("agent_p95", "run_task → agent started p95", "ms", 600.0),
+    ("ready_p50", "run_task → agent ready p50", "ms", None),
     ("overhead_p50", "whole-task overhead p50", "ms", 400.0),
     ("wall_p50", "whole task p50", "ms", None),
     ("idle_rss", "service tree idle RSS", "MiB", None),
@@ -354,7 +363,8 @@ def run_once(args: argparse.Namespace) -> int:
     (home / "config.json").write_text(json.dumps({"prefect": {"port": args.port}}))
     (home / "agent-profiles.json").write_text(json.dumps({"profiles": {
         "bench-noop": scripted_profile(mode="noop"),
-        "bench-sleep": scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace), "SCRIPTED_SLEEP": "0"}),
+        "bench-sleep": exec_stamped(home, scripted_profile(mode="sleep", extra_env={"SCRIPTED_TRACE": str(trace),
+                                                                                      "SCRIPTED_SLEEP": "0"})),
     }}))
     daemon = start_service(home)
     try:
@@ -372,6 +382,16 @@ def run_once(args: argparse.Namespace) -> int:
     finally:
         stop_service(daemon, home, args.keep)
     return 0
+
+
+def exec_stamped(home: Path, profile: dict) -> dict:
+    """``profile`` run through ``<home>/exec-stamp.sh``, which appends ``exec <cwd> <epoch s>`` to
+    ``$SCRIPTED_TRACE`` and then execs the profile's command in its own process: the time the
+    agent's process began, before its interpreter starts."""
+    stamp = home / "exec-stamp.sh"
+    stamp.write_text('#!/bin/bash\nprintf \'exec %s %s\\n\' "$PWD" "$EPOCHREALTIME" >> "$SCRIPTED_TRACE"\nexec "$@"\n')
+    stamp.chmod(0o755)
+    return {**profile, "command": "/bin/bash", "argsTemplate": [str(stamp), profile["command"], *profile["argsTemplate"]]}
 
 
 def start_service(home: Path) -> subprocess.Popen[bytes]:

@@ -63,11 +63,17 @@ def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
     raise OSError(f"no free port on 127.0.0.1 from {preferred}")
 
 
+# proposals that never make another flow run ready: a claim (Pending), a start (Running), a
+# cancellation on its way (Cancelling); every other state may (a rework's Scheduled, a final
+# state freeing its project's work-queue slot, a suspension)
+_NOT_READYING = frozenset({"PENDING", "RUNNING", "CANCELLING"})
+
+
 def _creates_flow_run(scope: dict[str, Any]) -> bool:
     """A request after which a flow run may be ready for the worker: a deployment's
     ``create_flow_run``, a flow run's ``set_state`` (a rework's Scheduled; a final state, which
     frees its work-queue slot for the next run of the project) or ``resume`` (a needs_user
-    answer)."""
+    answer). Whether a ``set_state`` does is known from its body (:func:`_may_ready`)."""
     if scope.get("method") != "POST":
         return False
     path = str(scope.get("path") or "")
@@ -76,14 +82,30 @@ def _creates_flow_run(scope: dict[str, Any]) -> bool:
     return path.startswith("/api/flow_runs/") and path.endswith(("/set_state", "/resume"))
 
 
+def _may_ready(path: str, body: bytes) -> bool:
+    """Whether a successful ``path`` request with ``body`` may have made a flow run ready: True
+    for a creation and a resume, and for a ``set_state`` unless it proposed a state of
+    :data:`_NOT_READYING`. A body that is not the JSON Prefect's client sends counts as may
+    (the poke is only ever a poll too many)."""
+    if not path.endswith("/set_state"):
+        return True
+    try:
+        proposed = json.loads(body)["state"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return True
+    return str(proposed).upper() not in _NOT_READYING
+
+
 def identity_app(app: Any, identity: dict[str, Any], auth: str,
                  on_flow_run_created: Callable[[], None] | None = None) -> Any:
     """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
     as JSON, 401 without it; every other request goes to ``app``.
 
     ``on_flow_run_created`` is called (in the API's thread) after the API answered 2xx to a
-    request that may have made a flow run ready (:func:`_creates_flow_run`): the worker polls at
-    once instead of at its next interval.
+    request that may have made a flow run ready (:func:`_creates_flow_run`, :func:`_may_ready`):
+    the worker polls at once instead of at its next interval. A run's own claim and start
+    (``Pending``, ``Running``) poke nothing: a poll after them found nothing new, and each poll
+    is 25–60 ms of this process's time while the run's engine waits for its answers.
     """
     body = json.dumps(identity).encode()
     expected = auth_header(auth)["Authorization"]
@@ -102,6 +124,13 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
             return
         if on_flow_run_created is not None and scope.get("type") == "http" and _creates_flow_run(scope):
             created = False
+            chunks: list[bytes] = []
+
+            async def tap() -> dict[str, Any]:
+                message = await receive()
+                if message.get("type") == "http.request":
+                    chunks.append(message.get("body", b""))
+                return message
 
             async def watch(message: dict[str, Any]) -> None:
                 nonlocal created
@@ -109,8 +138,8 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
                     created = 200 <= int(message.get("status") or 0) < 300
                 await send(message)
 
-            await app(scope, receive, watch)
-            if created:
+            await app(scope, tap, watch)
+            if created and _may_ready(str(scope.get("path")), b"".join(chunks)):
                 on_flow_run_created()
             return
         await app(scope, receive, send)
