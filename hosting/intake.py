@@ -40,6 +40,11 @@ _READY_POOLS: set[tuple[str, str]] = set()
 """``(API URL, pool)`` whose pool and deployment this process has made sure of (one check per
 pool, not per task; forgotten when the deployment turns out to be gone)."""
 
+_DEPLOYMENT_IDS: dict[tuple[str, str], Any] = {}
+"""``(API URL, deployment name)`` → its id, for this process's life: the service that made a
+deployment updates it in place and never re-creates it; one that is gone answers the creation
+404, which drops the entry (the next attempt reads it again). One read less before every flow run."""
+
 LOCK_POLL_S = 0.02
 """How often a submitter that waits for an entry's lock tries again, s."""
 CREATE_BUDGET_S = 30.0
@@ -184,20 +189,31 @@ async def submit_entry(client: Any, home: Path, record_id: str, wait_s: float = 
                 queue = await ensure_project_queue(client, key, limit, **({"pool": str(pool)} if pool else {}))
                 done.queues[(str(pool or ""), key)] = limit
             name = str(entry["deployment"])
+            known = (str(client.api_url), name)
             if name not in done.deployments:
-                try:
-                    done.deployments[name] = (await client.read_deployment_by_name(name)).id
-                except ObjectNotFound:
-                    _READY_POOLS.discard(ready)  # deleted meanwhile: made again on the next attempt
-                    raise
+                if known in _DEPLOYMENT_IDS:
+                    done.deployments[name] = _DEPLOYMENT_IDS[known]
+                else:
+                    try:
+                        done.deployments[name] = _DEPLOYMENT_IDS[known] = (await client.read_deployment_by_name(name)).id
+                    except ObjectNotFound:
+                        _READY_POOLS.discard(ready)  # deleted meanwhile: made again on the next attempt
+                        raise
             at = submissions.accepted_at(entry)
-            run = await create_flow_run(
-                client, done.deployments[name], name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
-                tags=list(entry["tags"]), work_queue_name=queue,
-                idempotency_key=f"{entry['deployment']}:{record_id}",
-                # the work pool hands a queue's runs out by scheduled time: acceptance order
-                state=Scheduled(scheduled_time=at) if at is not None else None,
-            )
+            try:
+                run = await create_flow_run(
+                    client, done.deployments[name], name=str(entry["flowRunName"]), parameters=dict(entry["parameters"]),
+                    tags=list(entry["tags"]), work_queue_name=queue,
+                    idempotency_key=f"{entry['deployment']}:{record_id}",
+                    # the work pool hands a queue's runs out by scheduled time: acceptance order
+                    state=Scheduled(scheduled_time=at) if at is not None else None,
+                )
+            except (ObjectNotFound, PrefectHTTPStatusError) as exc:
+                if isinstance(exc, ObjectNotFound) or exc.response.status_code == 404:
+                    _DEPLOYMENT_IDS.pop(known, None)  # the deployment is gone: read again on the next attempt
+                    done.deployments.pop(name, None)
+                    _READY_POOLS.discard(ready)
+                raise
         except PrefectHTTPStatusError as exc:
             code = exc.response.status_code
             if 400 <= code < 500 and code not in (401, 404, 408, 409, 429):

@@ -20,6 +20,7 @@ Run by whoever hosts a home's Prefect, never by a client of a remote API:
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,15 +39,31 @@ _ORPHAN_STATES = ("PENDING", "RUNNING", "CANCELLING")
 MISSED = "Missed"
 
 
+# how long the ids of a complete set of DEPLOYMENTS are taken as known, per API (s): the service
+# updates its deployments in place (never re-creates them), and the watchdog and the idle check
+# ask every few seconds; three reads each time were a steady load on the API beside the runs
+IDS_KNOWN_S = 60.0
+_known_ids: dict[str, tuple[float, list[Any]]] = {}
+
+
 async def _deployment_ids(client: Any) -> list[Any]:
+    """The ids of this home's :data:`DEPLOYMENTS` that exist on ``client``'s API. A complete set
+    is remembered for :data:`IDS_KNOWN_S` s; an incomplete one (a deployment missing, e.g.
+    before the service made them) is read again on the next call."""
     from prefect.exceptions import ObjectNotFound
 
+    api = str(client.api_url)
+    known = _known_ids.get(api)
+    if known is not None and time.monotonic() < known[0]:
+        return list(known[1])
     ids = []
     for name in DEPLOYMENTS:
         try:
             ids.append((await client.read_deployment_by_name(name)).id)
         except ObjectNotFound:
             continue
+    if len(ids) == len(DEPLOYMENTS):
+        _known_ids[api] = (time.monotonic() + IDS_KNOWN_S, ids)
     return ids
 
 

@@ -6,6 +6,7 @@ import contextvars
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -215,7 +216,21 @@ def _owned_paths(tdir: Path) -> list[str]:
     return [g for g in owned if isinstance(g, str) and g] if isinstance(owned, list) else []
 
 
-_warm_runs: dict[str, tuple[threading.Thread, threading.Event]] = {}
+@dataclass
+class _WarmRun:
+    """A task's early baseline run: the thread that starts it (the fork request), then the
+    thread that watches its child (:func:`..acceptance.baseline_warm.start_in_child`), and the
+    event that stops it."""
+
+    starter: threading.Thread
+    stop: threading.Event
+    watcher: threading.Thread | None = None
+
+    def alive(self) -> bool:
+        return self.starter.is_alive() or (self.watcher is not None and self.watcher.is_alive())
+
+
+_warm_runs: dict[str, _WarmRun] = {}
 _warm_lock = threading.Lock()
 
 
@@ -223,20 +238,40 @@ def start_baseline_run(task_id: str, baseline: Baseline) -> None:
     """Start the task's baseline run in a child process of the flow-run process, while the agent
     works (:func:`..acceptance.baseline_warm.start_in_child`: the test checks on the baseline
     worktree, cached for the rounds). At most one per task; it ends with :func:`stop_baseline_run`
-    (a cancel reaches it through the flow's end). Never raises."""
+    (a cancel reaches it through the flow's end). Never raises.
+
+    The run's request is built here, before the agent starts (it reads the task's files and
+    the project's registry entry); the child is asked for in a thread, so the agent's start does
+    not wait for the fork (design note 80). Which of the baseline run and the first round's own
+    check takes the baseline lock first does not matter: the other reads its cache."""
     try:
         st = store()
         meta = load_task(task_id)
         tdir = st.dir(task_id)
-        stop = threading.Event()
-        req = _request(task_id, meta, tdir, 0, baseline)
+        spec = WarmSpec.of(_request(task_id, meta, tdir, 0, baseline))
     except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
         logging.getLogger("tianshu_mcp").warning("the early baseline run of %s was not started: %s", task_id, exc)
         return
     with _warm_lock:
-        if task_id in _warm_runs and _warm_runs[task_id][0].is_alive():
+        if task_id in _warm_runs and _warm_runs[task_id].alive():
             return
-        _warm_runs[task_id] = (start_in_child(WarmSpec.of(req), stop), stop)
+        run = _WarmRun(threading.Thread(target=_start_warm, args=(task_id, spec), daemon=True,
+                                        name=f"baseline-run-start-{task_id}"), threading.Event())
+        _warm_runs[task_id] = run
+    run.starter.start()
+
+
+def _start_warm(task_id: str, spec: WarmSpec) -> None:
+    """The starter thread of :func:`start_baseline_run`: fork the child unless the run was
+    stopped meanwhile (a child forked as it stops sees the stop at its watcher's first look)."""
+    with _warm_lock:
+        run = _warm_runs.get(task_id)
+    if run is None or run.stop.is_set():
+        return
+    try:
+        run.watcher = start_in_child(spec, run.stop)
+    except Exception as exc:  # noqa: BLE001 - the first round runs the baseline itself
+        logging.getLogger("tianshu_mcp").warning("the early baseline run of %s was not started: %s", task_id, exc)
 
 
 def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
@@ -245,10 +280,14 @@ def stop_baseline_run(task_id: str, timeout_s: float = 60.0) -> None:
     :func:`..acceptance.baseline_warm.start_in_child`)."""
     with _warm_lock:
         run = _warm_runs.pop(task_id, None)
-    if run is not None:
-        run[1].set()
-        if timeout_s > 0:
-            run[0].join(timeout_s)
+    if run is None:
+        return
+    run.stop.set()
+    if timeout_s > 0:
+        deadline = time.monotonic() + timeout_s
+        run.starter.join(timeout_s)
+        if run.watcher is not None:
+            run.watcher.join(max(0.0, deadline - time.monotonic()))
 
 
 @step("verify")

@@ -383,3 +383,64 @@ async def test_fifty_tasks_from_three_stdio_servers_start_in_acceptance_order_un
     assert len(recorded) == 50 and all(a < b for a, b in itertools.pairwise(recorded))
     assert all(run_of[i]["expected_start_time"] and stamp(run_of[i]["expected_start_time"]) == stamp(tasks[i]["acceptedAt"])
                for i in ids)
+
+
+@pytest.mark.prefect
+def test_a_deployment_id_is_read_once_per_process_and_forgotten_when_the_creation_answers_404(
+        ts_daemon: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``hosting/intake._DEPLOYMENT_IDS`` (design note 80): the second task of a process creates its
+    flow run without reading the deployment again; an id that has gone stale (here: planted)
+    makes the creation answer 404, the entry stays pending and the next attempt reads the
+    deployment and creates the run."""
+    from uuid import uuid4
+
+    from prefect.client.orchestration import PrefectClient
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterTags
+    from prefect.exceptions import PrefectHTTPStatusError
+    from tianshu_mcp.deployments.setup import drop_zombie_automation
+    from tianshu_mcp.deployments.topology import pool_deployment
+    from tianshu_mcp.hosting import intake
+
+    home = tmp_path / "home"
+    home.mkdir()
+    api, auth = ts_daemon["api"], (ts_daemon["home"] / "prefect" / "credentials").read_text().strip()
+    pool = f"ids-{secrets.token_hex(3)}"  # no worker serves it: the runs stay Scheduled
+    first, second, third = same_second_ids(3)
+    for record_id in (first, second, third):
+        accept(home, record_id, "k", 1, pool, pool_deployment(pool))
+    monkeypatch.setattr(intake, "_DEPLOYMENT_IDS", {})
+
+    async def main() -> None:
+        async with PrefectClient(api, auth_string=auth) as client:
+            reads: list[str] = []
+            real = client.read_deployment_by_name
+
+            async def read(name: str) -> Any:
+                reads.append(name)
+                return await real(name)
+
+            monkeypatch.setattr(client, "read_deployment_by_name", read)
+            try:
+                await intake.submit_one(client, home, first)  # makes the pool and its deployment, reads its id
+                made = len(reads)
+                await intake.submit_one(client, home, second)
+                assert len(reads) == made  # the second creation read nothing
+                intake._DEPLOYMENT_IDS[(str(client.api_url), pool_deployment(pool))] = uuid4()  # gone meanwhile
+                with pytest.raises(PrefectHTTPStatusError) as refused:
+                    await intake.submit_one(client, home, third)
+                assert refused.value.response.status_code == 404
+                assert submissions.is_pending(home, third) and not TaskStore(home).read(third).get("flowRunId")
+                await intake.submit_one(client, home, third)
+                assert len(reads) > made and set(reads) == {pool_deployment(pool)}
+                assert TaskStore(home).read(third)["flowRunId"]
+            finally:
+                for run in await client.read_flow_runs(flow_run_filter=FlowRunFilter(tags=FlowRunFilterTags(all_=[f"fifo:{pool}"]))):
+                    await client.delete_flow_run(run.id)
+                with contextlib.suppress(Exception):
+                    await client.delete_deployment((await real(pool_deployment(pool))).id)
+                with contextlib.suppress(Exception):
+                    await client.delete_work_pool(pool)
+                await drop_zombie_automation(client)
+                intake._READY_POOLS.discard((str(client.api_url), pool))
+
+    anyio.run(main)
