@@ -322,10 +322,11 @@ def compare(args: argparse.Namespace) -> int:
                 runs[side].append(json.loads(target.read_text()))
     print(f"\n{'figure':<34} {'this':>9} {'compared':>9} {'ratio':>7}  goal")
     keys = [(k, label, unit, goal) for k, label, unit, goal in FIGURES]
-    keys += [(f"hop:{h}", f"hop: {h} (s)", "s", None) for h in HOPS]
+    keys += [(f"hop:{h}", f"hop: {h} (ms)", "ms", None) for h in HOPS]
     for key, label, unit, goal in keys:
-        mine = [r[key] for r in runs["this"] if key in r]
-        theirs = [r[key] for r in runs["compared"] if key in r]
+        scale = 1000.0 if key.startswith("hop:") else 1.0  # hops are recorded in s
+        mine = [r[key] * scale for r in runs["this"] if key in r]
+        theirs = [r[key] * scale for r in runs["compared"] if key in r]
         if not mine or not theirs:
             continue
         a, b = statistics.median(mine), statistics.median(theirs)
