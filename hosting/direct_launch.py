@@ -43,7 +43,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ..core.forkclient import connect, decode_pid, decode_status, send_request
@@ -51,6 +51,7 @@ from ..core.ids import is_record_id
 from ..core.procs import kill_recorded
 from ..core.settings import task_dir
 from ..tasks.common import AGENT_PROC_FILE
+from .engine_handover import engine_fields, handover_env
 from .worker import MODULE_ENTRYPOINT, engine_env
 
 if TYPE_CHECKING:
@@ -152,6 +153,9 @@ class DirectLauncher:
             return True
         workdir = Path(tempfile.mkdtemp(suffix="prefect"))
         env = self.environment(flow_run, known.deployment, known.flow, worker_name, worker_id)
+        fields = _engine_fields(known.entrypoint, flow_run)
+        if fields is not None:  # the engine need not read the run nor write these two (note 81)
+            env.update(handover_env(flow_run, state, fields))
         try:
             pid = await _start(conn, env, workdir)
         except OSError as exc:
@@ -159,7 +163,7 @@ class DirectLauncher:
             shutil.rmtree(workdir, ignore_errors=True)
             await _crash(client, flow_run.id, f"Failed to submit flow run to infrastructure: {exc}")
             return True
-        task = asyncio.get_running_loop().create_task(self._follow(client, flow_run, conn, pid, workdir),
+        task = asyncio.get_running_loop().create_task(self._follow(client, flow_run, conn, pid, workdir, fields or {}),
                                                       name=f"tianshu-engine-{flow_run.id}")
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
@@ -218,12 +222,14 @@ class DirectLauncher:
             self._settings_env = cached
         return cached[1]
 
-    async def _follow(self, client: PrefectClient, flow_run: FlowRun, conn: socket.socket, pid: int, workdir: Path) -> None:
-        """Record the engine's pid, wait for its exit status and report a non-zero exit as a
-        crash; on cancellation (the service stops) close the connection, which ends the engine."""
+    async def _follow(self, client: PrefectClient, flow_run: FlowRun, conn: socket.socket, pid: int, workdir: Path,
+                      fields: dict[str, Any]) -> None:
+        """Record the engine's pid (with ``fields``, the flow version and retry policy the engine
+        was handed: :mod:`.engine_handover`), wait for its exit status and report a non-zero exit
+        as a crash; on cancellation (the service stops) close the connection, which ends the engine."""
         try:
             try:
-                await client.update_flow_run(flow_run_id=flow_run.id, infrastructure_pid=str(pid))
+                await client.update_flow_run(flow_run_id=flow_run.id, infrastructure_pid=str(pid), **fields)
             except Exception as exc:  # noqa: BLE001 - the run goes on; only the UI's link to the pid is missing
                 log.debug("could not record the engine pid of flow run %s: %s", flow_run.id, exc)
             status = await _recv_exact(conn, 4)
@@ -257,6 +263,16 @@ class DirectLauncher:
         for task in list(self._watchers):
             task.cancel()
         await asyncio.gather(*self._watchers, return_exceptions=True)
+
+
+def _engine_fields(entrypoint: str, flow_run: FlowRun) -> dict[str, Any] | None:
+    """:func:`.engine_handover.engine_fields` of the run, or None (nothing handed over) when the
+    flow cannot be loaded here; never raises."""
+    try:
+        return engine_fields(entrypoint, flow_run)
+    except Exception as exc:  # noqa: BLE001 - the engine reads and patches the run itself
+        log.debug("no handover for flow run %s: %s", flow_run.id, exc)
+        return None
 
 
 async def _start(conn: socket.socket, env: dict[str, str], cwd: Path) -> int:

@@ -348,7 +348,10 @@ def run_engine(request: Request) -> None:
     ``SystemExit`` like ``python -m prefect.engine`` would."""
     import runpy
 
+    from .engine_handover import install
+
     _follow_launcher(request.conn)
+    install()  # the flow run the service has just claimed, if it handed it over (design note 81)
     sys.argv = [sys.argv[0]]
     sys.modules.pop("prefect.engine", None)  # preloaded; runpy warns when running a loaded module
     runpy.run_module("prefect.engine", run_name="__main__", alter_sys=True)

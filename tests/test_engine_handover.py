@@ -1,0 +1,100 @@
+"""The service hands its forked engine the flow run it claimed (``hosting/engine_handover.py``,
+design note 81): the engine neither reads the run first nor writes its flow version and retry
+policy, and the run still ends with both written (by the launcher's patch) as Prefect's engine
+would write them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conftest import mcp_client, meta_of
+from tianshu_mcp.deployments.setup import RUN_TASK_ENTRYPOINT
+
+ENGINE = r'''
+import os, sys, uuid
+from prefect.client.schemas.objects import FlowRun
+from prefect.states import Pending
+from tianshu_mcp.hosting import engine_handover as h
+
+entrypoint, case = sys.argv[1], sys.argv[2]
+run = FlowRun(id=uuid.uuid4(), name="handover", flow_id=uuid.uuid4())
+fields = h.engine_fields(entrypoint, run)
+env = h.handover_env(run, Pending(), fields)
+os.environ.update(env)
+os.environ["PREFECT__FLOW_RUN_ID"] = str(uuid.uuid4() if case == "another-run" else run.id)
+if case == "damaged":
+    os.environ[h.HANDOVER_ENV] = env[h.HANDOVER_ENV][:40]
+installed = h.install()
+assert h.HANDOVER_ENV not in os.environ  # never inherited by the flow's children
+import prefect.flow_engine as flow_engine
+from prefect.client.orchestration import get_client
+
+def refused(call):
+    """The call made its request: the API (nobody listens at its port) refused the connection."""
+    try:
+        call()
+    except Exception as exc:  # httpx.ConnectError, possibly wrapped by Prefect
+        return "connect" in repr(exc).lower() or "refused" in repr(exc).lower()
+    return False
+
+if case != "handed":
+    assert not installed and refused(lambda: flow_engine.load_flow_run(run.id))
+    print("ok"); sys.exit(0)
+assert installed
+got = flow_engine.load_flow_run(run.id)  # no request: the API is unreachable
+assert got.id == run.id and got.state.is_pending() and got.state_type.value == "PENDING"
+assert got.flow_version == fields["flow_version"] and got.empirical_policy == fields["empirical_policy"]
+assert got.empirical_policy.retries is not None and got.empirical_policy.retry_delay is not None
+assert refused(lambda: flow_engine.load_flow_run(run.id))  # once only
+with get_client(sync_client=True) as client:
+    same = dict(flow_version=got.flow_version, empirical_policy=got.empirical_policy)
+    assert refused(lambda: client.update_flow_run(run.id, flow_version="other", empirical_policy=got.empirical_policy))
+    assert refused(lambda: client.update_flow_run(run.id, infrastructure_pid="7", **same))
+    assert client.update_flow_run(run.id, **same) is None  # the engine's own patch: no request
+    assert refused(lambda: client.update_flow_run(run.id, **same))  # once only
+print("ok")
+'''
+
+
+@pytest.mark.parametrize("case", ["handed", "another-run", "damaged"])
+def test_a_forked_engine_uses_the_handed_run_once_and_only_its_own(case: str, tmp_path: Path) -> None:
+    """In a process like a forked engine, against an API nobody serves: the handed run is read
+    and its version and policy written without a request, once; a run that is not the
+    engine's, or a damaged variable, hands nothing over (the requests are made)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_API_URL="http://127.0.0.1:9/api", PREFECT_CLIENT_MAX_RETRIES="0",
+               PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ALLOW_EPHEMERAL_MODE="false")
+    r = subprocess.run([sys.executable, "-c", ENGINE, RUN_TASK_ENTRYPOINT, case], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+@pytest.mark.prefect
+@pytest.mark.anyio
+async def test_a_run_started_by_the_service_has_the_flow_version_and_policy_its_engine_would_write(
+        ts_daemon: dict[str, Any], calc_repo: Path, prefect_api: httpx.Client) -> None:
+    """Whoever started it (the service's launch, or on a loaded machine the worker's poll), the
+    finished run carries the flow's version, the retry policy filled from the flow and the
+    engine's pid, as Prefect's engine writes them."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    flow = load_flow_from_entrypoint(RUN_TASK_ENTRYPOINT, use_placeholder_flow=False)
+    async with mcp_client(ts_daemon["home"]) as mcp:
+        sub = meta_of(await mcp.call_tool("run_task", {"projectPath": str(calc_repo), "task": "fix add test_add_negative",
+                                                       "agentId": "scripted"}))
+        done = meta_of(await mcp.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}))
+    assert done["status"] in ("succeeded", "failed"), done
+    record = json.loads((ts_daemon["home"] / "tasks" / sub["taskId"] / "task.json").read_text())
+    run = prefect_api.get(f"/flow_runs/{record['flowRunId']}").json()
+    assert run["flow_version"] == flow.version
+    assert (run["empirical_policy"]["retries"], run["empirical_policy"]["retry_delay"]) == (flow.retries,
+                                                                                          flow.retry_delay_seconds)
+    assert run["infrastructure_pid"] and run["state"]["type"] in ("COMPLETED", "FAILED")
