@@ -23,18 +23,43 @@ PROJECT_TAG_ENV = "TIANSHU_MCP_PROJECT_TAG"
 
 
 def project_processes(tag: str) -> list[psutil.Process]:
-    """Live processes (not this one) whose initial environment carries ``TIANSHU_MCP_PROJECT_TAG=tag``."""
+    """Live processes (not this one) whose initial environment carries ``TIANSHU_MCP_PROJECT_TAG=tag``.
+
+    On Linux each process's ``/proc/<pid>/environ`` is searched for the entry as bytes, and only a
+    process that has it is looked at further: psutil parsed every process's whole environment into
+    a dict, 4–5 ms per flow run on a loaded 2-core machine, before the agent's start. Elsewhere,
+    psutil's reading."""
     me = os.getpid()
     found = []
-    for proc in psutil.process_iter():
-        if proc.pid == me:
+    for pid in _tagged_pids(tag) if os.path.isdir("/proc/self") else psutil.pids():
+        if pid == me:
             continue
         try:
+            proc = psutil.Process(pid)
             if proc.environ().get(PROJECT_TAG_ENV) == tag and is_alive(proc):
                 found.append(proc)
         except psutil.Error:
             continue
     return found
+
+
+def _tagged_pids(tag: str) -> list[int]:
+    """The pids whose ``/proc/<pid>/environ`` holds the entry ``TIANSHU_MCP_PROJECT_TAG=tag``
+    (each then confirmed through psutil by the caller); unreadable ones are skipped, as psutil
+    skips them."""
+    entry = f"\0{PROJECT_TAG_ENV}={tag}\0".encode("utf-8", "surrogateescape")
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        if entry in b"\0" + data + b"\0":
+            pids.append(int(name))
+    return pids
 
 
 def claim_project(tag: str, timeout_s: float = 30.0) -> int:
