@@ -60,6 +60,14 @@ log = logging.getLogger("tianshu_mcp")
 EXIT_ALREADY_HOSTED = 3
 EXIT_START_FAILED = 4
 _ACTIVE = ("SCHEDULED", "PENDING", "RUNNING", "CANCELLING", "PAUSED")
+REMAKE_EVERY_S = 10.0
+"""How often the service makes its deployments again while a submission finds one missing, s."""
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` for a log line: its type and text (Prefect's ``ObjectNotFound`` has none of its own)."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text and text != "None" else type(exc).__name__
 
 
 class AlreadyHosted(Exception):
@@ -234,8 +242,11 @@ class HomeService:
         from ..core.webhooks import WebhookDrainer
         from .watchdog import CHECK_EVERY_S, end_hung_runs
 
+        from prefect.exceptions import ObjectNotFound
+
         idle_since: float | None = None
-        last_idle_check = last_watchdog = last_trim = 0.0
+        last_idle_check = last_watchdog = last_trim = last_remake = 0.0
+        now_s = time.monotonic
         drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         async with self.client() as client:
             from .intake import submit_pending
@@ -245,8 +256,12 @@ class HomeService:
                 if submissions.has_pending(self.home):
                     try:
                         await submit_pending(client, self.home)
+                    except ObjectNotFound as exc:  # a deployment of this home deleted while it runs
+                        if now_s() - last_remake >= REMAKE_EVERY_S:
+                            last_remake = now_s()
+                            await self._remake_deployments(client, exc)
                     except Exception as exc:  # noqa: BLE001 - retried next tick
-                        log.warning("submitting pending tasks failed (retrying): %s", exc)
+                        log.warning("submitting pending tasks failed (retrying): %s", describe(exc))
                 if self._host is not None:
                     self._host.check_forkserver()
                 now = time.monotonic()
@@ -278,6 +293,22 @@ class HomeService:
                         return "idle"
                 await anyio.sleep(0.5)
         return "stopped"
+
+    async def _remake_deployments(self, client: Any, exc: BaseException) -> None:
+        """Make the home's pool and deployments again (what start-up does), after a submission
+        found one missing: someone deleted it in the UI or through the API while the service
+        ran. Its tasks would otherwise wait queued for ever. Never raises (the next round tries
+        again, at most every :data:`REMAKE_EVERY_S` s)."""
+        from ..deployments.setup import ensure_all
+        from . import sweep
+
+        log.warning("a deployment of this home is missing (%s): making the home's pool and deployments again",
+                    describe(exc))
+        try:
+            await ensure_all(client, self.config.concurrency.max_running)
+        except Exception as again:  # noqa: BLE001 - tried again on a later round
+            log.warning("making the home's deployments again failed (retrying): %s", describe(again))
+        sweep.forget_deployment_ids()
 
     async def _idle(self, client: Any) -> bool:
         from prefect.exceptions import ObjectNotFound

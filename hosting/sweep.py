@@ -46,6 +46,11 @@ IDS_KNOWN_S = 60.0
 _known_ids: dict[str, tuple[float, list[Any]]] = {}
 
 
+def forget_deployment_ids() -> None:
+    """Read the deployment ids again on the next call (the service has just made them anew)."""
+    _known_ids.clear()
+
+
 async def _deployment_ids(client: Any) -> list[Any]:
     """The ids of this home's :data:`DEPLOYMENTS` that exist on ``client``'s API. A complete set
     is remembered for :data:`IDS_KNOWN_S` s; an incomplete one (a deployment missing, e.g.

@@ -608,3 +608,43 @@ def test_idle_service_exits_by_itself(tmp_path: Path) -> None:
     assert not forkservers_of(home) and not (home / "prefect" / "engine.sock").exists()
     log = (home / "logs" / "service.log").read_text()
     assert "idle for" in log and "Task was destroyed but it is pending" not in log  # a clean exit
+
+
+@pytest.mark.own_services
+def test_a_deployment_deleted_while_the_service_runs_is_made_again_and_its_tasks_run(tmp_path: Path) -> None:
+    """Someone deletes ``run-task`` in the UI while the service runs (a fresh tester's case): the
+    next task from the same, still connected stdio server waited queued for ever ("submitting
+    pending tasks failed (retrying): None"). The service makes its deployments again (design
+    note 81) and the task ends; a later one too."""
+    home = new_home(tmp_path, "remake", 4530)
+    try:
+        raw = RawClient(home)
+        _init(raw)
+
+        def run_one(name: str) -> str:
+            repo = make_calc_repo(tmp_path / name)
+            res = raw.call("run_task", {"projectPath": str(repo), "task": "Fix add (test_add_negative)",
+                                        "agentId": "scripted"}, timeout=60)
+            task_id = meta(res)["taskId"]
+
+            def ended() -> str | None:
+                status = meta(raw.call("query_task", {"taskId": task_id}, timeout=60))["status"]
+                return status if status in ("succeeded", "failed", "needs_attention", "cancelled", "interrupted") else None
+
+            assert until(ended, 180, f"task {name} to end", every=0.5) == "succeeded"
+            return task_id
+
+        run_one("first")
+        with api_of(home) as api:
+            deps = {d["name"]: d["id"] for d in api.post("/deployments/filter", json={}).json()}
+            assert api.delete(f"/deployments/{deps['run-task']}").status_code == 204
+        run_one("second")
+        run_one("third")
+        with api_of(home) as api:
+            remade = {d["name"]: d["id"] for d in api.post("/deployments/filter", json={}).json()}
+        assert remade["run-task"] != deps["run-task"]
+        log = (home / "logs" / "service.log").read_text(errors="replace")
+        assert "a deployment of this home is missing (ObjectNotFound)" in log and "retrying): None" not in log
+    finally:
+        cli(home, "service", "stop")
+        kill_services(home)
