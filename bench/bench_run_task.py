@@ -154,13 +154,16 @@ async def measure(home: Path, args: argparse.Namespace, trace: Path, service: in
               f"(wall median {statistics.median(walls):.2f} s)")
         peak_rss, peak_pss = peak.stop()
         print(f"service tree peak while tasks ran: RSS {peak_rss:.0f} MiB, PSS {peak_pss:.0f} MiB")
-        hops = print_hops(home, traced)
+        hops, rows = print_hops(home, traced)
+        # from the run's final state (the API's timestamp) to wait_task's answer in the client
+        seen = [(wall - row["final state"]) * 1000 for wall, row in zip(walls, rows) if "final state" in row]
+        print(f"final state → wait_task answered: median {statistics.median(seen):.0f} ms, max {max(seen):.0f} ms")
     figures = {"answer_p50": statistics.median(run_ms), "answer_p95": pct(run_ms, .95),
                "query_p50": statistics.median(query_ms), "agent_p50": statistics.median(to_start) * 1000,
                "agent_p95": pct(to_start, .95) * 1000, "ready_p50": statistics.median(to_ready) * 1000,
                "overhead_p50": statistics.median(overhead) * 1000,
                "wall_p50": statistics.median(walls) * 1000, "idle_rss": idle_rss, "idle_pss": idle_pss,
-               "peak_rss": peak_rss, "peak_pss": peak_pss}
+               "peak_rss": peak_rss, "peak_pss": peak_pss, "seen_p50": statistics.median(seen)}
     figures.update({f"hop:{name}": value for name, value in hops.items()})
     return figures
 
@@ -276,9 +279,10 @@ def hop_times(home: Path, task_id: str, t0: float, agent_start: float) -> dict[s
     return hops
 
 
-def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> dict[str, float]:
+def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Print the per-hop trace: each hop's median time after the run_task call over the traced
-    tasks, and the full trace of the task whose agent start is the median; return the medians (s)."""
+    tasks, and the full trace of the task whose agent start is the median; return the medians
+    and each task's hops (s), in the order of ``traced``."""
     rows = [hop_times(home, task_id, t0, start) for task_id, t0, start in traced]
     print("per-hop trace (s after the run_task call): hop, median over tasks, the median task")
     median_task = sorted(rows, key=lambda r: r["agent started"])[len(rows) // 2]
@@ -288,7 +292,7 @@ def print_hops(home: Path, traced: list[tuple[str, float, float]]) -> dict[str, 
         if values:
             medians[hop] = statistics.median(values)
             print(f"  {hop:<17} {medians[hop]:7.3f}   {median_task.get(hop, float('nan')):7.3f}")
-    return medians
+    return medians, rows
 
 
 # figure key, label, unit, goal (the orchestration targets; None: shown, no goal)
@@ -301,6 +305,7 @@ FIGURES = (
     ("ready_p50", "run_task → agent ready p50", "ms", None),
     ("overhead_p50", "whole-task overhead p50", "ms", 400.0),
     ("wall_p50", "whole task p50", "ms", None),
+    ("seen_p50", "final state → wait_task answered p50", "ms", None),
     ("idle_rss", "service tree idle RSS", "MiB", None),
     ("idle_pss", "service tree idle PSS", "MiB", 200.0),
     ("peak_rss", "service tree peak RSS, 1 task", "MiB", None),

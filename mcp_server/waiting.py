@@ -106,6 +106,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     views: list[TaskView] | None = None  # the newest views read
     stopped: TaskView | None = None
     while True:
+        read_as = _signature(service, ids)  # the records as this poll reads them
         fresh = await _poll(service, runtime, single, ids, damaged, deadline)
         waited = int((time.monotonic() - start) * 1000)
         if fresh is None:  # the service did not answer this time: connecting, starting or restarting
@@ -129,7 +130,7 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
             break
         await _progress(ctx, waited, timeout_ms)
         every = WAIT_ENDING_POLL_S if any(_ending(v) for v in views) else WAIT_POLL_S
-        await _sleep_unless_changed(service, ids, min(every, max(0.0, deadline - time.monotonic())))
+        await _sleep_unless_changed(service, ids, min(every, max(0.0, deadline - time.monotonic())), read_as)
     secs = f"{waited / 1000:.1f}"
     if single is not None:
         view = views[0]
@@ -164,14 +165,18 @@ def _signature(service: TaskService, ids: list[str]) -> tuple[tuple[int, int, in
     return tuple(service.store.signature(task_id) for task_id in ids)
 
 
-async def _sleep_unless_changed(service: TaskService, ids: list[str], seconds: float) -> None:
-    """Sleep ``seconds``, or less: until a waited task's record changes, looked at every
+async def _sleep_unless_changed(service: TaskService, ids: list[str], seconds: float,
+                                since: tuple[tuple[int, int, int] | None, ...] | None = None) -> None:
+    """Sleep ``seconds``, or less: until a waited task's record differs from ``since`` (the
+    :func:`_signature` the last poll read them at; default: now), looked at every
     :data:`RECORD_LOOK_S`. A task's end is first written to its record (``finishedAt``), and
     the wait then polls quickly for the final state; without this the end was noticed up to
     :data:`WAIT_POLL_S` late, half of that on average in every waited task's time (design note
-    77). A look is one ``stat`` per waited task; no Prefect read."""
+    77). A record written while the poll was reading the run's state (design note 82) differs
+    from ``since`` at the first look, so it is not missed for a whole interval. A look is one
+    ``stat`` per waited task; no Prefect read."""
     end = time.monotonic() + seconds
-    before = _signature(service, ids)
+    before = since if since is not None else _signature(service, ids)
     while True:
         left = end - time.monotonic()
         if left <= 0:

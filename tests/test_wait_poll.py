@@ -74,6 +74,25 @@ async def test_a_waited_record_that_changes_ends_the_sleep_between_polls(tmp_pat
             await woke.wait()
 
 
+@pytest.mark.anyio
+async def test_a_record_written_while_the_poll_read_the_run_is_not_missed(tmp_path: Path) -> None:
+    """The flow writes ``finishedAt`` while the wait's poll is reading the run's state: the sleep
+    after that poll compares with the records as the poll read them, not as they are when it
+    begins, and so wakes at once (it slept a whole 0.5 s interval: a bench's slowest waits)."""
+    import anyio
+
+    from tianshu_mcp.core.ids import new_task_id
+    from tianshu_mcp.mcp_server.waiting import _signature
+
+    holder = _Store(tmp_path / "home")
+    waited = new_task_id()
+    holder.store.create(waited, {"projectPath": str(tmp_path), "agentId": "scripted", "task": "Fix add"})
+    read_as = _signature(holder, [waited])  # type: ignore[arg-type]  # the poll reads the record...
+    holder.store.update(waited, finishedAt=utc_now())  # ...and the flow ends meanwhile
+    with anyio.fail_after(60):  # a deadline, not a timing: without `since` it sleeps its 120 s
+        await _sleep_unless_changed(holder, [waited], 120.0, read_as)  # type: ignore[arg-type]
+
+
 # --- a service that is still starting (a cold home on a loaded machine) ------------------------
 
 STARTING_SCRIPT = r'''
