@@ -338,6 +338,20 @@ class CheckedClient:
         return result
 
 
+def list_deployment_reads(client: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Any]:
+    """Have a Prefect client's ``read_deployment_by_name`` list the names it is asked for (then
+    read them as usual); returns that list and the client's own method."""
+    reads: list[str] = []
+    real = client.read_deployment_by_name
+
+    async def read(name: str) -> Any:
+        reads.append(name)
+        return await real(name)
+
+    monkeypatch.setattr(client, "read_deployment_by_name", read)
+    return reads, real
+
+
 def meta_of(result: Any) -> dict[str, Any]:
     """Parse the meta block out of a tool result's text and check it equals structuredContent."""
     import re

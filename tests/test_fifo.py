@@ -26,7 +26,7 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import auth_headers, mcp_client, meta_of, text_of
+from conftest import auth_headers, list_deployment_reads, mcp_client, meta_of, text_of
 from fixture_project import make_calc_repo
 from test_service import until
 from tianshu_mcp.core import submissions
@@ -412,14 +412,7 @@ def test_a_deployment_id_is_read_once_per_process_and_forgotten_when_the_creatio
 
     async def main() -> None:
         async with PrefectClient(api, auth_string=auth) as client:
-            reads: list[str] = []
-            real = client.read_deployment_by_name
-
-            async def read(name: str) -> Any:
-                reads.append(name)
-                return await real(name)
-
-            monkeypatch.setattr(client, "read_deployment_by_name", read)
+            reads, real = list_deployment_reads(client, monkeypatch)
             try:
                 await intake.submit_one(client, home, first)  # makes the pool and its deployment, reads its id
                 made = len(reads)

@@ -7,6 +7,7 @@ from typing import Any, AsyncIterator
 
 import pytest
 
+from conftest import list_deployment_reads
 from tianshu_mcp.hosting import sweep
 
 pytestmark = [pytest.mark.anyio, pytest.mark.prefect]
@@ -20,14 +21,7 @@ async def counted(ts_daemon: dict[str, Any], monkeypatch: pytest.MonkeyPatch) ->
     auth = (ts_daemon["home"] / "prefect" / "credentials").read_text().strip()
     monkeypatch.setattr(sweep, "_known_ids", {})
     async with PrefectClient(ts_daemon["api"], auth_string=auth) as client:
-        reads: list[str] = []
-        real = client.read_deployment_by_name
-
-        async def read(name: str) -> Any:
-            reads.append(name)
-            return await real(name)
-
-        monkeypatch.setattr(client, "read_deployment_by_name", read)
+        reads, _ = list_deployment_reads(client, monkeypatch)
         yield client, reads
 
 
