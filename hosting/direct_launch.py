@@ -56,7 +56,7 @@ from .worker import MODULE_ENTRYPOINT, engine_env
 
 if TYPE_CHECKING:
     from prefect.client.orchestration import PrefectClient
-    from prefect.client.schemas.objects import Flow, FlowRun
+    from prefect.client.schemas.objects import Flow, FlowRun, WorkPool
     from prefect.client.schemas.responses import DeploymentResponse
 
 log = logging.getLogger("tianshu_mcp")
@@ -84,6 +84,7 @@ class DirectLauncher:
         self.home = socket_path.parent.parent  # the home of forkserver.socket_path(home)
         self.own_api = own_api
         self._deployments: dict[UUID, _Deployment] = {}
+        self._pools: dict[str, WorkPool] = {}
         self._watchers: set[asyncio.Task[None]] = set()
         self._settings_env: tuple[object, dict[str, str]] | None = None
 
@@ -155,7 +156,8 @@ class DirectLauncher:
         env = self.environment(flow_run, known.deployment, known.flow, worker_name, worker_id)
         fields = _engine_fields(known.entrypoint, flow_run)
         if fields is not None:  # the engine need not read the run nor write these two (note 81)
-            env.update(handover_env(flow_run, state, fields))
+            env.update(handover_env(flow_run, state, fields, known.flow, known.deployment,
+                                    await self._work_pool(client, flow_run.work_pool_name)))
         try:
             pid = await _start(conn, env, workdir)
         except OSError as exc:
@@ -179,6 +181,19 @@ class DirectLauncher:
             known = _Deployment(deployment, flow, deployment.entrypoint or "")
             self._deployments[deployment_id] = known
         return known if MODULE_ENTRYPOINT.fullmatch(known.entrypoint) else None
+
+    async def _work_pool(self, client: PrefectClient, name: str | None) -> WorkPool | None:
+        """The work pool ``name`` as the API gives it, read once per service (for the events'
+        labels, :mod:`.engine_handover`); None when it cannot be read."""
+        if not name:
+            return None
+        if name not in self._pools:
+            try:
+                self._pools[name] = await client.read_work_pool(name)
+            except Exception as exc:  # noqa: BLE001 - the engine reads it itself
+                log.debug("work pool %s not read for the handover: %s", name, exc)
+                return None
+        return self._pools[name]
 
     def environment(self, flow_run: FlowRun, deployment: DeploymentResponse, flow: Flow, worker_name: str,
                     worker_id: UUID | None = None) -> dict[str, str]:

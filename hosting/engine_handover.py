@@ -11,7 +11,13 @@ is forked (the engine's pid). So, for a run it starts:
   policy the engine would write, into the engine's environment (:data:`HANDOVER_ENV`), and the
   launcher's own patch writes the same version and policy beside the pid (:func:`engine_fields`);
 * in the forked engine, :func:`install` has ``load_flow_run`` of that run return it without a
-  request, and the engine's own patch of exactly those two values become a no-op.
+  request, and the engine's own patch of exactly those two values become a no-op;
+* the run's flow, deployment and work pool, which the launcher reads once per service, go along
+  too (:data:`RELATED_ENV`): Prefect's events worker labels every event of the run with them and
+  read each from the API in every engine, beside the flow (``prefect.events.related``); they are
+  put into its cache (``RESOURCE_CACHE``), where its own lookup finds them. Only the run's work
+  queue is still read. The labels are as fresh as the service's copies: a deployment renamed or
+  retagged while the service runs is labelled with its old name until the service restarts.
 
 Everything else is Prefect's: the engine still reads the run again before it proposes
 ``Running`` (``setup_run_context``), so a cancellation or a suspension that came meanwhile is
@@ -24,11 +30,14 @@ patched by the engine itself: never a wrong value, at worst the request it would
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 HANDOVER_ENV = "TIANSHU_MCP_FLOW_RUN"
 """The handed flow run's JSON (``prefect.client.schemas.objects.FlowRun``)."""
+RELATED_ENV = "TIANSHU_MCP_FLOW_RUN_RELATED"
+"""``{"flow", "deployment", "workPool"}``: the handed run's related objects as JSON."""
 
 _flows: dict[str, Any] = {}
 
@@ -55,12 +64,19 @@ def engine_fields(entrypoint: str, flow_run: Any) -> dict[str, Any]:
     return {"flow_version": flow.version, "empirical_policy": policy}
 
 
-def handover_env(flow_run: Any, state: Any, fields: dict[str, Any]) -> dict[str, str]:
+def handover_env(flow_run: Any, state: Any, fields: dict[str, Any], flow: Any = None, deployment: Any = None,
+                 work_pool: Any = None) -> dict[str, str]:
     """The engine's :data:`HANDOVER_ENV`: ``flow_run`` as the claim left it (``state``, the
-    accepted ``Pending``) with the :func:`engine_fields` ``fields`` already applied."""
+    accepted ``Pending``) with the :func:`engine_fields` ``fields`` already applied; and
+    :data:`RELATED_ENV` when all of the run's ``flow``, ``deployment`` and ``work_pool`` (the
+    client's schema objects) are given."""
     handed = flow_run.model_copy(update={"state": state, "state_id": state.id, "state_type": state.type,
                                          "state_name": state.name, **fields})
-    return {HANDOVER_ENV: handed.model_dump_json()}
+    env = {HANDOVER_ENV: handed.model_dump_json()}
+    if flow is not None and deployment is not None and work_pool is not None:
+        env[RELATED_ENV] = json.dumps({name: obj.model_dump(mode="json", exclude_none=True) for name, obj in
+                                       (("flow", flow), ("deployment", deployment), ("workPool", work_pool))})
+    return env
 
 
 def install() -> bool:
@@ -68,6 +84,7 @@ def install() -> bool:
     engine's (``PREFECT__FLOW_RUN_ID``); returns whether one was installed. The variable is
     removed from the environment either way (the flow's children do not inherit it)."""
     raw = os.environ.pop(HANDOVER_ENV, None)
+    related = os.environ.pop(RELATED_ENV, None)
     if not raw:
         return False
     from prefect.client.schemas.objects import FlowRun
@@ -79,6 +96,36 @@ def install() -> bool:
     if str(handed.id) != os.environ.get("PREFECT__FLOW_RUN_ID"):
         return False
     _use(handed)
+    if related:
+        _seed_related(handed, related)
+    return True
+
+
+def _seed_related(handed: Any, raw: str) -> bool:
+    """Put the handed run's flow, deployment and work pool (:data:`RELATED_ENV`) into Prefect's
+    related-resource cache under the keys its events worker looks up; returns whether they were
+    put there. Nothing is put when the objects are not the run's, cannot be read, or the cache is
+    not the dict this Prefect version keeps (its events are then labelled as before, by reads)."""
+    try:
+        import prefect.events.related as related
+        from prefect.client.schemas.objects import Flow, WorkPool
+        from prefect.client.schemas.responses import DeploymentResponse
+        from prefect.types._datetime import now
+
+        data = json.loads(raw)
+        flow = Flow.model_validate(data["flow"])
+        deployment = DeploymentResponse.model_validate(data["deployment"])
+        pool = WorkPool.model_validate(data["workPool"])
+    except Exception:  # noqa: BLE001 - labelled by reads, as without a handover
+        return False
+    cache = getattr(related, "RESOURCE_CACHE", None)
+    if not isinstance(cache, dict) or (flow.id, deployment.id, pool.name) != (
+            handed.flow_id, handed.deployment_id, handed.work_pool_name):
+        return False
+    at = now("UTC")
+    for kind, key, obj in (("flow", flow.id, flow), ("deployment", deployment.id, deployment),
+                           ("work-pool", pool.name, pool)):
+        cache[f"{kind}.{key}"] = ({"kind": kind, "object": obj}, at)
     return True
 
 

@@ -25,9 +25,17 @@ from prefect.states import Pending
 from tianshu_mcp.hosting import engine_handover as h
 
 entrypoint, case = sys.argv[1], sys.argv[2]
-run = FlowRun(id=uuid.uuid4(), name="handover", flow_id=uuid.uuid4())
+from prefect.client.schemas.objects import Flow, WorkPool
+from prefect.client.schemas.responses import DeploymentResponse
+flow = Flow(id=uuid.uuid4(), name="run-task")
+deployment = DeploymentResponse(id=uuid.uuid4(), name="run-task", flow_id=flow.id, tags=["t1"])
+pool = WorkPool(name="tianshu", type="process")
+run = FlowRun(id=uuid.uuid4(), name="handover", flow_id=flow.id, deployment_id=deployment.id,
+              work_pool_name="tianshu", work_queue_id=uuid.uuid4())
 fields = h.engine_fields(entrypoint, run)
-env = h.handover_env(run, Pending(), fields)
+if case == "not-its-deployment":
+    deployment = DeploymentResponse(id=uuid.uuid4(), name="other", flow_id=flow.id)
+env = h.handover_env(run, Pending(), fields, flow, deployment, pool)
 os.environ.update(env)
 os.environ["PREFECT__FLOW_RUN_ID"] = str(uuid.uuid4() if case == "another-run" else run.id)
 if case == "damaged":
@@ -45,10 +53,28 @@ def refused(call):
         return "connect" in repr(exc).lower() or "refused" in repr(exc).lower()
     return False
 
+import asyncio
+import prefect.events.related as related
+
+async def looked_up(kind, key):
+    """Prefect's own cached lookup of a related object; a read would fail (nobody serves)."""
+    async def read(obj_id):
+        raise ConnectionRefusedError(f"read {kind} {obj_id}")
+    return await related._get_and_cache_related_object(kind=kind, role=kind, client_method=read, obj_id=key,
+                                                       cache=related.RESOURCE_CACHE)
+
+assert h.RELATED_ENV not in os.environ
+if case == "not-its-deployment":  # the run is handed over, its labels are read as before
+    assert installed and not related.RESOURCE_CACHE
+    print("ok"); sys.exit(0)
 if case != "handed":
     assert not installed and refused(lambda: flow_engine.load_flow_run(run.id))
     print("ok"); sys.exit(0)
 assert installed
+for kind, key, obj in (("flow", flow.id, flow), ("deployment", deployment.id, deployment), ("work-pool", "tianshu", pool)):
+    entry = asyncio.run(looked_up(kind, key))
+    assert entry["kind"] == kind and entry["object"] == obj, (kind, entry)
+assert refused(lambda: asyncio.run(looked_up("work-queue", run.work_queue_id)))  # still read
 got = flow_engine.load_flow_run(run.id)  # no request: the API is unreachable
 assert got.id == run.id and got.state.is_pending() and got.state_type.value == "PENDING"
 assert got.flow_version == fields["flow_version"] and got.empirical_policy == fields["empirical_policy"]
@@ -64,11 +90,13 @@ print("ok")
 '''
 
 
-@pytest.mark.parametrize("case", ["handed", "another-run", "damaged"])
+@pytest.mark.parametrize("case", ["handed", "another-run", "damaged", "not-its-deployment"])
 def test_a_forked_engine_uses_the_handed_run_once_and_only_its_own(case: str, tmp_path: Path) -> None:
     """In a process like a forked engine, against an API nobody serves: the handed run is read
-    and its version and policy written without a request, once; a run that is not the
-    engine's, or a damaged variable, hands nothing over (the requests are made)."""
+    and its version and policy written without a request, once, and Prefect's events find the
+    run's flow, deployment and pool in their cache (its work queue is still read); a run that is
+    not the engine's, or a damaged variable, hands nothing over (the requests are made), and
+    related objects that are not the run's are not cached."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_API_URL="http://127.0.0.1:9/api", PREFECT_CLIENT_MAX_RETRIES="0",
                PREFECT_HOME=str(tmp_path / "prefect"), PREFECT_SERVER_ALLOW_EPHEMERAL_MODE="false")
