@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,19 @@ async def test_a_run_started_by_the_service_has_the_flow_version_and_policy_its_
     assert (run["empirical_policy"]["retries"], run["empirical_policy"]["retry_delay"]) == (flow.retries,
                                                                                           flow.retry_delay_seconds)
     assert run["infrastructure_pid"] and run["state"]["type"] in ("COMPLETED", "FAILED")
+    # the events of its task runs are labelled with its flow, deployment, work queue and pool,
+    # whether the engine read them or was handed them
+    wanted = {f"prefect.flow.{run['flow_id']}", f"prefect.deployment.{run['deployment_id']}",
+              f"prefect.work-queue.{run['work_queue_id']}", f"prefect.work-pool.{run['work_pool_id']}"}
+
+    def labelled() -> list[dict[str, Any]]:
+        found = prefect_api.post("/events/filter", json={
+            "filter": {"related": {"id": [f"prefect.flow-run.{run['id']}"]},
+                       "event": {"prefix": ["prefect.task-run."]}, "order": "ASC"},
+            "limit": 50}).json().get("events") or []
+        return [e for e in found if wanted <= {r["prefect.resource.id"] for r in e.get("related", [])}]
+
+    deadline = time.monotonic() + 60  # the server writes events in batches
+    while not labelled():
+        assert time.monotonic() < deadline, "no task-run event of the run carries its four related objects"
+        time.sleep(0.2)
