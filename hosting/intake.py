@@ -213,6 +213,8 @@ async def submit_entry(client: Any, home: Path, record_id: str, wait_s: float = 
                     _DEPLOYMENT_IDS.pop(known, None)  # the deployment is gone: read again on the next attempt
                     done.deployments.pop(name, None)
                     _READY_POOLS.discard(ready)
+                    if not isinstance(exc, ObjectNotFound):  # as a read of the deployment would say it
+                        raise ObjectNotFound(http_exc=exc, help_message=f"deployment {name} not found") from exc
                 raise
         except PrefectHTTPStatusError as exc:
             code = exc.response.status_code
