@@ -157,7 +157,7 @@ class DirectLauncher:
         fields = _engine_fields(known.entrypoint, flow_run)
         if fields is not None:  # the engine need not read the run nor write these two (note 81)
             env.update(handover_env(flow_run, state, fields, known.flow, known.deployment,
-                                    await self._work_pool(client, flow_run.work_pool_name)))
+                                    await self._work_pool(client, flow_run.work_pool_name or known.deployment.work_pool_name)))
         try:
             pid = await _start(conn, env, workdir)
         except OSError as exc:

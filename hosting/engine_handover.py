@@ -119,8 +119,9 @@ def _seed_related(handed: Any, raw: str) -> bool:
     except Exception:  # noqa: BLE001 - labelled by reads, as without a handover
         return False
     cache = getattr(related, "RESOURCE_CACHE", None)
+    # the pool handed out runs without their pool's name: the deployment's pool is the run's
     if not isinstance(cache, dict) or (flow.id, deployment.id, pool.name) != (
-            handed.flow_id, handed.deployment_id, handed.work_pool_name):
+            handed.flow_id, handed.deployment_id, handed.work_pool_name or deployment.work_pool_name):
         return False
     at = now("UTC")
     for kind, key, obj in (("flow", flow.id, flow), ("deployment", deployment.id, deployment),
@@ -145,13 +146,13 @@ def _use(handed: Any) -> None:
             return handed.model_copy(deep=True)
         return load(flow_run_id)
 
-    def update_flow_run(self: Any, flow_run_id: Any, flow_version: str | None = None, **more: Any) -> Any:
-        policy = more.pop("empirical_policy", None)
-        if (unused["update"] and flow_run_id == handed.id and not any(v is not None for v in more.values())
-                and flow_version == handed.flow_version and policy == handed.empirical_policy):
+    def update_flow_run(self: Any, flow_run_id: Any, *args: Any, **more: Any) -> Any:
+        if (unused["update"] and not args and flow_run_id == handed.id
+                and set(more) == {"flow_version", "empirical_policy"}
+                and more["flow_version"] == handed.flow_version and more["empirical_policy"] == handed.empirical_policy):
             unused["update"] = False  # the launcher's patch writes these two beside the engine's pid
             return None
-        return update(self, flow_run_id, flow_version=flow_version, empirical_policy=policy, **more)
+        return update(self, flow_run_id, *args, **more)
 
     flow_engine.load_flow_run = load_flow_run  # type: ignore[assignment]
     SyncPrefectClient.update_flow_run = update_flow_run  # type: ignore[method-assign]

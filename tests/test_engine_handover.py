@@ -29,10 +29,12 @@ entrypoint, case = sys.argv[1], sys.argv[2]
 from prefect.client.schemas.objects import Flow, WorkPool
 from prefect.client.schemas.responses import DeploymentResponse
 flow = Flow(id=uuid.uuid4(), name="run-task")
-deployment = DeploymentResponse(id=uuid.uuid4(), name="run-task", flow_id=flow.id, tags=["t1"])
+deployment = DeploymentResponse(id=uuid.uuid4(), name="run-task", flow_id=flow.id, tags=["t1"],
+                                work_pool_name="tianshu")
 pool = WorkPool(name="tianshu", type="process")
+# as the pool's due runs are handed out: without the pool's name (the deployment has it)
 run = FlowRun(id=uuid.uuid4(), name="handover", flow_id=flow.id, deployment_id=deployment.id,
-              work_pool_name="tianshu", work_queue_id=uuid.uuid4())
+              work_queue_id=uuid.uuid4())
 fields = h.engine_fields(entrypoint, run)
 if case == "not-its-deployment":
     deployment = DeploymentResponse(id=uuid.uuid4(), name="other", flow_id=flow.id)
