@@ -246,7 +246,6 @@ class HomeService:
 
         idle_since: float | None = None
         last_idle_check = last_watchdog = last_trim = last_remake = 0.0
-        now_s = time.monotonic
         drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         async with self.client() as client:
             from .intake import submit_pending
@@ -257,8 +256,8 @@ class HomeService:
                     try:
                         await submit_pending(client, self.home)
                     except ObjectNotFound as exc:  # a deployment of this home deleted while it runs
-                        if now_s() - last_remake >= REMAKE_EVERY_S:
-                            last_remake = now_s()
+                        if time.monotonic() - last_remake >= REMAKE_EVERY_S:
+                            last_remake = time.monotonic()
                             await self._remake_deployments(client, exc)
                     except Exception as exc:  # noqa: BLE001 - retried next tick
                         log.warning("submitting pending tasks failed (retrying): %s", describe(exc))
