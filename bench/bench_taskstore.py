@@ -1,9 +1,10 @@
 """Benchmark the scan of a home's task records (run on demand; not part of the test suite).
 
-``run_task``'s answer looks through every record of the home for the project's unfinished
-in-place task (``TaskStore.unfinished_inplace``: ``list_ids``, then ``read_cached`` per
-record), so its cost grows with the history. This bench fills a
-temporary home with ``--records`` finished records (default 1,000) and prints the median of
+``run_task``'s answer looks for the project's unfinished in-place task
+(``TaskStore.unfinished_inplace``). Builds before the index of unfinished records
+(``core/unfinished.py``) read every record, so the cost grew with the history. This bench fills a
+temporary home with ``--records`` records, each created and then finished as a task's flow does
+(default 1,000), and prints the median of
 ``--repeat`` scans that find nothing, cold (a new process's first scan: every record read) and
 warm (every record a cache hit), in ms.
 
@@ -46,9 +47,11 @@ def measure(records: int, repeat: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory(prefix="bench-taskstore-") as tmp:
         store = TaskStore(Path(tmp))
-        for i in range(records):
-            store.create(new_task_id(), {"projectPath": f"/projects/p{i}", "isolation": "inplace", "agentId": "a",
-                                         "task": "fix the failing test " * 10, "finishedAt": "2026-01-01T00:00:00Z"})
+        for i in range(records):  # created, then finished, as a task's flow does
+            task_id = new_task_id()
+            store.create(task_id, {"projectPath": f"/projects/p{i}", "isolation": "inplace", "agentId": "a",
+                                   "task": "fix the failing test " * 10})
+            store.update(task_id, finishedAt="2026-01-01T00:00:00Z")
 
         find = getattr(store, "unfinished_inplace", None) or (lambda norm: _scan_before_03f398d(store, norm))
 
@@ -76,12 +79,12 @@ def main() -> int:
         print(json.dumps(figures))
         return 0
     print(f"scan of {args.records} finished records (median of {args.repeat}): "
-          f"cold {figures['cold']:.1f} ms, warm {figures['warm']:.1f} ms")
+          f"cold {figures['cold']:.3f} ms, warm {figures['warm']:.3f} ms")
     if args.compare:
         out = subprocess.run([args.compare, __file__, "--records", str(args.records), "--repeat", str(args.repeat),
                               "--json"], capture_output=True, text=True, check=True)
         other = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"other build: cold {other['cold']:.1f} ms, warm {other['warm']:.1f} ms; "
+        print(f"other build: cold {other['cold']:.3f} ms, warm {other['warm']:.3f} ms; "
               f"ratio cold {figures['cold'] / other['cold']:.2f}×, warm {figures['warm'] / other['warm']:.2f}×")
     return 0
 

@@ -8,6 +8,8 @@ Writes are atomic under a file lock; a corrupt file is reported, never silently 
 
 from __future__ import annotations
 
+import copy
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,9 @@ from .files import atomic_write_json, read_json
 from .paths import project_key
 from .taskstore import utc_now
 
+
+_PARSED: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+"""projects.json path -> (signature, parsed content) of the files this process read or wrote."""
 
 SEEN_PRECISION_S = 60.0
 """How stale ``lastSeenAt`` may get before :meth:`ProjectRegistry.register` rewrites it, s."""
@@ -45,7 +50,22 @@ class ProjectRegistry:
         self.path = home / "projects.json"
         self.lock = FileLock(str(home / ".projects.lock"), timeout=30)
 
+    def _signature(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
     def _load(self) -> dict[str, Any]:
+        """The parsed file, shared: callers copy what they change. A file unchanged since this
+        process last parsed or wrote it (same inode, mtime in ns and size: it is only ever
+        replaced by a rename) is not parsed again; with 850 projects a parse and a rewrite cost
+        3.9 ms of run_task's answer (docs/design-notes.md, note 83)."""
+        signature = self._signature()
+        hit = _PARSED.get(str(self.path))
+        if signature is not None and hit is not None and hit[0] == signature:
+            return hit[1]
         try:
             data = read_json(self.path)
         except FileNotFoundError:
@@ -54,12 +74,14 @@ class ProjectRegistry:
             raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} must hold a JSON object keyed by project hash")
+        if signature is not None and signature == self._signature():
+            _PARSED[str(self.path)] = (signature, data)
         return data
 
     def get(self, norm: str) -> dict[str, Any] | None:
         """The entry of a normalised project path, or None. Raises CONFIG_INVALID on a corrupt file."""
         entry = self._load().get(project_key(norm))
-        return entry if isinstance(entry, dict) else None
+        return copy.deepcopy(entry) if isinstance(entry, dict) else None
 
     def register(self, norm: str, display: str | None = None) -> dict[str, Any]:
         """Record that ``norm`` was used now (creating the entry on first sight); returns the entry.
@@ -74,16 +96,19 @@ class ProjectRegistry:
         """
         current = self._load().get(project_key(norm))
         if isinstance(current, dict) and _fresh(current, norm, display):
-            return current
+            return copy.deepcopy(current)
         with self.lock:
-            data = self._load()
+            data = dict(self._load())  # the shared parse stays as it is
             key = project_key(norm)
             now = utc_now()
-            entry = data.get(key) if isinstance(data.get(key), dict) else {"path": norm, "firstSeenAt": now}
+            entry = copy.deepcopy(data[key]) if isinstance(data.get(key), dict) else {"path": norm, "firstSeenAt": now}
             entry["path"] = norm
             if display and display != norm:
                 entry["displayPath"] = display
             entry["lastSeenAt"] = now
             data[key] = entry
             atomic_write_json(self.path, data, sync=False)
-            return entry
+            signature = self._signature()  # under the lock: no other writer between the rename and this
+            if signature is not None:
+                _PARSED[str(self.path)] = (signature, data)
+            return copy.deepcopy(entry)

@@ -22,6 +22,7 @@ from .ids import is_record_id
 from .model import AGENT_EVENT_NAMES
 from .record import RECORD_FILE, RECORD_VERSION, TaskRecord, check_fields, read_record
 from .settings import data_home
+from .unfinished import UnfinishedIndex
 
 _PARSED: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}  # task.json path -> (signature, record)
 _PARSED_MAX = 16384  # records kept (≈2 KiB each); the whole cache is dropped beyond it
@@ -51,6 +52,7 @@ class TaskStore:
     def __init__(self, home: Path | None = None) -> None:
         self.home = home or data_home()
         self.root = self.home / "tasks"
+        self.index = UnfinishedIndex(self.root)
 
     def dir(self, task_id: str) -> Path:
         """The task's directory. Raises ValueError when ``task_id`` is not a task/verify id."""
@@ -75,6 +77,8 @@ class TaskStore:
         record = {"taskId": task_id, "recordVersion": RECORD_VERSION, "roundsUsed": 0, "createdAt": now,
                   "updatedAt": now, **{k: v for k, v in check_fields(fields, foreign).items() if v is not None}}
         with self._lock(task_id):
+            if not record.get("finishedAt"):
+                self.index.add(task_id, self._scan_unfinished)
             atomic_write_json(d / RECORD_FILE, record, sync=False)
         self.event(task_id, "created", "queued", "task created")
         return record
@@ -215,13 +219,19 @@ class TaskStore:
                 raise FileNotFoundError(str(path))
             if unless_set is not None and record.get(unless_set) is not None:
                 return record
+            was_finished = bool(record.get("finishedAt"))
             for key, value in checked.items():
                 if value is None:
                     record.pop(key, None)
                 else:
                     record[key] = value
             record["updatedAt"] = utc_now()
+            finished = bool(record.get("finishedAt"))
+            if was_finished and not finished:  # reopened (a rework): in the index before it says so
+                self.index.add(task_id, self._scan_unfinished)
             atomic_write_json(path, record, sync=False)
+            if finished and not was_finished:
+                self.index.remove(task_id, self._scan_unfinished)
             return record
 
     def event(
@@ -257,17 +267,52 @@ class TaskStore:
         ]
         return picked[-limit:] if limit > 0 else []
 
+    def unfinished(self, prefixes: tuple[str, ...] = ("tsk_", "vfy_")) -> list[dict[str, Any]]:
+        """The records without ``finishedAt`` whose id starts with one of ``prefixes``, newest id
+        first (copies, from :meth:`read_cached`). Reads only the records of the unfinished index
+        (:mod:`core.unfinished`), or every record in a home written only by an earlier version.
+        An index entry whose record says it finished (a writer stopped between the two) is
+        dropped under that record's lock."""
+        indexed = self.index.ids()
+        ids = self.list_ids(prefixes) if indexed is None else [i for i in indexed if i.startswith(prefixes)
+                                                                and is_record_id(i)]
+        found = []
+        for record_id in sorted(ids, reverse=True):
+            task = self.read_cached(record_id)
+            if task is not None and not task.get("finishedAt"):
+                found.append(task)
+            elif indexed is not None:
+                self._drop_stale(record_id)
+        return found
+
     def unfinished_inplace(self, norm: str) -> dict[str, Any] | None:
         """The newest in-place task or verify record of project ``norm`` without ``finishedAt``,
         or None: what run_task's answer names as the task its new one waits behind (records only,
-        no Prefect call: it answers before the service is up; worktree tasks run beside it). Reads
-        every record, from :meth:`read_cached`; ``bench/bench_taskstore.py`` measures it."""
-        for record_id in sorted(self.list_ids(("tsk_", "vfy_")), reverse=True):
-            task = self.read_cached(record_id)
-            if (task and task.get("projectPath") == norm and not task.get("finishedAt")
-                    and task.get("isolation") != "worktree"):
+        no Prefect call: it answers before the service is up; worktree tasks run beside it).
+        Reads the unfinished records only (:meth:`unfinished`); ``bench/bench_taskstore.py``
+        measures it."""
+        for task in self.unfinished():
+            if task.get("projectPath") == norm and task.get("isolation") != "worktree":
                 return task
         return None
+
+    def _scan_unfinished(self) -> list[str]:
+        """Every record id whose ``task.json`` lacks ``finishedAt`` (builds the index once)."""
+        return [i for i in self.list_ids(("tsk_", "vfy_")) if not (self.read_cached(i) or {}).get("finishedAt")]
+
+    def _drop_stale(self, task_id: str) -> None:
+        """Remove ``task_id`` from the index if its record, read under its lock, is finished or
+        was never written (a creation that stopped between the entry and the record)."""
+        try:
+            if not self.dir(task_id).is_dir():  # its creation makes the directory before the entry
+                self.index.remove(task_id, self._scan_unfinished)
+                return
+            with self._lock(task_id):
+                record = self.read(task_id)
+                if record is None or record.get("finishedAt"):
+                    self.index.remove(task_id, self._scan_unfinished)
+        except OSError:
+            pass  # a home that cannot be written: the entry stays, readers skip it
 
     def list_ids(self, prefixes: tuple[str, ...] = ("tsk_",)) -> list[str]:
         """Ids of the task dirs present (unordered), filtered by id prefix."""

@@ -132,10 +132,8 @@ def _inplace_editor(service: Any, norm: str, own: str) -> str | None:
     from ..core.paths import serial_key
 
     key = serial_key(norm)
-    store = service.store
-    for record_id in store.list_ids(("tsk_",)):
-        task = store.read_cached(record_id) or {}
-        if (record_id != own and not task.get("finishedAt") and task.get("isolation", "inplace") == "inplace"
-                and task.get("projectPath") and serial_key(task["projectPath"]) == key):
-            return record_id
+    for task in service.store.unfinished(("tsk_",)):
+        if (task.get("taskId") != own and task.get("isolation", "inplace") == "inplace"
+                and isinstance(task.get("projectPath"), str) and serial_key(task["projectPath"]) == key):
+            return str(task["taskId"])
     return None

@@ -66,3 +66,39 @@ def test_a_corrupt_file_is_reported_and_left_untouched(tmp_path: Path) -> None:
         ProjectRegistry(tmp_path).register(str(tmp_path / "proj"))
     assert err.value.code == ErrorCode.CONFIG_INVALID
     assert (tmp_path / "projects.json").read_text() == "{not json"
+
+
+def test_an_unchanged_file_is_parsed_once_and_an_edit_by_anyone_is_seen(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parse is kept while the file's inode, mtime (ns) and size stay the same (design note
+    83); a hand edit in place, a replacement and damage are all seen at the next read, and what a
+    caller does to a returned entry does not reach the kept parse."""
+    reg, norm = ProjectRegistry(tmp_path), str(tmp_path / "proj")
+    for i in range(30):
+        reg.register(str(tmp_path / f"other{i}"))
+    reg.register(norm)
+    parsed: list[Path] = []
+    real = projects.read_json
+    monkeypatch.setattr(projects, "read_json", lambda path: (parsed.append(path), real(path))[1])
+    for _ in range(5):
+        assert ProjectRegistry(tmp_path).register(norm)["path"] == norm
+        assert ProjectRegistry(tmp_path).get(norm)["path"] == norm  # type: ignore[index]
+    assert parsed == []
+    ProjectRegistry(tmp_path).get(norm)["verify"] = ["mutated by a caller"]  # type: ignore[index]
+    assert "verify" not in ProjectRegistry(tmp_path).get(norm)  # type: ignore[operator]
+
+    path = tmp_path / "projects.json"
+    data = json.loads(path.read_text())
+    data[project_key(norm)]["verify"] = ["pytest -q"]
+    with open(path, "r+") as fh:  # an edit in place: the same inode
+        fh.write(json.dumps(data))
+        fh.truncate()
+    assert ProjectRegistry(tmp_path).get(norm)["verify"] == ["pytest -q"]  # type: ignore[index]
+    data[project_key(norm)]["defaultAgentId"] = "codex"
+    (tmp_path / "new.json").write_text(json.dumps(data))
+    os.replace(tmp_path / "new.json", path)  # a replacement: a new inode
+    assert ProjectRegistry(tmp_path).get(norm)["defaultAgentId"] == "codex"  # type: ignore[index]
+    path.write_text("{ damaged")
+    with pytest.raises(TianshuError) as err:
+        ProjectRegistry(tmp_path).get(norm)
+    assert err.value.code == ErrorCode.CONFIG_INVALID
