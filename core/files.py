@@ -23,13 +23,16 @@ def _synced_temp(target: Path, data: bytes, hidden: bool, mode: int | None = Non
     """A new temp file beside ``target`` holding ``data``, flushed to disk unless ``sync`` is
     false (parents created); ``mode`` (e.g. ``0o600``) is set on the temp file before any byte is
     written, so the file never exists with wider permissions."""
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{'.' if hidden else ''}{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     try:
-        if mode is None:
-            fh = open(tmp, "xb")  # noqa: SIM115 - closed by the with block below
-        else:
-            fh = os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode), "wb")
+        fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+    except FileNotFoundError:  # the parents first (not tried on every write: a syscall each)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o666 if mode is None else mode)
+    try:
+        fh = os.fdopen(fd, "wb")
+        if mode is not None:
             os.fchmod(fh.fileno(), mode)  # exactly ``mode``, whatever the umask
         with fh:
             fh.write(data)
@@ -68,9 +71,9 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, mode: int | No
                 if exc.errno not in _RETRY_ERRNOS or attempt == 9:
                     raise
                 time.sleep(0.01 * (attempt + 1))
-    finally:
-        if tmp.exists():
-            tmp.unlink(missing_ok=True)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_new_bytes(path: str | os.PathLike[str], data: bytes) -> None:

@@ -32,6 +32,8 @@ This module is plain file work (no Prefect import), so accepting a task never wa
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -108,7 +110,9 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
             project_key: str, created_at: str, queue_limit: int = 1, work_pool: str | None = None) -> dict[str, Any]:
     """Accept ``record_id``: take the home's next :class:`Acceptance` and write its submission
     entry (atomic) under the home's acceptance lock; then copy ``acceptedSeq``/``acceptedAt`` into
-    its ``task.json`` (when that exists). Returns the entry.
+    its ``task.json`` (when that exists). Returns the entry. A caller that writes the record
+    itself uses :func:`accepting` and :func:`write_entry` instead, with the acceptance in the
+    record from its first write (run_task's answer: one record write fewer).
 
     Args:
         project_key: names the work queue (``project-<key>``): the serial key of the work tree
@@ -122,23 +126,46 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
         filelock.Timeout: the acceptance lock stayed held for :data:`SEQUENCE_LOCK_TIMEOUT_S`.
         OSError: the entry could not be written.
     """
-    entry: dict[str, Any] = {"id": record_id, "deployment": deployment, "flowRunName": record_id,
-                             "parameters": parameters, "tags": tags, "projectKey": project_key,
-                             "createdAt": created_at, "queueLimit": queue_limit}
-    if work_pool:
-        entry["workPool"] = work_pool
-    path = entry_path(home, record_id)
-    with _sequence_lock(home):
-        accepted = _next_acceptance(home)
-        entry.update(acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
-        # the number first (a death in between leaves a gap, never a number twice), then the
-        # entry, before the lock goes: no later number can exist while this entry does not
-        atomic_write_json(_sequence_path(home), {"seq": accepted.seq, "at": accepted.at_iso}, sync=False)
-        atomic_write_json(path, entry, sync=False)
+    with accepting(home) as accepted:
+        entry = write_entry(home, record_id, deployment, parameters, tags, project_key, created_at, accepted,
+                            queue_limit=queue_limit, work_pool=work_pool)
     try:  # the record's own copy (shown by no tool; read by people and tests)
         TaskStore(home).update(record_id, acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
     except FileNotFoundError:
         pass  # no task.json (a caller that writes none): the entry alone decides
+    return entry
+
+
+@contextmanager
+def accepting(home: Path) -> Iterator[Acceptance]:
+    """Hold the home's acceptance lock and yield its next :class:`Acceptance`, already recorded
+    in the sequence file (a death before the entry is written leaves a gap in the numbers, never
+    a number twice). Write the record's entry with :func:`write_entry` before the block ends: no
+    later number may exist while this entry does not.
+
+    Raises:
+        filelock.Timeout: the lock stayed held for :data:`SEQUENCE_LOCK_TIMEOUT_S`.
+        OSError: the sequence file could not be written.
+    """
+    with _sequence_lock(home):
+        accepted = _next_acceptance(home)
+        atomic_write_json(_sequence_path(home), {"seq": accepted.seq, "at": accepted.at_iso}, sync=False)
+        yield accepted
+
+
+def write_entry(home: Path, record_id: str, deployment: str, parameters: dict[str, Any], tags: list[str],
+                project_key: str, created_at: str, accepted: Acceptance, queue_limit: int = 1,
+                work_pool: str | None = None) -> dict[str, Any]:
+    """Write ``record_id``'s submission entry (atomic) with ``accepted``, inside its
+    :func:`accepting` block, after its ``task.json``; arguments as :func:`enqueue`'s. Returns the
+    entry. Raises OSError when it cannot be written."""
+    entry: dict[str, Any] = {"id": record_id, "deployment": deployment, "flowRunName": record_id,
+                             "parameters": parameters, "tags": tags, "projectKey": project_key,
+                             "createdAt": created_at, "queueLimit": queue_limit,
+                             "acceptedSeq": accepted.seq, "acceptedAt": accepted.at_iso}
+    if work_pool:
+        entry["workPool"] = work_pool
+    atomic_write_json(entry_path(home, record_id), entry, sync=False)
     return entry
 
 

@@ -162,10 +162,6 @@ class TaskService:
         fields.update(workspaceMode="project", projectPath=project.norm, displayPath=project.raw, projectKey=project.key)
         worktree = args.get("isolation") == "worktree"
         fields["isolation"] = "worktree" if worktree else "inplace"
-        record = self.store.create(task_id, fields)
-        save_client_env(self.store.dir(task_id))
-        if holdout:
-            save_task_holdout(self.store.dir(task_id), holdout)
         parameters = {
             "task_id": task_id,
             "project_path": project.norm,
@@ -177,9 +173,14 @@ class TaskService:
         tags = [f"tianshu-task:{task_id}", f"project:{project.key}", f"agent:{agent.id}", self.runtime.home_tag,
                 f"project-name:{os.path.basename(project.norm) or project.norm}", f"project-path:{clip(project.norm, 180)}"]
         limit = worktree_parallel or cfg.concurrency.worktree_parallel
-        submissions.enqueue(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags,
-                            (serial or serial_key(project.norm)) + ("-wt" if worktree else ""), record["createdAt"],
-                            queue_limit=limit if worktree else 1)
+        queue = (serial or serial_key(project.norm)) + ("-wt" if worktree else "")
+        with submissions.accepting(self.runtime.home) as accepted:  # the record holds its number from the start
+            record = self.store.create(task_id, {**fields, "acceptedSeq": accepted.seq, "acceptedAt": accepted.at_iso})
+            save_client_env(self.store.dir(task_id))
+            if holdout:
+                save_task_holdout(self.store.dir(task_id), holdout)
+            submissions.write_entry(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, queue,
+                                    record["createdAt"], accepted, queue_limit=limit if worktree else 1)
         return TaskView(await self.submit_now(task_id), "queued", None, None)
 
     def task_fields(self, args: dict[str, Any], agent_id: str, timeout_ms: int) -> dict[str, Any]:
