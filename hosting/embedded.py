@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import httpx
 
 from .forkserver import MAX_SOCKET_PATH, socket_fits
-from .identity import IDENTITY_PATH, auth_header
+from .identity import IDENTITY_PATH, INTAKE_PATH, auth_header
 from .retry_after import quick_first_retry
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ def bind_socket(preferred: int, tries: int = 200) -> socket.socket:
     raise OSError(f"no free port on 127.0.0.1 from {preferred}")
 
 
+_UNAUTHORIZED = b'{"exception_message": "Unauthorized"}'
+
 # proposals that never make another flow run ready: a claim (Pending), a start (Running), a
 # cancellation on its way (Cancelling); every other state may (a rework's Scheduled, a final
 # state freeing its project's work-queue slot, a suspension)
@@ -97,9 +99,12 @@ def _may_ready(path: str, body: bytes) -> bool:
 
 
 def identity_app(app: Any, identity: dict[str, Any], auth: str,
-                 on_flow_run_created: Callable[[], None] | None = None) -> Any:
+                 on_flow_run_created: Callable[[], None] | None = None,
+                 on_intake: Callable[[], None] | None = None) -> Any:
     """Wrap the ASGI ``app``: ``GET /tianshu/identity`` with ``auth`` (basic) answers ``identity``
-    as JSON, 401 without it; every other request goes to ``app``.
+    as JSON, 401 without it; ``POST /tianshu/intake`` with ``auth`` calls ``on_intake`` (in the
+    API's thread: a client wrote a submission entry, docs/design-notes.md note 84) and answers
+    204, 401 without it, 404 when there is no ``on_intake``; every other request goes to ``app``.
 
     ``on_flow_run_created`` is called (in the API's thread) after the API answered 2xx to a
     request that may have made a flow run ready (:func:`_creates_flow_run`, :func:`_may_ready`):
@@ -110,17 +115,30 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
     body = json.dumps(identity).encode()
     expected = auth_header(auth)["Authorization"]
 
+    async def answer(send: Any, status: int, payload: bytes) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode())]})
+        await send({"type": "http.response.body", "body": payload})
+
+    def authorized(scope: dict[str, Any]) -> bool:
+        given = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
+        return hmac.compare_digest(given, expected)
+
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http" and scope.get("path") == IDENTITY_PATH:
-            headers = dict(scope.get("headers") or [])
-            given = headers.get(b"authorization", b"").decode("latin-1")
-            ok = hmac.compare_digest(given, expected)
-            status = 200 if ok else 401
-            payload = body if ok else b'{"exception_message": "Unauthorized"}'
-            await send({"type": "http.response.start", "status": status,
-                        "headers": [(b"content-type", b"application/json"),
-                                    (b"content-length", str(len(payload)).encode())]})
-            await send({"type": "http.response.body", "body": payload})
+            ok = authorized(scope)
+            await answer(send, 200 if ok else 401, body if ok else _UNAUTHORIZED)
+            return
+        if scope.get("type") == "http" and scope.get("path") == INTAKE_PATH and on_intake is not None:
+            if scope.get("method") != "POST":
+                await answer(send, 405, b'{"exception_message": "Method Not Allowed"}')
+            elif not authorized(scope):
+                await answer(send, 401, _UNAUTHORIZED)
+            else:
+                on_intake()
+                await send({"type": "http.response.start", "status": 204, "headers": []})
+                await send({"type": "http.response.body", "body": b""})
             return
         if on_flow_run_created is not None and scope.get("type") == "http" and _creates_flow_run(scope):
             created = False
@@ -154,10 +172,14 @@ class PrefectHost:
         sock: the listening socket from :func:`bind_socket`.
         identity: what ``GET /tianshu/identity`` answers (``{"homeId", "home", "pid"}``).
         auth: the home's credentials, required by the API and the identity route.
+        on_intake: called when a client posts ``/tianshu/intake`` (the service's loop that
+            submits entries); None: no such route.
     """
 
-    def __init__(self, sock: socket.socket, identity: dict[str, Any], auth: str) -> None:
+    def __init__(self, sock: socket.socket, identity: dict[str, Any], auth: str,
+                 on_intake: Callable[[], None] | None = None) -> None:
         self.sock = sock
+        self.on_intake = on_intake  # POST /tianshu/intake (identity_app); None: that route answers 404
         self.port = int(sock.getsockname()[1])
         self.api_url = f"http://127.0.0.1:{self.port}/api"
         self.identity = identity
@@ -189,7 +211,8 @@ class PrefectHost:
         from .sqlite_db import install
 
         install(str(PREFECT_API_DATABASE_CONNECTION_URL.value() or ""))  # before the API touches the database
-        app = identity_app(quick_first_retry(create_app(final=True)), self.identity, self.auth, self.poke_worker)
+        app = identity_app(quick_first_retry(create_app(final=True)), self.identity, self.auth, self.poke_worker,
+                           self.on_intake)
         config = uvicorn.Config(app, log_level="error", lifespan="on", access_log=False, log_config=None)
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

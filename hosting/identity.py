@@ -32,6 +32,9 @@ from ..core.files import atomic_write_json, read_json_safe
 from ..core.procs import pid_alive
 
 IDENTITY_PATH = "/tianshu/identity"
+INTAKE_PATH = "/tianshu/intake"
+"""``POST`` with the home's credentials: the service submits the pending entries now
+(:func:`tianshu_mcp.hosting.embedded.identity_app`; docs/design-notes.md, note 84)."""
 AUTH_USER = "tianshu"
 
 

@@ -21,6 +21,8 @@ run, no pending submission, no connected client and no active schedule.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 import os
@@ -117,6 +119,7 @@ class HomeService:
         self._lock = FileLock(str(prefect_dir(home) / "host.lock"))
         self._host: Any = None
         self._stop = threading.Event()
+        self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None  # maintain's loop and its wake-up
 
     # --- start / stop ------------------------------------------------------------------------
     def start(self) -> ServiceInfo:
@@ -160,7 +163,8 @@ class HomeService:
         self.info.publish(self.home)
         from .embedded import PrefectHost
 
-        self._host = PrefectHost(sock, {"homeId": hid, "home": str(self.home), "pid": me.pid}, auth)
+        self._host = PrefectHost(sock, {"homeId": hid, "home": str(self.home), "pid": me.pid}, auth,
+                                 on_intake=self.wake_intake if self.mode == "service" else None)
         if self.run_worker:  # before any thread and before the API's imports: it shares ours (.shared_fork)
             self._host.fork_engine_server(socket_path(self.home))
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
@@ -198,6 +202,16 @@ class HomeService:
     def request_stop(self) -> None:
         """Ask :meth:`maintain` to return (thread- and signal-safe)."""
         self._stop.set()
+        self.wake_intake()
+
+    def wake_intake(self) -> None:
+        """Have :meth:`maintain` submit the pending entries now instead of at its next half-second
+        tick (thread-safe; a no-op before it runs). A stdio server posts ``/tianshu/intake`` after
+        it wrote an entry (docs/design-notes.md, note 84)."""
+        wake = self._wake
+        if wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                wake[0].call_soon_threadsafe(wake[1].set)
 
     def stop(self, include_queued: bool = False) -> int:
         """Interrupt running runs (and queued ones with ``include_queued``), stop the worker and
@@ -247,6 +261,8 @@ class HomeService:
         idle_since: float | None = None
         last_idle_check = last_watchdog = last_trim = last_remake = 0.0
         drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
+        woken = asyncio.Event()
+        self._wake = (asyncio.get_running_loop(), woken)
         async with self.client() as client:
             from .intake import submit_pending
 
@@ -290,7 +306,10 @@ class HomeService:
                     if idle_since is not None and now - idle_since >= idle_exit_ms / 1000:
                         log.info("idle for %.0f s (no run, client or schedule): the service exits", now - idle_since)
                         return "idle"
-                await anyio.sleep(0.5)
+                with anyio.move_on_after(0.5):  # or at once when a client wrote an entry
+                    await woken.wait()
+                woken.clear()
+        self._wake = None
         return "stopped"
 
     async def _remake_deployments(self, client: Any, exc: BaseException) -> None:

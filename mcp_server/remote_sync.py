@@ -24,7 +24,7 @@ from ..core.i18n import N_, _
 from ..core.remotes import CALLER_KEYS, PATH_KEYS, RECORD_FORMAT, record_artifact_key
 from ..core.settings import load_config
 from ..core.taskstore import age_s, utc_now
-from ..flows.states import status_from_state
+from ..flows.states import RunState, status_from_state
 from ..core.model import TERMINAL
 
 log = logging.getLogger("tianshu_mcp")
@@ -32,7 +32,6 @@ log = logging.getLogger("tianshu_mcp")
 _FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
 _NOT_TAKEN = frozenset(CALLER_KEYS) | {"taskId", "createdAt"}
 
-State = tuple[str, str, "str | None", "str | None"]
 
 
 def parse_record(data: Any) -> dict[str, Any] | None:
@@ -84,7 +83,7 @@ def write_files(payload: dict[str, Any], caller_dir: Any) -> int:
     return n
 
 
-async def sync_remote(service: Any, client: Any, tasks: list[dict[str, Any]], states: dict[str, State]) -> list[dict[str, Any]]:
+async def sync_remote(service: Any, client: Any, tasks: list[dict[str, Any]], states: dict[str, RunState]) -> list[dict[str, Any]]:
     """Bring each remote task of ``tasks`` up to date from its flow run's artifacts; return the
     tasks (updated records where something changed). Failures leave a task as it was."""
     out = []
@@ -99,10 +98,10 @@ async def sync_remote(service: Any, client: Any, tasks: list[dict[str, Any]], st
     return out
 
 
-async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: State) -> dict[str, Any]:
+async def _sync_one(service: Any, client: Any, t: dict[str, Any], state: RunState) -> dict[str, Any]:
     from prefect.client.schemas.filters import ArtifactCollectionFilter, ArtifactCollectionFilterKey
 
-    st_type, st_name, st_msg, _ts = state
+    st_type, st_name, st_msg = state.type, state.name, state.message
     status = status_from_state(st_type, st_name, t.get("phase"))
     if status == "queued":
         return await _queued(service, client, t)

@@ -13,15 +13,18 @@ Three modes, decided from the config before Prefect is imported:
 
 ``initialize`` is answered before Prefect is ready: :meth:`Runtime.start_background` connects
 in a thread, tools that need Prefect ``await`` :meth:`Runtime.wait_ready`, and Prefect's client
-is imported only when a task needs it (:func:`ensure_prefect`). A task is accepted
-without Prefect (a durable submission entry); this process submits it as soon as the API is up,
-and so does the service. When the API stops answering (the service was killed), the next call
-reconnects — which starts a new service.
+is imported only when a tool needs it (:func:`ensure_prefect`). A task is accepted
+without Prefect (a durable submission entry). With the home's service, this process then wakes
+the service, which submits it, and reads flow-run states with plain HTTP
+(:mod:`.run_states`): a stdio server that runs and polls tasks never imports Prefect. In the
+other modes this process submits it as soon as the API is up. When the API stops answering
+(the service was killed), the next call reconnects — which starts a new service.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -36,12 +39,14 @@ from ..core import submissions
 from ..core.errors import ErrorCode, TianshuError
 from ..core.settings import ServerConfig, home_tag
 from ..core.webhooks import WebhookDrainer
-from ..hosting.identity import auth_string, clients_dir, register_client
+from ..hosting.identity import INTAKE_PATH, auth_header, auth_string, clients_dir, register_client
 from ..deployments.topology import export_env, remote_api_url
 
 log = logging.getLogger("tianshu_mcp")
 
 RETRY_S = 15.0
+INTAKE_POST_S = 2.0
+"""How long a submission's wake-up post to the home's service may take, s (it answers at once)."""
 
 
 class Runtime:
@@ -72,6 +77,7 @@ class Runtime:
         self._failed_at = 0.0
         self._probed = threading.Event()
         self._reconnecting = threading.Lock()
+        self._intake_route: bool | None = None  # whether the service has POST /tianshu/intake (None: not asked yet)
         self._submitter: Any = None  # the submitter thread's PrefectClient, open while its URL is current
         self._submitter_url = ""
         export_env(home, remote, None)
@@ -145,6 +151,7 @@ class Runtime:
         return self._error
 
     def _use(self, api_url: str, ui_url: str) -> None:
+        self._intake_route = None  # not known yet for this service
         self.auth = auth_string(self.home)
         self.api_url, self.ui_url = api_url, ui_url
         export_env(self.home, api_url, self.auth)
@@ -183,7 +190,8 @@ class Runtime:
         # every submission: a client per submission cost ≈0.1 s of CPU (TLS context, httpx
         # client), which held the GIL while the next call's answer was being written
         # (docs/design-notes.md, note 60)
-        with asyncio.Runner() as loop:
+        with asyncio.Runner() as loop, contextlib.ExitStack() as held:
+            http = LazyClient(held)
             try:
                 while not self._closing:
                     if drainer is not None:
@@ -194,7 +202,8 @@ class Runtime:
                         return
                     if self._error is None and submissions.has_pending(self.home):
                         try:
-                            loop.run(self._submit_pending())
+                            if not self._wake_service(http):
+                                loop.run(self._submit_pending())
                         except httpx.TransportError as exc:
                             log.warning("the Prefect API stopped answering (%s); reconnecting", exc)
                             loop.run(self._close_submitter())
@@ -205,6 +214,22 @@ class Runtime:
                         self._reconnect()
             finally:
                 loop.run(self._close_submitter())
+
+    def _wake_service(self, http: LazyClient) -> bool:
+        """Service mode: ask the home's service to submit the pending entries now (``POST
+        /tianshu/intake``) and return True; this process then never imports Prefect's client for
+        a submission (0.55 s of CPU and ≈35 MiB per stdio server; docs/design-notes.md, note 84).
+        False in the other modes, and for a service that has no such route (an earlier version:
+        this process submits, as it did). Raises httpx.TransportError when the service does not
+        answer."""
+        if self.mode != "service" or self._intake_route is False or not self.auth:
+            return False
+        answer = http.get().post(self.ui_url.rstrip("/") + INTAKE_PATH, headers=auth_header(self.auth))
+        self._intake_route = answer.status_code != 404
+        if self._intake_route and answer.status_code != 204:
+            log.warning("the service answered HTTP %s to a submission's wake-up; it submits within 0.5 s anyway",
+                        answer.status_code)
+        return self._intake_route
 
     async def _submit_pending(self) -> None:
         """Create the flow runs of the pending entries with the thread's client (opened on first
@@ -318,6 +343,21 @@ class Runtime:
             self._host.stop(include_queued=True)
             self._host = None
         (clients_dir(self.home) / f"{os.getpid()}.json").unlink(missing_ok=True)
+
+
+class LazyClient:
+    """An ``httpx.Client`` made at its first use (its TLS context costs CPU that a process which
+    never needs it should not pay) and closed with ``held``."""
+
+    def __init__(self, held: contextlib.ExitStack) -> None:
+        self._held = held
+        self._client: httpx.Client | None = None
+
+    def get(self) -> httpx.Client:
+        """The client (made now on the first call)."""
+        if self._client is None:
+            self._client = self._held.enter_context(httpx.Client(timeout=INTAKE_POST_S))
+        return self._client
 
 
 _prefect_lock = threading.Lock()

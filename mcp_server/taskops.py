@@ -40,6 +40,7 @@ from ..flows.states import Repair, RunState, derive_status
 from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, FLOW_PROC_FILE
 from .format import clip
+from .run_states import StateReader, read_states
 from .runtime import Runtime
 
 log = logging.getLogger("tianshu_mcp")
@@ -70,15 +71,6 @@ def dirty_count(project: str) -> int | None:
     return len([ln for ln in out.stdout.splitlines() if ln.strip()])
 
 
-def _iso_z(ts: Any) -> str | None:
-    """A datetime as ``2026-11-30T09:15:00.123Z`` (the form every other timestamp here has)."""
-    if ts is None:
-        return None
-    from datetime import timezone
-
-    return ts.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _uuid(value: Any) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(value)) if value else None
@@ -96,10 +88,6 @@ PREVIOUS_RUN_EXIT_S = 10.0
 """How long a rework waits for the previous run's flow-run process to exit before killing it, s."""
 CLIENT_WAIT_S = 30.0
 """How long a tool call waits for a starting service before PREFECT_UNAVAILABLE (hosts give up at ≈60 s)."""
-READ_LIMIT_S = 5.0
-"""How long a read of the tasks' flow-run states from the home's own service may take, s."""
-REMOTE_READ_LIMIT_S = 15.0
-"""The same for a remote Prefect API (its network and its database are not ours), s."""
 WAITING_FOR_SERVICE = N_("accepted; waiting for the tianshu-mcp service (Prefect) to create its flow run")
 """A new task's ``lastMessage`` (English msgid; written translated with ``_``)."""
 
@@ -116,6 +104,8 @@ class TaskService:
         self.store = TaskStore(runtime.home)
         self._client: Any = None
         self._client_gen = -1
+        self._reader: StateReader | None = None  # service mode's plain-HTTP state reads (run_states)
+        self._reader_gen = -1
 
     # --- Prefect client ----------------------------------------------------------------------
     async def client(self, timeout_s: float | None = None) -> Any:
@@ -132,8 +122,21 @@ class TaskService:
             self._client, self._client_gen = client, generation
         return self._client
 
+    async def state_reader(self, timeout_s: float | None = None) -> StateReader:
+        """The plain-HTTP state reader of the current connection to the home's service (no
+        Prefect import; :mod:`.run_states`). Raises as :meth:`client`."""
+        generation = await self.runtime.wait_ready(timeout_s if timeout_s is not None else CLIENT_WAIT_S)
+        if self._reader is None or self._reader_gen != generation:
+            if self._reader is not None:
+                await self._reader.aclose()
+            self._reader, self._reader_gen = StateReader(self.runtime.api_url, self.runtime.auth or ""), generation
+        return self._reader
+
     async def close(self) -> None:
-        """Close the Prefect client."""
+        """Close the Prefect client and the state reader."""
+        if self._reader is not None:
+            reader, self._reader = self._reader, None
+            await reader.aclose()
         if self._client is not None:
             try:
                 await self._client.__aexit__(None, None, None)
@@ -257,11 +260,14 @@ class TaskService:
                 if not t.get("flowRunId") and submissions.is_pending(self.runtime.home, t["taskId"]):
                     t.update(await self.submit_now(t["taskId"]))
         ids = [u for u in (_uuid(t.get("flowRunId")) for t in tasks) if u is not None]
-        states: dict[str, tuple[str, str, str | None, str | None]] = {}
-        if ids:
+        states: dict[str, RunState] = {}
+        remote = any(t.get("workPool") for t in tasks)
+        if ids and self.runtime.mode == "service" and not remote:
+            states = await read_states(self.runtime, await self.state_reader(wait_s), ids)
+        elif ids:
             client = await self.client(wait_s)  # first: Prefect is imported through the runtime
-            await self._read_states(client, ids, states)
-            if any(t.get("workPool") for t in tasks):
+            states = await read_states(self.runtime, client, ids)
+            if remote:
                 from .remote_sync import (
                     sync_remote,  # a remote task's details come from its artifacts
                 )
@@ -269,49 +275,11 @@ class TaskService:
                 tasks = await sync_remote(self, client, tasks, states)
         return [self._view_of(t, states) for t in tasks]
 
-    async def _read_states(self, client: Any, ids: list[uuid.UUID],
-                           states: dict[str, tuple[str, str, str | None, str | None]]) -> None:
-        """Fill ``states`` (flow run id → type, name, message, timestamp) with one batched read
-        per 200 runs, within :data:`READ_LIMIT_S` (:data:`REMOTE_READ_LIMIT_S` for a remote API).
-
-        Prefect's client retries a connection refused by an API it has reached before, with
-        backoff: ≈ 18 s before a query about a killed service failed. Here the read is cut at
-        the limit, and when the home's own service stopped answering this server connects again
-        (:meth:`Runtime.invalidate`: it may start a new service) so the next call finds it.
-
-        Raises:
-            TianshuError: ``PREFECT_UNAVAILABLE`` when the API did not answer within the limit or
-                refused the connection.
-        """
-        import anyio
-        import httpx
-        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-        limit_s = REMOTE_READ_LIMIT_S if self.runtime.mode == "remote" else READ_LIMIT_S
-        try:
-            with anyio.fail_after(limit_s):
-                for start in range(0, len(ids), 200):
-                    runs = await (_read_one(client, ids[0]) if len(ids) == 1 else client.read_flow_runs(
-                        flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=ids[start:start + 200])), limit=200
-                    ))
-                    for run in runs:
-                        if run.state is not None:
-                            states[str(run.id)] = (run.state.type.value, run.state.name, run.state.message,
-                                                   _iso_z(run.state.timestamp))
-        except (TimeoutError, httpx.TransportError) as exc:
-            if self.runtime.mode == "service":
-                self.runtime.invalidate()
-            raise TianshuError(ErrorCode.PREFECT_UNAVAILABLE, _(
-                "the Prefect API at {url} did not answer the read of the tasks' states within {secs} s ({why}); "
-                "the tasks are unaffected: ask again in a few seconds").format(
-                    url=self.runtime.api_url, secs=f"{limit_s:g}", why=type(exc).__name__)) from exc
-
-    def _view_of(self, t: dict[str, Any], states: dict[str, tuple[str, str, str | None, str | None]]) -> TaskView:
+    def _view_of(self, t: dict[str, Any], states: dict[str, RunState]) -> TaskView:
         """The task's status (:func:`~tianshu_mcp.flows.states.derive_status`), with what the
         derivation says to write back applied."""
         run_id = t.get("flowRunId")
-        found = states.get(run_id) if run_id else None
-        run = RunState(*found) if found else None
+        run = states.get(run_id) if run_id else None
         waiting = not run_id and (submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")))
         derived = derive_status(t, run, run_id_valid=_uuid(run_id) is not None if run_id else True, waiting=waiting)
         status, repair = derived.status, derived.repair
@@ -513,14 +481,3 @@ class TaskService:
         self.store.event(task_id, "rework_triggered", "queued", detail, {"mode": "manual"})
         await client.set_flow_run_state(flow_run.id, Scheduled(name="AwaitingRework"), force=True)
         return await self.view(task_id)
-
-
-async def _read_one(client: Any, run_id: uuid.UUID) -> list[Any]:
-    """One flow run by id (``GET /flow_runs/{id}``: ≈1.5 ms less than the filter query of a
-    batch, on query_task's path; design note 77); ``[]`` when it no longer exists."""
-    from prefect.exceptions import ObjectNotFound
-
-    try:
-        return [await client.read_flow_run(run_id)]
-    except ObjectNotFound:
-        return []

@@ -99,8 +99,10 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     start = time.monotonic()
     # this process's one import of Prefect's client (design note 79), ≈1 s on the first call
     # that needs it: not the service's state, so not part of the wait's own time (a short wait
-    # on a task that ended long ago answered "the service did not answer yet")
-    await runtime.prefect()
+    # on a task that ended long ago answered "the service did not answer yet"); the home's own
+    # service is read with plain HTTP and needs none (note 84)
+    if runtime.mode != "service":
+        await runtime.prefect()
     deadline = time.monotonic() + timeout_ms / 1000
     damaged: dict[str, str] = {}
     views: list[TaskView] | None = None  # the newest views read

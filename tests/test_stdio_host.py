@@ -24,9 +24,9 @@ from fixture_project import make_calc_repo
 class RawClient:
     """Line-delimited JSON-RPC over the server's stdin/stdout, keeping every stdout line."""
 
-    def __init__(self, home: Path) -> None:
-        self.stderr = open(home / "stdio-server.stderr", "wb")
-        self.proc = subprocess.Popen([CONSOLE], env=server_env(home), stdin=subprocess.PIPE,
+    def __init__(self, home: Path, extra_env: dict[str, str] | None = None, stderr_name: str = "stdio-server.stderr") -> None:
+        self.stderr = open(home / stderr_name, "wb")
+        self.proc = subprocess.Popen([CONSOLE], env={**server_env(home), **(extra_env or {})}, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr)
         self.lines: list[bytes] = []
         self.q: "queue.Queue[dict[str, Any]]" = queue.Queue()
