@@ -1,7 +1,7 @@
-"""A stdio server of the home's service imports Prefect's client only when a task needs it
-(mcp_server/runtime.ensure_prefect, design note 79): one that lists its tools, answers a lookup
-or refuses bad arguments never pays the import (0.55 s of CPU, ≈35 MiB); once a task is
-submitted or a flow run read, it has imported it and answers as before."""
+"""A stdio server of the home's service imports Prefect's client only when a tool needs it
+(mcp_server/runtime.ensure_prefect, design notes 79 and 84): one that lists its tools, answers
+a lookup, refuses bad arguments, or runs and waits for a task never pays the import (0.55 s of
+CPU, ≈35 MiB); a rework, which sets the flow run's state, imports it and answers as before."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _prefect_loaded(proc: psutil.Process) -> bool:
 
 
 @pytest.mark.anyio
-async def test_the_server_imports_prefect_only_when_a_task_needs_it(ts_daemon: dict, tmp_path: Path) -> None:
+async def test_the_server_imports_prefect_only_when_a_tool_needs_its_client(ts_daemon: dict, tmp_path: Path) -> None:
     from fixture_project import make_calc_repo
 
     home = ts_daemon["home"]
@@ -69,4 +69,13 @@ async def test_the_server_imports_prefect_only_when_a_task_needs_it(ts_daemon: d
                                                           "agentId": "scripted-noop", "autoVerify": False}))
         done: Any = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 120000}))
         assert done["status"] == "succeeded", done
+        # the service submitted it and the states were read with plain HTTP (design note 84)
+        assert not _prefect_loaded(server)
+
+        # a rework sets the flow run's state through Prefect's client: imported now, and it works
+        again = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework",
+                                                       "feedback": "once more"})
+        assert not again.is_error, again.content[0].text
         assert _prefect_loaded(server)
+        done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 120000}))
+        assert done["status"] == "succeeded", done

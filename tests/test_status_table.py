@@ -89,8 +89,8 @@ def test_a_reader_with_a_stale_copy_keeps_the_end_the_flow_recorded(tmp_path) ->
     stale = store.read(task_id)  # the query's copy: no finishedAt yet
     flows_end = store.update(task_id, finishedAt="2026-12-04T14:23:40.926Z", lastMessage="succeeded in round 1")
     service = TaskService(SimpleNamespace(home=home, error=None))  # type: ignore[arg-type]
-    view = service._view_of(stale, {stale["flowRunId"]: ("COMPLETED", "Succeeded", "done",
-                                                         "2026-12-04T14:23:40.956Z")})
+    view = service._view_of(stale, {stale["flowRunId"]: RunState("COMPLETED", "Succeeded", "done",
+                                                                 "2026-12-04T14:23:40.956Z")})
     assert view.status == "succeeded"
     assert store.read(task_id)["finishedAt"] == flows_end["finishedAt"] == view.task["finishedAt"]
     assert view.task["lastMessage"] == "succeeded in round 1"
@@ -98,7 +98,7 @@ def test_a_reader_with_a_stale_copy_keeps_the_end_the_flow_recorded(tmp_path) ->
     killed = new_task_id()  # no end recorded by anyone (a killed run): the repair completes it
     store.create(killed, {"projectPath": "/work/proj", "agentId": "scripted", "task": "Fix add",
                           "flowRunId": "7f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e"})
-    view = service._view_of(store.read(killed), {"7f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e": (
+    view = service._view_of(store.read(killed), {"7f1c1d9e-2b1a-4e8e-9a53-1c1d9e2b1a4e": RunState(
         "CRASHED", "Crashed", "the process died", "2026-12-04T14:23:41.000Z")})
     assert store.read(killed)["finishedAt"] == "2026-12-04T14:23:41.000Z" == view.task["finishedAt"]
     assert view.task["lastMessage"] == "the process died"
