@@ -42,6 +42,12 @@ def age_s(iso: str | None) -> float | None:
     return (datetime.now(timezone.utc) - at).total_seconds()
 
 
+def _acceptance_order(task: dict[str, Any]) -> tuple[int, str, str]:
+    seq = task.get("acceptedSeq")
+    return (seq if isinstance(seq, int) and not isinstance(seq, bool) else -1,
+            str(task.get("createdAt") or ""), str(task.get("taskId") or ""))
+
+
 class TaskStore:
     """Reads and writes task directories under ``<home>/tasks``.
 
@@ -267,27 +273,32 @@ class TaskStore:
         ]
         return picked[-limit:] if limit > 0 else []
 
-    def unfinished(self, prefixes: tuple[str, ...] = ("tsk_", "vfy_")) -> list[dict[str, Any]]:
-        """The records without ``finishedAt`` whose id starts with one of ``prefixes``, newest id
-        first (copies, from :meth:`read_cached`). Reads only the records of the unfinished index
-        (:mod:`core.unfinished`), or every record in a home written only by an earlier version.
-        An index entry whose record says it finished (a writer stopped between the two) is
-        dropped under that record's lock."""
-        indexed = self.index.ids()
+    def unfinished(self, prefixes: tuple[str, ...] = ("tsk_", "vfy_"), *, every: bool = False) -> list[dict[str, Any]]:
+        """The records without ``finishedAt`` whose id starts with one of ``prefixes``, the last
+        accepted first (``acceptedSeq``, then ``createdAt``, then id: ids of one second are
+        not in acceptance order); copies, from :meth:`read_cached`.
+
+        Reads only the records of the unfinished index (:mod:`core.unfinished`), or every record
+        in a home written only by an earlier version, or with ``every``: a check that must not
+        miss a record that a stdio server of an earlier version wrote into this home meanwhile
+        (the merge's). An index entry whose record says it finished (a writer stopped between
+        the two) is dropped under that record's lock."""
+        indexed = None if every else self.index.ids()
         ids = self.list_ids(prefixes) if indexed is None else [i for i in indexed if i.startswith(prefixes)
                                                                 and is_record_id(i)]
         found = []
-        for record_id in sorted(ids, reverse=True):
+        for record_id in ids:
             task = self.read_cached(record_id)
             if task is not None and not task.get("finishedAt"):
                 found.append(task)
             elif indexed is not None:
                 self._drop_stale(record_id)
+        found.sort(key=_acceptance_order, reverse=True)
         return found
 
     def unfinished_inplace(self, norm: str) -> dict[str, Any] | None:
-        """The newest in-place task or verify record of project ``norm`` without ``finishedAt``,
-        or None: what run_task's answer names as the task its new one waits behind (records only,
+        """The last accepted in-place task or verify record of project ``norm`` without
+        ``finishedAt``, or None: what run_task's answer names as the task its new one waits behind (records only,
         no Prefect call: it answers before the service is up; worktree tasks run beside it).
         Reads the unfinished records only (:meth:`unfinished`); ``bench/bench_taskstore.py``
         measures it."""

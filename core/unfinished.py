@@ -50,7 +50,7 @@ class UnfinishedIndex:
         no index yet (the caller scans every record)."""
         try:
             return os.listdir(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # none yet, or a file in its place
             return None
 
     def add(self, task_id: str, scan: Callable[[], Iterable[str]]) -> None:
@@ -77,6 +77,8 @@ class UnfinishedIndex:
         with FileLock(os.path.join(self.root, INDEX_NAME + ".lock"), timeout=60):
             if os.path.isdir(self.path):
                 return
+            if os.path.lexists(self.path):  # something else in its place (a file, a link): the index is ours
+                os.unlink(self.path)
             building = os.path.join(self.root, f"{INDEX_NAME}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
             os.mkdir(building)
             try:

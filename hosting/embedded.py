@@ -113,7 +113,7 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
     is 25–60 ms of this process's time while the run's engine waits for its answers.
     """
     body = json.dumps(identity).encode()
-    expected = auth_header(auth)["Authorization"]
+    expected_bytes = auth_header(auth)["Authorization"].encode("latin-1")
 
     async def answer(send: Any, status: int, payload: bytes) -> None:
         await send({"type": "http.response.start", "status": status,
@@ -121,9 +121,9 @@ def identity_app(app: Any, identity: dict[str, Any], auth: str,
                                 (b"content-length", str(len(payload)).encode())]})
         await send({"type": "http.response.body", "body": payload})
 
-    def authorized(scope: dict[str, Any]) -> bool:
-        given = dict(scope.get("headers") or []).get(b"authorization", b"").decode("latin-1")
-        return hmac.compare_digest(given, expected)
+    def authorized(scope: dict[str, Any]) -> bool:  # bytes: a non-ASCII header is a refusal, not a 500
+        given = dict(scope.get("headers") or []).get(b"authorization", b"")
+        return hmac.compare_digest(given, expected_bytes)
 
     async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope.get("type") == "http" and scope.get("path") == IDENTITY_PATH:

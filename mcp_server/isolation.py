@@ -132,7 +132,7 @@ def _inplace_editor(service: Any, norm: str, own: str) -> str | None:
     from ..core.paths import serial_key
 
     key = serial_key(norm)
-    for task in service.store.unfinished(("tsk_",)):
+    for task in service.store.unfinished(("tsk_",), every=True):  # rare and must not miss one: every record
         if (task.get("taskId") != own and task.get("isolation", "inplace") == "inplace"
                 and isinstance(task.get("projectPath"), str) and serial_key(task["projectPath"]) == key):
             return str(task["taskId"])

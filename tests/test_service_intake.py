@@ -77,10 +77,13 @@ def test_the_intake_route_wakes_the_service_and_refuses_strangers() -> None:
             codes = [(await http.post(INTAKE_PATH, headers=auth_header("u:p"))).status_code,
                      (await http.post(INTAKE_PATH)).status_code,
                      (await http.post(INTAKE_PATH, headers=auth_header("u:wrong"))).status_code,
-                     (await http.get(INTAKE_PATH, headers=auth_header("u:p"))).status_code]
+                     (await http.get(INTAKE_PATH, headers=auth_header("u:p"))).status_code,
+                     # a header that is not ASCII (found by a tester: it was a 500 and a traceback)
+                     (await http.post(INTAKE_PATH, headers={"Authorization": b"Basic \xff\xfe"})).status_code,
+                     (await http.get("/tianshu/identity", headers={"Authorization": b"Basic \xff\xfe"})).status_code]
         return codes
 
-    assert anyio.run(go) == [204, 401, 401, 405]
+    assert anyio.run(go) == [204, 401, 401, 405, 401, 401]
     assert woken == [1]
     # without a loop that submits (in-process hosting) there is no such route: Prefect's 404
     bare = httpx.ASGITransport(app=identity_app(prefect_app, {"homeId": "h"}, "u:p", None, None))

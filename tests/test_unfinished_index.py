@@ -169,7 +169,8 @@ class IndexMachine(RuleBasedStateMachine):
     @invariant()
     def matches_a_full_scan(self) -> None:
         found = [t["taskId"] for t in self.store.unfinished()]
-        assert found == sorted(scan_all(self.store), reverse=True)
+        assert set(found) == scan_all(self.store)
+        assert found == [t["taskId"] for t in self.store.unfinished(every=True)]
 
     def teardown(self) -> None:
         import shutil
@@ -179,3 +180,30 @@ class IndexMachine(RuleBasedStateMachine):
 
 TestIndexMachine = IndexMachine.TestCase
 TestIndexMachine.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+
+
+def test_the_last_accepted_comes_first_and_the_merge_check_reads_every_record(tmp_path: Path) -> None:
+    """Ids made within one second do not sort in acceptance order: the answer names the task
+    accepted last. A record that a stdio server of an earlier version wrote (no index entry) is
+    still seen by the scan of every record, which the merge check uses."""
+    store = TaskStore(tmp_path)
+    ids = [new_task_id() for _ in range(4)]
+    for seq, task_id in zip((3, 1, 4, 2), ids):
+        store.create(task_id, {"projectPath": "/p", "isolation": "inplace", "acceptedSeq": seq})
+    assert [t["acceptedSeq"] for t in store.unfinished()] == [4, 3, 2, 1]
+    assert store.unfinished_inplace("/p")["acceptedSeq"] == 4  # type: ignore[index]
+    (index_dir(tmp_path) / ids[2]).unlink()  # as if an earlier version had written it
+    assert ids[2] not in [t["taskId"] for t in store.unfinished()]
+    assert ids[2] == store.unfinished(every=True)[0]["taskId"]
+
+
+def test_a_file_where_the_index_belongs_is_replaced_not_an_error(tmp_path: Path) -> None:
+    store = TaskStore(tmp_path)
+    done = new_task_id()
+    store.create(done, {"projectPath": "/q", "finishedAt": FINISHED})
+    (tmp_path / "tasks" / INDEX_NAME).write_text("not a directory")
+    assert store.unfinished() == []  # read: scanned, nothing made
+    live = new_task_id()
+    store.create(live, {"projectPath": "/p"})
+    assert os.listdir(index_dir(tmp_path)) == [live]
+    assert store.unfinished_inplace("/p")["taskId"] == live  # type: ignore[index]
