@@ -1,11 +1,12 @@
 """The index of unfinished task records: ``<home>/tasks/.unfinished/<taskId>`` (docs/design-notes.md,
 note 83).
 
-run_task's answer names the in-place task of the project that its new task will wait behind, and
-a merge refuses while an in-place task of the repository is unfinished. Both used to read every
-record of the home, so the answer grew with the history (18.6 ms at 50 tasks, 42 ms at 1,000 in
-a soak). Here an empty file per record without ``finishedAt`` lets them read only the few
-records that can match.
+run_task's answer names the in-place task of the project that its new task will wait behind. It
+used to read every record of the home, so the answer grew with the history (18.6 ms at 50 tasks,
+42 ms at 1,000 in a soak). Here an empty file per record without ``finishedAt`` lets it read
+only the few records that can match. (A merge, which refuses while an in-place task of the
+repository is unfinished, still reads every record: a stdio server of an earlier version that
+still runs writes records this index does not know.)
 
 Rules that keep the index from ever missing an unfinished record (an extra entry is harmless:
 readers check each record and :meth:`TaskStore.unfinished` drops an entry whose record is
