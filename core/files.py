@@ -110,6 +110,18 @@ def atomic_write_json(path: str | os.PathLike[str], value: Any, mode: int | None
     atomic_write_text(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n", mode=mode, sync=sync)
 
 
+def file_signature(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
+    """``(inode, mtime ns, size)`` of ``path``, None when it cannot be stat'ed. A file that is
+    only ever replaced by a rename (:func:`atomic_write_bytes`) has a new signature after every
+    write, so an unchanged signature means an unchanged content (the parse caches of task
+    records and ``projects.json``)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 MAX_JSON_BYTES = 64 * 1024 * 1024
 """Larger JSON files are refused (a record pointed at /dev/zero must not exhaust memory)."""
 

@@ -9,7 +9,6 @@ Writes are atomic under a file lock; a corrupt file is reported, never silently 
 from __future__ import annotations
 
 import copy
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 from filelock import FileLock
 
 from .errors import ErrorCode, TianshuError
-from .files import atomic_write_json, read_json
+from .files import atomic_write_json, file_signature, read_json
 from .paths import project_key
 from .taskstore import utc_now
 
@@ -50,19 +49,12 @@ class ProjectRegistry:
         self.path = home / "projects.json"
         self.lock = FileLock(str(home / ".projects.lock"), timeout=30)
 
-    def _signature(self) -> tuple[int, int, int] | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
-
     def _load(self) -> dict[str, Any]:
         """The parsed file, shared: callers copy what they change. A file unchanged since this
         process last parsed or wrote it (same inode, mtime in ns and size: it is only ever
         replaced by a rename) is not parsed again; with 850 projects a parse and a rewrite cost
         3.9 ms of run_task's answer (docs/design-notes.md, note 83)."""
-        signature = self._signature()
+        signature = file_signature(self.path)
         hit = _PARSED.get(str(self.path))
         if signature is not None and hit is not None and hit[0] == signature:
             return hit[1]
@@ -74,7 +66,7 @@ class ProjectRegistry:
             raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
             raise TianshuError(ErrorCode.CONFIG_INVALID, f"{self.path} must hold a JSON object keyed by project hash")
-        if signature is not None and signature == self._signature():
+        if signature is not None and signature == file_signature(self.path):
             _PARSED[str(self.path)] = (signature, data)
         return data
 
@@ -108,7 +100,7 @@ class ProjectRegistry:
             entry["lastSeenAt"] = now
             data[key] = entry
             atomic_write_json(self.path, data, sync=False)
-            signature = self._signature()  # under the lock: no other writer between the rename and this
+            signature = file_signature(self.path)  # under the lock: no other writer between the rename and this
             if signature is not None:
                 _PARSED[str(self.path)] = (signature, data)
             return copy.deepcopy(entry)

@@ -17,7 +17,7 @@ from typing import Any
 from filelock import FileLock
 
 from . import webhooks
-from .files import append_jsonl, atomic_write_json, read_json_safe, read_jsonl_tail
+from .files import append_jsonl, atomic_write_json, file_signature, read_json_safe, read_jsonl_tail
 from .ids import is_record_id
 from .model import AGENT_EVENT_NAMES
 from .record import RECORD_FILE, RECORD_VERSION, TaskRecord, check_fields, read_record
@@ -103,11 +103,7 @@ class TaskStore:
         malformed."""
         if not is_record_id(task_id):
             return None
-        try:  # strings: pathlib was half a cache hit's cost
-            st = os.stat(os.path.join(self.root, task_id, RECORD_FILE))
-        except OSError:
-            return None
-        return (st.st_ino, st.st_mtime_ns, st.st_size)
+        return file_signature(os.path.join(self.root, task_id, RECORD_FILE))  # strings: pathlib was half a hit's cost
 
     def read_cached(self, task_id: str) -> dict[str, Any] | None:
         """:meth:`read` for scans over every record (the answer of run_task looks for the
