@@ -65,7 +65,6 @@ def run_stdio(argv: list[str]) -> int:
     import anyio
 
     from ..mcp_server.runtime import Runtime
-    from ..mcp_server.server import serve_stdio
 
     try:
         home = data_home()
@@ -74,6 +73,14 @@ def run_stdio(argv: list[str]) -> int:
     except Exception as exc:  # noqa: BLE001
         return _fail(str(exc))
     log.info("Prefect hosting: %s", runtime.mode)
+    if runtime.mode == "service":
+        # connect (and on a cold home start the service) now, beside the MCP SDK's imports
+        # below rather than after them; the thread's own import is done here first, since two
+        # threads importing at once can meet a half-initialised module (docs/design-notes.md, note 85)
+        from ..hosting import launcher  # noqa: F401
+
+        runtime.start_background()
+    from ..mcp_server.server import serve_stdio  # the MCP SDK: ≈0.5 s of imports
     from ..mcp_server.skill_boot import start_skill_install
 
     # docs/agents-tasks.md §2.14: a daemon thread, so the handshake never waits for it

@@ -113,8 +113,8 @@ async def ensure_project_queue(client: PrefectClient, project_key: str, limit: i
 
 
 async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypoint: str, pool: str = WORK_POOL) -> Any:
-    """Create deployment ``<flow.name>/<name>`` on work pool ``pool``, or update its entrypoint
-    and parameter schema in place; return its id.
+    """Create deployment ``<flow.name>/<name>`` on work pool ``pool``, or update its entrypoint,
+    parameter schema, pool and job variables in place when one of them differs; return its id.
 
     An existing deployment is updated, never re-created: an upsert without ``schedules`` would
     replace the deployment's schedules with none, wiping every re-verification schedule on start.
@@ -127,8 +127,10 @@ async def ensure_deployment(client: PrefectClient, flow: Any, name: str, entrypo
     except ObjectNotFound:
         existing = None
     if existing is not None:
-        await client.update_deployment(existing.id, DeploymentUpdate(
-            entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=pool, job_variables={}))
+        if (existing.entrypoint, existing.parameter_openapi_schema, existing.work_pool_name,
+                existing.job_variables or {}) != (entrypoint, schema, pool, {}):  # each start: one write fewer
+            await client.update_deployment(existing.id, DeploymentUpdate(
+                entrypoint=entrypoint, parameter_openapi_schema=schema, work_pool_name=pool, job_variables={}))
         return existing.id
     flow_id = await client.create_flow_from_name(flow.name)
     return await client.create_deployment(

@@ -17,6 +17,7 @@ name and renamed, so a home never sees half a database.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -93,6 +94,10 @@ def seed_database(prefect_home: Path) -> bool:
             partial.unlink(missing_ok=True)
             return False
         os.replace(partial, db)
+        from .schema_head import record, revisions
+
+        with contextlib.suppress(OSError):  # no record: the first start migrates (a no-op) and records
+            record(prefect_home, revisions(template))  # migrated by this Prefect version: starts skip them
         return True
     except (OSError, RuntimeError, Timeout, subprocess.SubprocessError) as exc:
         log.warning("the Prefect database of %s is created by its own migrations (no template: %s)", prefect_home, exc)

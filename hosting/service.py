@@ -46,7 +46,9 @@ from ..core.memory import TRIM_EVERY_S, release_free_memory
 from ..core.reaper import export_host
 from ..core.settings import ServerConfig
 from ..deployments.topology import export_env
+from . import schema_head
 from .dbseed import seed_database
+from .start_phases import StartPhases
 from .identity import (
     ServiceInfo,
     auth_string,
@@ -120,6 +122,8 @@ class HomeService:
         self._host: Any = None
         self._stop = threading.Event()
         self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None  # maintain's loop and its wake-up
+        self._phases = StartPhases()
+        self._migrations_off = False  # this start found the database at its recorded head (.schema_head)
 
     # --- start / stop ------------------------------------------------------------------------
     def start(self) -> ServiceInfo:
@@ -135,8 +139,11 @@ class HomeService:
         except Timeout as exc:
             raise AlreadyHosted(str(self.home)) from exc
         try:
+            self._phases = StartPhases()
             check_database(self.home)
             seed_database(prefect_dir(self.home))  # a new home: a migrated copy, not 11 CPU-s of migrations
+            self._migrations_off = schema_head.skip_if_at_head(prefect_dir(self.home), os.environ)
+            self._phases.mark("database")
             return self._start_locked()
         except Exception as exc:
             err = exc if isinstance(exc, TianshuError) else TianshuError(
@@ -167,19 +174,34 @@ class HomeService:
                                  on_intake=self.wake_intake if self.mode == "service" else None)
         if self.run_worker:  # before any thread and before the API's imports: it shares ours (.shared_fork)
             self._host.fork_engine_server(socket_path(self.home))
+        self._phases.mark("preload")
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
+        if not self._migrations_off:  # they ran: the next start with this revision skips them
+            schema_head.record(prefect_dir(self.home))
+        self._phases.mark("API")
         anyio.run(self._setup)
+        self._phases.mark("setup")
         if self.run_worker:
             self._host.start_worker(socket_path(self.home))
-        gc.collect()  # what start-up built lives as long as the service: keep it out of the collector's
-        gc.freeze()  # full collections, which otherwise walk it all (docs/design-notes.md, note 57)
-        release_free_memory()  # what start-up's imports and migrations freed (core/memory.py)
+        self._phases.mark("worker")
+        if self.mode != "service":  # no maintain loop here: now
+            self.settle_heap()
+            self._phases.mark("heap")
         self.info = replace(self.info, state="ready")
         self.info.publish(self.home)
         service_error_file(self.home).unlink(missing_ok=True)
-        log.info("tianshu-mcp service (%s) ready in %.1f s: UI %s, home %s", self.mode, time.monotonic() - t0,
-                 self.info.ui_url, self.home)
+        log.info("tianshu-mcp service (%s) ready in %.1f s (%s): UI %s, home %s", self.mode, time.monotonic() - t0,
+                 self._phases.render(), self.info.ui_url, self.home)
         return self.info
+
+    def settle_heap(self) -> None:
+        """Move what start-up built out of the collector's way and give freed memory back
+        (≈0.1 s of CPU holding the GIL). :meth:`maintain` calls it at its first watchdog check,
+        5 s after the service is ready, so a task submitted at once is not slowed by it
+        (docs/design-notes.md, note 85); in-process hosting, which has no maintain loop, at start."""
+        gc.collect()  # what start-up built lives as long as the service: keep it out of the collector's
+        gc.freeze()  # full collections, which otherwise walk it all (docs/design-notes.md, note 57)
+        release_free_memory()  # what start-up's imports and migrations freed (core/memory.py)
 
     async def _setup(self) -> None:
         from ..deployments.setup import ensure_all
@@ -259,7 +281,11 @@ class HomeService:
         from prefect.exceptions import ObjectNotFound
 
         idle_since: float | None = None
-        last_idle_check = last_watchdog = last_trim = last_remake = 0.0
+        last_idle_check = last_remake = 0.0
+        # the start swept what a previous service left (.sweep.startup_sweep): the first watchdog
+        # check and trim come one period later, with the heap's settling, not beside a first task
+        last_watchdog = last_trim = time.monotonic()
+        heap_settled = False
         drainer = WebhookDrainer(self.home)  # deliveries in its own thread: never delays this loop
         woken = asyncio.Event()
         self._wake = (asyncio.get_running_loop(), woken)
@@ -282,6 +308,9 @@ class HomeService:
                 now = time.monotonic()
                 if now - last_watchdog >= CHECK_EVERY_S:
                     last_watchdog = now
+                    if not heap_settled:
+                        heap_settled = True
+                        await anyio.to_thread.run_sync(self.settle_heap)
                     try:
                         await end_hung_runs(client, self.home)
                     except Exception as exc:  # noqa: BLE001 - looked at again on the next check

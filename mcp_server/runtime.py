@@ -94,7 +94,11 @@ class Runtime:
     # --- connecting --------------------------------------------------------------------------
     def start_background(self) -> None:
         """Connect in a thread; the thread then submits pending entries whenever kicked (and,
-        without a per-home service — remote or in-process mode — delivers pending webhooks)."""
+        without a per-home service — remote or in-process mode — delivers pending webhooks).
+        Once per runtime: a later call does nothing (the stdio entry point calls it before the
+        server's lifespan does)."""
+        if self._thread is not None:
+            return
         register_client(self.home)
         self._thread = threading.Thread(target=self._run, name="tianshu-prefect", daemon=True)
         self._thread.start()
