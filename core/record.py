@@ -233,6 +233,14 @@ def _adapter(name: str) -> TypeAdapter[Any]:
     return TypeAdapter(TaskRecord.model_fields[name].annotation)
 
 
+def warm_validators() -> None:
+    """Build every field's validator now: each flow run used to build the ones it writes at
+    first use (≈9 ms before its agent started); the fork server builds them once for all
+    (docs/design-notes.md, note 85)."""
+    for name in FIELDS:
+        _adapter(name)
+
+
 def check_fields(fields: Mapping[str, Any], foreign: bool = False) -> dict[str, Any]:
     """The JSON values to write for ``fields`` (enums as their values; None kept: it deletes).
 

@@ -225,7 +225,8 @@ def warm() -> None:
     """Import :data:`WARM` and build the validators of :data:`WARM_MODELS`, which pydantic
     defers to their first use (models with forward references); a module or model this Prefect
     version lacks is skipped. The Prefect clients' TLS context is built once, here
-    (:func:`.tls_reuse.share_client_tls_context`)."""
+    (:func:`.tls_reuse.share_client_tls_context`), and so are the task record's validators and
+    the default prompt patterns, which every round used to build."""
     for module in WARM:
         try:
             importlib.import_module(module)
@@ -237,6 +238,11 @@ def warm() -> None:
         if model is not None and hasattr(model, "model_rebuild"):
             model.model_rebuild()
     share_client_tls_context()  # an engine's two clients: 2 × 30 ms of certificate parsing otherwise
+    from ..adapters.prompts import warm as warm_prompts
+    from ..core.record import warm_validators
+
+    warm_validators()  # ours, built at first use as pydantic's are: once here for every engine
+    warm_prompts()
 
 
 def freeze_heap() -> None:

@@ -36,7 +36,7 @@ from .common import (
     store,
     work_path,
 )
-from .events import ChangeWatch, EventData, PromptWatch, RoundEvents, emit
+from .events import ChangeWatch, EventData, PromptWatch, RoundEvents, TreeSnapshot, emit
 from .output_watch import OutputWatch
 from .results import RoundResult
 
@@ -93,15 +93,17 @@ def dispatch_round(task_id: str, round: int, feedback: str | None, answer: str |
     driver = driver_for(profile)
     events = RoundEvents(task_id)
     settings = profile.liveness
+    before = TreeSnapshot(work_path(meta))  # one git status for both watches, taken as the first enters
     watch = OutputWatch(task_id, log_file_path(ctx), round, OutputReader(profile.output_format),
                         Liveness(settings.max_retries, settings.window_ms, settings.stall_after_ms),
-                        work_path(meta), events, _run_logger())
+                        work_path(meta), events, _run_logger(), snapshot=before)
     cancel_probe = stop_probe(tdir)
     hooks = RoundHooks(should_stop=lambda: cancel_probe() or watch.should_stop(),
                        on_start=lambda rec: save_record(proc_file, rec), on_event=events.send)
     try:
         prompts = PromptClassifier(profile.confirmation_patterns, profile.authorization_patterns)
-        with ChangeWatch(task_id, work_path(meta), round, events=events, owned_paths=profile.owned_paths), \
+        with ChangeWatch(task_id, work_path(meta), round, events=events, owned_paths=profile.owned_paths,
+                         snapshot=before), \
                 PromptWatch(task_id, log_file_path(ctx), round, prompts, events=events), watch:
             result = driver.run_round(ctx, agent, hooks)
     finally:

@@ -22,6 +22,7 @@ import os
 import re
 import threading
 from collections.abc import Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import Self
 
@@ -122,6 +123,24 @@ def _tree_state(project: str) -> frozenset[tuple[str, str, int, int]] | None:
     return frozenset(rows)
 
 
+TreeState = frozenset[tuple[str, str, int, int]] | None
+"""What :func:`_tree_state` returns."""
+
+
+class TreeSnapshot:
+    """The work tree's state (:func:`_tree_state`) before the agent starts, taken once, at its
+    first use, for all of a round's watches: one ``git status`` on the way to the agent instead of
+    one per watch (docs/design-notes.md, note 85). ``project`` "" has none."""
+
+    def __init__(self, project: str) -> None:
+        self.project = project
+
+    @cached_property
+    def state(self) -> TreeState:
+        """The state (None outside git, on error, or without a project)."""
+        return _tree_state(self.project) if self.project else None
+
+
 ONCE_PER_ROUND = frozenset({"file_modification_started", "confirmation_dialog_detected", "awaiting_user_authorization"})
 """Semantic events sent at most once per round, whoever notices first (a watch or the driver)."""
 
@@ -198,21 +217,22 @@ class ChangeWatch(_Watch):
     """
 
     def __init__(self, task_id: str, project: str, rnd: int, interval_s: float = 1.0,
-                 events: RoundEvents | None = None, owned_paths: Sequence[str] = ()) -> None:
+                 events: RoundEvents | None = None, owned_paths: Sequence[str] = (),
+                 snapshot: TreeSnapshot | None = None) -> None:
         super().__init__(interval_s)
         self.task_id, self.project, self.round = task_id, project, rnd
         self.events = events or RoundEvents(task_id)
         self.owned_paths = tuple(owned_paths)
+        self.snapshot = snapshot or TreeSnapshot(project)  # the state before the agent (shared)
 
-    def _state(self) -> frozenset[tuple[str, str, int, int]] | None:
-        """The work tree's state without the files the agent's CLI keeps for itself (``ownedPaths``)."""
-        state = _tree_state(self.project)
+    def _mine(self, state: TreeState) -> TreeState:
+        """``state`` without the files the agent's CLI keeps for itself (``ownedPaths``)."""
         if state is None or not self.owned_paths:
             return state
         return frozenset(row for row in state if not owned_by_cli(row[0], self.owned_paths))
 
     def __enter__(self) -> Self:
-        self._start = self._state()
+        self._start = self._mine(self.snapshot.state)
         self._sent = False
         if self._start is not None:
             self._begin("tianshu-change-watch")
@@ -225,7 +245,7 @@ class ChangeWatch(_Watch):
     def _look(self) -> bool:
         if self._sent or self._start is None:
             return True
-        now = self._state()
+        now = self._mine(_tree_state(self.project))
         if now is None or now == self._start:
             return False
         self._sent = True

@@ -32,7 +32,7 @@ from ..adapters.output.events import (
 from ..adapters.output.formats import OutputReader
 from ..adapters.output.liveness import Liveness, Stuck
 from ..core.i18n import _
-from .events import EventData, LogTail, RoundEvents, _tree_state, _Watch
+from .events import EventData, LogTail, RoundEvents, TreeSnapshot, TreeState, _tree_state, _Watch
 
 log = logging.getLogger("tianshu_mcp")
 
@@ -50,12 +50,14 @@ class OutputWatch(_Watch):
         events: the round's event sender.
         run_logger: the Prefect flow-run logger (or any logger); None: the module's logger.
         interval_s: time between two looks, s.
+        snapshot: the work tree's state before the agent, shared with the round's other watches
+            (default: taken when the watch is entered).
     """
 
     def __init__(self, task_id: str, log_file: Path, rnd: int, reader: OutputReader, liveness: Liveness,
                  project: str = "", events: RoundEvents | None = None,
                  run_logger: logging.Logger | logging.LoggerAdapter | None = None,  # type: ignore[type-arg]
-                 interval_s: float = 0.5) -> None:
+                 interval_s: float = 0.5, snapshot: TreeSnapshot | None = None) -> None:
         super().__init__(interval_s)
         self.task_id, self.log_file, self.round = task_id, Path(log_file), rnd
         self.reader, self.liveness, self.project = reader, liveness, project
@@ -67,11 +69,12 @@ class OutputWatch(_Watch):
         self.stuck: Stuck | None = None
         self.tool_calls = 0
         self._in_delta = False
-        self._tree: frozenset[tuple[str, str, int, int]] | None = None
+        self._tree: TreeState = None
+        self.snapshot = snapshot or TreeSnapshot(project)  # the state before the agent (shared)
 
     def __enter__(self) -> Self:
         self._tail = LogTail(self.log_file)
-        self._tree = _tree_state(self.project) if self.project else None
+        self._tree = self.snapshot.state
         self._begin("tianshu-output-watch")
         return self
 

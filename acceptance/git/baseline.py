@@ -15,7 +15,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...core.git.run import _rev, _toplevel, is_git_repo
+from ...core.git.run import _rev, is_git_repo, work_tree_root
 from ...core.git.status import CACHE_PATH_RE, status_entries as _status_entries
 from ...core.i18n import N_, _
 from .files import _fingerprint
@@ -106,9 +106,9 @@ def capture_baseline(project: str | os.PathLike[str]) -> Baseline:
     pre-existing deletion gets ``"deleted"``, a submodule or nested repository ``gitlink:<HEAD
     sha>`` (port).
     """
-    if not is_git_repo(project):
+    root = work_tree_root(project)
+    if root is None:
         return Baseline(is_repo=False, message=_(NON_REPO_MESSAGE))
-    root = _toplevel(project)
     head = _rev(project, "HEAD")
     entries = _status_entries(project)
     changed, untracked, _others = parse_porcelain(entries)

@@ -195,6 +195,24 @@ def is_git_repo(project: str | os.PathLike[str]) -> bool:
     raise git_failed(args, project, r)
 
 
+def work_tree_root(project: str | os.PathLike[str]) -> Path | None:
+    """The top level of the work tree ``project`` is in, or None when it is in none: what
+    :func:`is_git_repo` and then ``git rev-parse --show-toplevel`` answer, in one git call where
+    both succeed (one process fewer on the way to the agent and in every verification,
+    docs/design-notes.md note 85); anything else is asked again the way :func:`is_git_repo` asks.
+
+    Raises:
+        GitFailed: as :func:`is_git_repo`.
+    """
+    if not os.path.isdir(project):
+        return None
+    r = run_git(["rev-parse", "--is-inside-work-tree", "--show-toplevel"], project)
+    lines = r.stdout.splitlines()
+    if r.ok and len(lines) == 2 and lines[0].strip() == "true" and lines[1].strip():
+        return Path(lines[1].strip())
+    return _toplevel(project) if is_git_repo(project) else None
+
+
 def _git_marker(project: str | os.PathLike[str]) -> Path | None:
     """The nearest ``.git`` (directory or ``gitdir:`` file) at or above ``project``, or None."""
     here = Path(os.path.realpath(project))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Sequence
 
-from ....core.git.run import _rev, _toplevel, is_git_repo
+from ....core.git.run import _rev, work_tree_root
 from ...signals import SignalsReport, scan_changes
 from ..baseline import Baseline, _status_entries, parse_porcelain
 from ..models import Analysis, Diffstat
@@ -60,11 +60,11 @@ def analyze_changes(
     Raises:
         GitFailed: git failed, or the baseline commit is no longer in the repository.
     """
-    if not baseline.is_repo or not is_git_repo(project):
+    root = work_tree_root(project) if baseline.is_repo else None
+    if root is None:
         a = Analysis()
         a.notes.append("The project is not a git repository; no change list/diffstat analysis was done.")
         return a
-    root = _toplevel(project)
     _changed, untracked_now, _others = parse_porcelain(_status_entries(project))
     unchanged_pre = unchanged_pre_existing(baseline, root)  # 2. unchanged pre-existing dirty files
     cur_head = _rev(project, "HEAD")
