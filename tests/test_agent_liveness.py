@@ -101,3 +101,41 @@ async def test_tool_calls_of_structured_output_reach_recent_events(ts_daemon: di
     assert report["agent"]["usage"] == {"inputTokens": 2400, "outputTokens": 160, "costUsd": pytest.approx(0.0128)}
     assert report["agent"]["finalMessage"] == "Fixed add."
     assert done["progressSummary"].startswith("round 0: Edit")
+
+
+def test_a_rounds_watches_share_one_git_status_taken_before_the_agent(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The change watch and the output watch start from one ``git status`` (design note 85): one
+    call when both are entered, the owned paths still left out of the change watch's view, and
+    the output watch's start state is the same snapshot."""
+    from tianshu_mcp.adapters.output.formats import OutputReader
+    from tianshu_mcp.adapters.output.liveness import Liveness
+    from tianshu_mcp.tasks import events as ev
+    from tianshu_mcp.tasks.output_watch import OutputWatch
+
+    repo = make_calc_repo(tmp_path / "calc")
+    (repo / ".aider.chat.history.md").write_text("the CLI's own file\n")
+    (repo / "notes.txt").write_text("the user's own change\n")
+    calls: list[str] = []
+    real = ev._tree_state
+
+    def counted(project: str) -> Any:
+        calls.append(project)
+        return real(project)
+
+    monkeypatch.setattr(ev, "_tree_state", counted)
+
+    class Quiet(ev.RoundEvents):
+        def send(self, *args: Any, **kwargs: Any) -> None:  # no task record here: nothing to write
+            calls.append("sent")
+
+    before = ev.TreeSnapshot(str(repo))
+    change = ev.ChangeWatch("t", str(repo), 1, interval_s=3600, events=Quiet("t"), owned_paths=(".aider*",),
+                            snapshot=before)
+    output = OutputWatch("t", tmp_path / "agent-1.log", 1, OutputReader("text"), Liveness(3, 60000, 600000),
+                         str(repo), Quiet("t"), interval_s=3600, snapshot=before)
+    with change, output:
+        assert calls == [str(repo)]
+        assert {row[0] for row in change._start} == {"notes.txt"}
+        assert output._tree == before.state and {row[0] for row in before.state} == {"notes.txt", ".aider.chat.history.md"}
+    assert "sent" not in calls  # nothing changed while they watched

@@ -279,3 +279,42 @@ def test_git_replace_does_not_hide_a_change(tmp_path: Path) -> None:
     new = git(repo, "hash-object", "-w", "calc.py").strip()
     git(repo, "replace", "-f", original, new)
     assert analyze_changes(baseline, repo).changed_files == ["calc.py"]
+
+
+def test_the_work_tree_top_level_takes_one_git_call_and_answers_as_is_git_repo(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``work_tree_root`` (design note 85) asks git once where is_git_repo and --show-toplevel
+    would both succeed, and every other case the way is_git_repo does: a non-repo is None, a
+    directory inside ``.git``, a broken ``gitdir:`` file and a repository owned by someone else
+    are git failures, never "no repository"."""
+    from tianshu_mcp.core.git import run as git_run
+    from tianshu_mcp.core.git.run import work_tree_root
+
+    repo = make_pytest_repo(tmp_path / "repo")
+    (repo / "pkg" / "sub").mkdir(parents=True)
+    calls: list[list[str]] = []
+    real = git_run.run_git
+
+    def counted(args: list[str], *rest: Any, **kw: Any) -> Any:
+        calls.append(list(args))
+        return real(args, *rest, **kw)
+
+    monkeypatch.setattr(git_run, "run_git", counted)
+    top = os.path.realpath(repo)
+    assert [os.path.realpath(work_tree_root(p)) for p in (repo, repo / "pkg" / "sub")] == [top, top]
+    assert len(calls) == 2  # one each
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert work_tree_root(plain) is None and work_tree_root(tmp_path / "missing") is None
+    with pytest.raises(GitFailed):
+        work_tree_root(repo / ".git")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / ".git").write_text("gitdir: /nowhere/at/all\n")
+    with pytest.raises(GitFailed):
+        work_tree_root(broken)
+    monkeypatch.setattr(git_run, "run_git", real)
+    owned_by_someone_else(repo)
+    with pytest.raises(GitFailed) as info:
+        work_tree_root(repo)
+    assert "dubious ownership" in info.value.message
