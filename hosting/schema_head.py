@@ -47,7 +47,12 @@ def revisions(db: Path) -> list[str] | None:
 
 def record(prefect_home: Path, revs: list[str] | None = None) -> bool:
     """Write the marker: ``revs`` (default: the database's own revisions) under the installed
-    Prefect version. Returns False (nothing written) when there is no revision to record."""
+    Prefect version. Returns False (nothing written) when there is no revision to record.
+
+    Raises:
+        OSError: the marker cannot be written (the callers go on without it: the next start
+            migrates, a no-op, and records again).
+    """
     revs = revs if revs is not None else revisions(prefect_home / "prefect.db")
     if not revs:
         return False

@@ -177,7 +177,8 @@ class HomeService:
         self._phases.mark("preload")
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
         if not self._migrations_off:  # they ran: the next start with this revision skips them
-            schema_head.record(prefect_dir(self.home))
+            with contextlib.suppress(OSError):  # no record: the next start migrates (a no-op) again
+                schema_head.record(prefect_dir(self.home))
         self._phases.mark("API")
         anyio.run(self._setup)
         self._phases.mark("setup")

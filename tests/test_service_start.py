@@ -76,6 +76,11 @@ def test_the_recorded_head_turns_migrations_off_only_for_that_revision_and_versi
     (tmp_path / "junk.db").write_bytes(b"not a database " * 200)
     assert schema_head.revisions(tmp_path / "junk.db") is None
     assert schema_head.revisions(_db(tmp_path / "b", "y", "x") / "prefect.db") == ["x", "y"]
+    (home / schema_head.MARKER).unlink()
+    (home / schema_head.MARKER).mkdir()  # a directory where the marker belongs: no skip, a write fails
+    assert not schema_head.at_recorded_head(home)
+    with pytest.raises(OSError):
+        schema_head.record(home)
 
 
 @pytest.mark.own_services
@@ -108,6 +113,9 @@ def test_a_seeded_home_starts_without_migrations_and_another_revision_migrates(t
         second = start()
         assert ALEMBIC.search(second), "a database whose revision is not the recorded one was not migrated"
         assert json.loads(marker.read_text()) == recorded  # what the migrations found, recorded again
+        marker.unlink()
+        marker.mkdir()  # a marker that cannot be read or written never stops a start
+        assert ALEMBIC.search(start())
     finally:
         for proc in service_processes(home):
             proc.kill()
