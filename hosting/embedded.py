@@ -223,7 +223,7 @@ class PrefectHost:
         with httpx.Client(timeout=2.0) as client:
             while time.monotonic() < deadline:
                 if not self._api_thread.is_alive():
-                    raise RuntimeError("the Prefect API stopped during start-up (see the log above)")
+                    raise RuntimeError("the Prefect API stopped during start-up (its error is in the log)")
                 with contextlib.suppress(httpx.HTTPError):
                     if client.get(f"{self.api_url}/health").status_code == 200 and self._server.started:
                         return

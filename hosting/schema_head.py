@@ -8,12 +8,15 @@ when a new home is seeded from a template that version migrated (:mod:`.dbseed`)
 whose database still has exactly that revision, under the same Prefect version, turns the
 migrations off for that start (``PREFECT_API_DATABASE_MIGRATE_ON_START=false``). Anything else
 migrates as before: another Prefect version, a database restored from elsewhere (another
-revision), no record, or anything unreadable.
+revision), no record, anything unreadable, or a Prefect configured (environment, profile) to use
+another database than the home's file.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+from collections.abc import MutableMapping
 from pathlib import Path
 
 from ..core.files import atomic_write_json, read_json_safe
@@ -70,14 +73,33 @@ def at_recorded_head(prefect_home: Path) -> bool:
     return revs is not None and revs == data.get("revisions")
 
 
-def skip_if_at_head(prefect_home: Path, environ: dict[str, str]) -> bool:
-    """Set ``PREFECT_API_DATABASE_MIGRATE_ON_START=false`` in ``environ`` (before Prefect is
-    imported) when :func:`at_recorded_head`, else remove it; return whether migrations are off."""
-    if at_recorded_head(prefect_home):
+def is_home_database(prefect_home: Path, url: str) -> bool:
+    """True when the database URL Prefect will use (its ``PREFECT_API_DATABASE_CONNECTION_URL``
+    setting, the home's file by default) is the SQLite file ``<prefect_home>/prefect.db``: the
+    only database this module records or skips migrations for. An environment or a Prefect
+    profile naming another database migrates it as Prefect always does."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return False
+    if not parsed.drivername.startswith("sqlite") or not parsed.database:
+        return False
+    return os.path.realpath(parsed.database) == os.path.realpath(prefect_home / "prefect.db")
+
+
+def skip_if_at_head(prefect_home: Path, environ: MutableMapping[str, str], url: str) -> bool:
+    """Set ``PREFECT_API_DATABASE_MIGRATE_ON_START=false`` in ``environ`` when ``url`` is the
+    home's database (:func:`is_home_database`) and it is :func:`at_recorded_head`, else remove
+    the variable; return whether migrations are off. Prefect reads the variable when its
+    settings are built: the caller refreshes them after this call."""
+    if is_home_database(prefect_home, url) and at_recorded_head(prefect_home):
         environ[MIGRATE_ENV] = "false"
         return True
     environ.pop(MIGRATE_ENV, None)
     return False
 
 
-__all__ = ["MARKER", "MIGRATE_ENV", "at_recorded_head", "record", "revisions", "skip_if_at_head"]
+__all__ = ["MARKER", "MIGRATE_ENV", "at_recorded_head", "is_home_database", "record", "revisions", "skip_if_at_head"]

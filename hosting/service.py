@@ -57,6 +57,7 @@ from .identity import (
     prefect_dir,
     service_error_file,
     service_file,
+    service_log,
 )
 
 log = logging.getLogger("tianshu_mcp")
@@ -139,15 +140,15 @@ class HomeService:
         except Timeout as exc:
             raise AlreadyHosted(str(self.home)) from exc
         try:
-            self._phases = StartPhases()
+            self._phases = StartPhases(process=self.mode == "service")
             check_database(self.home)
             seed_database(prefect_dir(self.home))  # a new home: a migrated copy, not 11 CPU-s of migrations
-            self._migrations_off = schema_head.skip_if_at_head(prefect_dir(self.home), os.environ)
             self._phases.mark("database")
             return self._start_locked()
         except Exception as exc:
             err = exc if isinstance(exc, TianshuError) else TianshuError(
-                ErrorCode.SERVICE_START_FAILED, f"the tianshu-mcp service could not start: {type(exc).__name__}: {exc}")
+                ErrorCode.SERVICE_START_FAILED, f"the tianshu-mcp service could not start: {type(exc).__name__}: {exc} "
+                f"(its log: {service_log(self.home)})")
             atomic_write_json(service_error_file(self.home), {"code": err.code.value, "message": err.message,
                                                               "pid": os.getpid()})
             self._teardown()
@@ -157,7 +158,6 @@ class HomeService:
         from .embedded import bind_socket
         from .forkserver import socket_path
 
-        t0 = time.monotonic()
         auth = auth_string(self.home)
         hid = home_id(self.home)
         sock = bind_socket(self.config.prefect.port)
@@ -175,8 +175,9 @@ class HomeService:
         if self.run_worker:  # before any thread and before the API's imports: it shares ours (.shared_fork)
             self._host.fork_engine_server(socket_path(self.home))
         self._phases.mark("preload")
+        home_db = self._decide_migrations()
         self._host.start_api(self.config.prefect.ready_timeout_ms / 1000)
-        if not self._migrations_off:  # they ran: the next start with this revision skips them
+        if home_db and not self._migrations_off:  # they ran: the next start with this revision skips them
             with contextlib.suppress(OSError):  # no record: the next start migrates (a no-op) again
                 schema_head.record(prefect_dir(self.home))
         self._phases.mark("API")
@@ -191,9 +192,24 @@ class HomeService:
         self.info = replace(self.info, state="ready")
         self.info.publish(self.home)
         service_error_file(self.home).unlink(missing_ok=True)
-        log.info("tianshu-mcp service (%s) ready in %.1f s (%s): UI %s, home %s", self.mode, time.monotonic() - t0,
-                 self._phases.render(), self.info.ui_url, self.home)
+        log.info("tianshu-mcp service (%s) ready in %.1f s (%s; Prefect's migrations %s): UI %s, home %s", self.mode,
+                 self._phases.total_s(), self._phases.render(),
+                 "skipped, the database is at its recorded head" if self._migrations_off else "run",
+                 self.info.ui_url, self.home)
         return self.info
+
+    def _decide_migrations(self) -> bool:
+        """Turn Prefect's start-up migrations off when the database it will use is the home's
+        and at its recorded head (:mod:`.schema_head`), on otherwise; return whether it is the
+        home's database. Prefect's settings are built when it is first imported (the fork
+        server's preload): they are rebuilt with the decision."""
+        from prefect.context import refresh_global_settings_context
+        from prefect.settings import PREFECT_API_DATABASE_CONNECTION_URL
+
+        url = str(PREFECT_API_DATABASE_CONNECTION_URL.value() or "")
+        self._migrations_off = schema_head.skip_if_at_head(prefect_dir(self.home), os.environ, url)
+        refresh_global_settings_context()
+        return schema_head.is_home_database(prefect_dir(self.home), url)
 
     def settle_heap(self) -> None:
         """Move what start-up built out of the collector's way and give freed memory back

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CONSOLE, server_env
+from conftest import CONSOLE, server_env, wait_daemon
 from test_service import new_home, service_processes, until
 
 from tianshu_mcp.hosting import schema_head, start_phases
@@ -33,7 +33,11 @@ def test_the_ready_line_names_each_part_of_the_start_in_ms() -> None:
     assert list(parsed) == ["process", "database", "preload", "API"]
     assert all(isinstance(ms, int) and ms >= 0 for ms in parsed.values())
     assert parsed["process"] > 0  # this interpreter ran before the instance was made
+    assert abs(phases.total_s() * 1000 - sum(parsed.values())) < 5  # the total is the parts' sum
     assert start_phases.parse("no parts here") == {}
+    hosted = start_phases.StartPhases(process=False)  # in-process hosting: a stdio server's age is no part
+    hosted.mark("API")
+    assert list(start_phases.parse(hosted.render())) == ["API"]
 
 
 def _db(path: Path, *revisions: str) -> Path:
@@ -48,17 +52,25 @@ def _db(path: Path, *revisions: str) -> Path:
 
 def test_the_recorded_head_turns_migrations_off_only_for_that_revision_and_version(tmp_path: Path) -> None:
     home = _db(tmp_path / "a", "rev2")
+    url = f"sqlite+aiosqlite:///{home / 'prefect.db'}"
     env: dict[str, str] = {schema_head.MIGRATE_ENV: "false"}
-    assert not schema_head.skip_if_at_head(home, env) and schema_head.MIGRATE_ENV not in env  # no record
+    assert not schema_head.skip_if_at_head(home, env, url) and schema_head.MIGRATE_ENV not in env  # no record
     assert schema_head.record(home)
     assert json.loads((home / schema_head.MARKER).read_text())["revisions"] == ["rev2"]
-    assert schema_head.skip_if_at_head(home, env) and env[schema_head.MIGRATE_ENV] == "false"
+    assert schema_head.skip_if_at_head(home, env, url) and env[schema_head.MIGRATE_ENV] == "false"
+    # Prefect configured for another database (the tester's PREFECT_API_DATABASE_CONNECTION_URL):
+    # that one is migrated, whatever the home's file records
+    for other in (f"sqlite+aiosqlite:///{tmp_path / 'other.db'}", "postgresql+asyncpg://u:p@localhost/prefect",
+                  "not a url", ""):
+        assert not schema_head.is_home_database(home, other)
+        assert not schema_head.skip_if_at_head(home, env, other) and schema_head.MIGRATE_ENV not in env
+    assert schema_head.is_home_database(home, f"sqlite+aiosqlite:///{tmp_path}/a/../a/prefect.db")
     # a database restored from elsewhere: another revision
     conn = sqlite3.connect(home / "prefect.db")
     conn.execute("UPDATE alembic_version SET version_num = 'rev1'")
     conn.commit()
     conn.close()
-    assert not schema_head.skip_if_at_head(home, env) and schema_head.MIGRATE_ENV not in env
+    assert not schema_head.skip_if_at_head(home, env, url) and schema_head.MIGRATE_ENV not in env
     # another Prefect version recorded it
     schema_head.record(home)
     marker = json.loads((home / schema_head.MARKER).read_text())
@@ -107,12 +119,28 @@ def test_a_seeded_home_starts_without_migrations_and_another_revision_migrates(t
         recorded = json.loads(marker.read_text())
         assert recorded["revisions"] == schema_head.revisions(home / "prefect" / "prefect.db")
         assert " ready in " in first and not ALEMBIC.search(first), "a seeded home ran Prefect's migrations"
+        assert "Prefect's migrations skipped" in first
         assert set(start_phases.parse(first[first.index(" ready in "):])) >= {
             "process", "database", "preload", "API", "setup", "worker"}
         marker.write_text(json.dumps({**recorded, "revisions": ["0000not0ours"]}))
         second = start()
         assert ALEMBIC.search(second), "a database whose revision is not the recorded one was not migrated"
+        assert "Prefect's migrations run" in second
         assert json.loads(marker.read_text()) == recorded  # what the migrations found, recorded again
+        # Prefect told to use another database: migrated although the home's file is at its head
+        other = tmp_path / "other.db"
+        other.write_bytes((home / "prefect" / "prefect.db").read_bytes())
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = f"sqlite+aiosqlite:///{other}"
+        server = subprocess.Popen([CONSOLE, "server"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=open(tmp_path / "server.err", "wb"), start_new_session=True)
+        try:
+            wait_daemon(home, server)
+        finally:
+            server.terminate()
+            server.wait(60)
+        assert ALEMBIC.search((tmp_path / "server.err").read_text(errors="replace"))
+        assert json.loads(marker.read_text()) == recorded  # the home's own record, not the other database's
+        del env["PREFECT_API_DATABASE_CONNECTION_URL"]
         marker.unlink()
         marker.mkdir()  # a marker that cannot be read or written never stops a start
         assert ALEMBIC.search(start())
