@@ -194,7 +194,7 @@ class HomeService:
         service_error_file(self.home).unlink(missing_ok=True)
         log.info("tianshu-mcp service (%s) ready in %.1f s (%s; Prefect's migrations %s): UI %s, home %s", self.mode,
                  self._phases.total_s(), self._phases.render(),
-                 "skipped, the database is at its recorded head" if self._migrations_off else "run",
+                 "skipped, the database is at its recorded head" if self._migrations_off else "ran",
                  self.info.ui_url, self.home)
         return self.info
 

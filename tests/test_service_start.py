@@ -125,7 +125,7 @@ def test_a_seeded_home_starts_without_migrations_and_another_revision_migrates(t
         marker.write_text(json.dumps({**recorded, "revisions": ["0000not0ours"]}))
         second = start()
         assert ALEMBIC.search(second), "a database whose revision is not the recorded one was not migrated"
-        assert "Prefect's migrations run" in second
+        assert "Prefect's migrations ran" in second
         assert json.loads(marker.read_text()) == recorded  # what the migrations found, recorded again
         # Prefect told to use another database: migrated although the home's file is at its head
         other = tmp_path / "other.db"
