@@ -20,7 +20,7 @@ Prints medians (and max) of:
 run_task → agent start and the orchestration overhead per task are printed by
 ``bench_run_task.py`` (warm service, 200 finished tasks in history).
 
-Usage: ``.venv/bin/python bench/bench_service.py [--cold 5] [--loaded 3] [--attach 10] [--cold-only]``
+Usage: ``.venv/bin/python bench/bench_service.py [--cold 5] [--loaded 3] [--attach 10] [--cold-only] [--keep]``
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -181,6 +182,7 @@ def main() -> int:
     parser.add_argument("--loaded", type=int, default=3)
     parser.add_argument("--attach", type=int, default=10)
     parser.add_argument("--cold-only", action="store_true", help="only the cold homes (quiet and loaded)")
+    parser.add_argument("--keep", action="store_true", help="keep the homes and projects under the bench's temp dir")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="tsbench-"))
     results: dict[str, list[float]] = {}
@@ -244,6 +246,8 @@ def main() -> int:
     finally:
         for home in homes:
             cli(home, "service", "stop")
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
     return 0
 
 
