@@ -204,7 +204,9 @@ class Runtime:
                     self._kick.clear()
                     if self._closing:
                         return
-                    if self._error is None and submissions.has_pending(self.home):
+                    # connected and no error: during a reconnect (its thread clears the error
+                    # first) there is no address to submit to, and every tick logged a failure
+                    if submissions.has_pending(self.home) and self.ready:
                         try:
                             if not self._wake_service(http):
                                 loop.run(self._submit_pending())

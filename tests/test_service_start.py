@@ -204,3 +204,43 @@ def test_the_stdio_server_connects_before_it_imports_the_mcp_sdk(tmp_path: Path)
         done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
         assert expect in done.stderr, done.stderr[-3000:]
+
+
+RECONNECT_SCRIPT = r'''
+import json, sys, threading, time
+from pathlib import Path
+from tianshu_mcp.core import submissions
+from tianshu_mcp.core.settings import load_config
+from tianshu_mcp.mcp_server import runtime as rt
+
+home = Path(sys.argv[1])
+looks, wakes = [], []
+submissions.has_pending = lambda h: looks.append(1) or True
+rt.Runtime._connect = lambda self: setattr(self, "_error", None)  # a reconnect under way: no error, not ready
+rt.Runtime._wake_service = lambda self, http: wakes.append(len(looks)) or True
+runtime = rt.Runtime(home, load_config(home))
+runtime.start_background()
+deadline = time.monotonic() + 60
+while len(looks) < 3 and time.monotonic() < deadline:
+    runtime.kick(); time.sleep(0.01)
+before = list(wakes)
+runtime._ready.set()  # the reconnect ended
+while not wakes and time.monotonic() < deadline:
+    runtime.kick(); time.sleep(0.01)
+print(json.dumps({"looks": len(looks), "before": before, "after": len(wakes)}))
+'''
+
+
+def test_nothing_is_submitted_while_a_reconnect_is_under_way(tmp_path: Path) -> None:
+    """The reconnecting thread clears the connection's error before it connects; the submit
+    loop took that for "connected" and sent each tick's submission to an empty address (the
+    fresh tester counted 106 "the Prefect API stopped answering (Request URL is missing an
+    'http://' …)" lines in one session, and with in-process hosting the task never ran). It
+    now waits for the connection, then submits."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"prefect": {"port": 4546}}))
+    done = subprocess.run([sys.executable, "-c", RECONNECT_SCRIPT, str(home)], env=server_env(home),
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    out = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else {}
+    assert out.get("looks", 0) >= 3 and out["before"] == [] and out["after"] >= 1, (done.stdout, done.stderr[-2000:])
