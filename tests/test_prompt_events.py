@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from conftest import add_scripted_profile, mcp_client, meta_of, run_to_stop
@@ -60,11 +62,18 @@ async def test_the_event_stream_shows_a_cli_agent_waiting_for_a_person(ts_home, 
     assert by[CONFIRMATION]["data"] == {"round": 0, "line": "Apply these edits to calc.py? [y/N]"}, events
     assert "WDJB-MJHT" in by[AUTHORIZATION]["data"]["line"]
     assert [e["event"] for e in events].count(CONFIRMATION) == 1
-    feed = prefect_api.post("/events/filter", json={
-        "filter": {"event": {"prefix": ["tianshu.task."]},
-                   "resource": {"id": [f"prefect.flow-run.{meta['flowRunId']}"]}}, "limit": 50}).json()
-    got = {e["event"] for e in feed["events"]}
-    assert {f"tianshu.task.{CONFIRMATION}", f"tianshu.task.{AUTHORIZATION}"} <= got, got
+    want = {f"tianshu.task.{CONFIRMATION}", f"tianshu.task.{AUTHORIZATION}"}
+
+    def got() -> set[str]:  # Prefect stores events in batches, a moment after they were sent
+        feed = prefect_api.post("/events/filter", json={
+            "filter": {"event": {"prefix": ["tianshu.task."]},
+                       "resource": {"id": [f"prefect.flow-run.{meta['flowRunId']}"]}}, "limit": 50}).json()
+        return {e["event"] for e in feed["events"]}
+
+    deadline = time.monotonic() + 60
+    while not want <= (seen := got()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert want <= seen, seen
 
 
 @pytest.mark.anyio
