@@ -66,7 +66,7 @@ def is_wait_settled(status: str) -> bool:
 
 # Key order of the meta block for task-derived metas (docs/tools.md §2.6), plus our Prefect links.
 _META_KEYS = (
-    "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "changedFiles",
+    "taskId", "status", "agentId", "projectPath", "model", "mode", "round", "roundsUsed", "changedFiles",
     "diffstat", "reportFiles", "logFile", "message", "errorType", "cancelReason",
     "cancelRequestedAt", "abortSource", "finishedAt", "reportRound", "verificationSource",
     "latestVerificationVerdict", "agentEndReason", "agentExitCode", "agentDurationMs", "needsUserKind", "pendingQuestion",
@@ -78,6 +78,23 @@ _META_KEYS = (
 )
 
 
+def latest_round(task: Mapping[str, Any]) -> int | None:
+    """The number of the task's latest round, or None before its first (docs/tools.md §2.6).
+
+    Rounds have one numbering, from 0: round N's agent log is ``agent-N.log``, its task runs
+    ``dispatch-round-N`` / ``verify-round-N``, its report ``report-N.*`` (what
+    ``query_info(type=report, round=N)`` reads). The latest is the later of the agent round
+    running or last run (``currentRound``) and the latest report (``reportRound``, which a
+    manual verification also advances); a record written before ``currentRound`` existed
+    falls back to ``roundsUsed - 1``.
+    """
+    numbers = [v for v in (task.get("currentRound"), task.get("reportRound")) if isinstance(v, int) and v >= 0]
+    used = task.get("roundsUsed")
+    if not numbers and isinstance(used, int) and used > 0:
+        numbers.append(used - 1)
+    return max(numbers) if numbers else None
+
+
 def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
     """Build the meta block of a task (docs/tools.md §2.6).
 
@@ -86,13 +103,15 @@ def meta_from_task(task: Mapping[str, Any], status: str) -> dict[str, Any]:
         status: the status derived from the flow-run state (the only owner of status).
 
     Returns:
-        An ordered dict: ``ok`` (status == succeeded), ``taskId``, ``status``, …, ``round`` (=
-        rounds used), ``message`` (always present), ``flowRunId``/``flowRunUrl``/
+        An ordered dict: ``ok`` (status == succeeded), ``taskId``, ``status``, …, ``round``
+        (:func:`latest_round`, omitted before the first round), ``roundsUsed`` (agent rounds
+        used), ``message`` (always present), ``flowRunId``/``flowRunUrl``/
         ``prefectApiUrl``; keys whose value is None are omitted.
     """
     src = dict(task)
     src["status"] = status
-    src["round"] = int(task.get("roundsUsed") or 0)
+    src["round"] = latest_round(task)
+    src["roundsUsed"] = int(task.get("roundsUsed") or 0)
     src["message"] = task.get("lastMessage") or ""
     if task.get("reportMd") or task.get("reportJson"):
         src["reportFiles"] = {k: v for k, v in (("md", task.get("reportMd")), ("json", task.get("reportJson")),

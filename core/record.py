@@ -172,6 +172,7 @@ class TaskRecord(BaseModel):
     phase: Optional[Phase] = None
     lastMessage: Optional[str] = None
     roundsUsed: Optional[int] = None
+    currentRound: Optional[int] = None  # the number of the agent round running or last run (0-based)
     # the agent's last round
     logFile: Optional[str] = None
     agentExitCode: Optional[int] = None

@@ -107,7 +107,8 @@ def entry_path(home: Path, record_id: str) -> Path:
 
 
 def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, Any], tags: list[str],
-            project_key: str, created_at: str, queue_limit: int = 1, work_pool: str | None = None) -> dict[str, Any]:
+            project_key: str, created_at: str, queue_limit: int = 1, work_pool: str | None = None,
+            name: str | None = None) -> dict[str, Any]:
     """Accept ``record_id``: take the home's next :class:`Acceptance` and write its submission
     entry (atomic) under the home's acceptance lock; then copy ``acceptedSeq``/``acceptedAt`` into
     its ``task.json`` (when that exists). Returns the entry. A caller that writes the record
@@ -121,6 +122,7 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
         queue_limit: that queue's concurrency limit (1: one task at a time).
         work_pool: the pool whose queue and deployment take the flow run (a remote task's
             ``workPool``); None: the home's own pool.
+        name: the flow run's name (:func:`flow_run_name`); None: ``record_id``.
 
     Raises:
         filelock.Timeout: the acceptance lock stayed held for :data:`SEQUENCE_LOCK_TIMEOUT_S`.
@@ -128,7 +130,7 @@ def enqueue(home: Path, record_id: str, deployment: str, parameters: dict[str, A
     """
     with accepting(home) as accepted:
         entry = write_entry(home, record_id, deployment, parameters, tags, project_key, created_at, accepted,
-                            queue_limit=queue_limit, work_pool=work_pool)
+                            queue_limit=queue_limit, work_pool=work_pool, name=name)
     try:  # the record's own copy (shown by no tool; read by people and tests)
         TaskStore(home).update(record_id, acceptedSeq=accepted.seq, acceptedAt=accepted.at_iso)
     except FileNotFoundError:
@@ -153,13 +155,37 @@ def accepting(home: Path) -> Iterator[Acceptance]:
         yield accepted
 
 
+FLOW_RUN_NAME_BRIEF = 60
+"""Characters of the brief a flow run's name carries (:func:`flow_run_name`)."""
+
+
+def flow_run_name(record_id: str, project: str | None = None, brief: str | None = None) -> str:
+    """A flow run's name in the Prefect UI: ``<record id> · <project name> · <brief's first line>``.
+
+    The id comes first (the UI's search finds a task by it), then what a list of runs needs to
+    tell them apart: the project directory's (or repository's) last path part and the brief's
+    first line, whitespace folded, cut at :data:`FLOW_RUN_NAME_BRIEF` characters with "…".
+    Parts that are absent or empty are left out (``record_id`` alone when both are).
+    """
+    parts = [record_id]
+    if project:
+        name = project.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".git")
+        if name:
+            parts.append(name)
+    if brief:
+        first = " ".join(next((ln for ln in brief.splitlines() if ln.strip()), "").split())
+        if first:
+            parts.append(first if len(first) <= FLOW_RUN_NAME_BRIEF else first[:FLOW_RUN_NAME_BRIEF - 1].rstrip() + "…")
+    return " · ".join(parts)
+
+
 def write_entry(home: Path, record_id: str, deployment: str, parameters: dict[str, Any], tags: list[str],
                 project_key: str, created_at: str, accepted: Acceptance, queue_limit: int = 1,
-                work_pool: str | None = None) -> dict[str, Any]:
+                work_pool: str | None = None, name: str | None = None) -> dict[str, Any]:
     """Write ``record_id``'s submission entry (atomic) with ``accepted``, inside its
     :func:`accepting` block, after its ``task.json``; arguments as :func:`enqueue`'s. Returns the
     entry. Raises OSError when it cannot be written."""
-    entry: dict[str, Any] = {"id": record_id, "deployment": deployment, "flowRunName": record_id,
+    entry: dict[str, Any] = {"id": record_id, "deployment": deployment, "flowRunName": name or record_id,
                              "parameters": parameters, "tags": tags, "projectKey": project_key,
                              "createdAt": created_at, "queueLimit": queue_limit,
                              "acceptedSeq": accepted.seq, "acceptedAt": accepted.at_iso}

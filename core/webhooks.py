@@ -39,7 +39,7 @@ from filelock import FileLock, Timeout
 
 from .files import atomic_write_json, read_json_safe, read_jsonl_tail
 from .ids import TASK_ID_RE
-from .model import ACTIVE
+from .model import ACTIVE, latest_round
 from .record import record_path
 from .settings import WebhookConfig, load_config
 
@@ -60,7 +60,7 @@ LEDGER_MAX = 1000
 FAILED_KEEP = 500
 """Failed deliveries kept in ``failed/`` (oldest removed first)."""
 BODY_FIELDS = (("finishedAt", "finishedAt"), ("agentId", "agentId"), ("projectPath", "projectPath"),
-               ("round", "roundsUsed"), ("reportRound", "reportRound"), ("message", "lastMessage"),
+               ("roundsUsed", "roundsUsed"), ("reportRound", "reportRound"), ("message", "lastMessage"),
                ("reportMd", "reportMd"), ("reportJson", "reportJson"))
 """Body field ← task.json key, after ``taskId``, ``event``, ``status``, ``ts``."""
 
@@ -99,7 +99,8 @@ def dedupe_key(task_id: str, status: str, record: dict[str, Any]) -> str:
 
 def build_body(task_id: str, status: str, record: dict[str, Any], ts: str | None = None) -> str:
     """The exact body string: compact JSON ``{taskId, event, status, ts, finishedAt, agentId,
-    projectPath, round (= roundsUsed), reportRound, message (= lastMessage), reportMd, reportJson}``,
+    projectPath, round (:func:`~.model.latest_round`), roundsUsed, reportRound, message (=
+    lastMessage), reportMd, reportJson}``,
     absent fields omitted, non-ASCII kept (UTF-8 on the wire). A dry run (``dryRun`` in the
     record) adds ``"dryRun": true`` and names its dry-run report as ``reportMd``/``reportJson``."""
     import json
@@ -108,6 +109,8 @@ def build_body(task_id: str, status: str, record: dict[str, Any], ts: str | None
     for name, key in BODY_FIELDS:
         if record.get(key) is not None:
             body[name] = record[key]
+        if name == "projectPath" and (latest := latest_round(record)) is not None:
+            body["round"] = latest  # the round numbering of the meta and the reports
     if record.get("dryRun"):  # a preview, not finished work: a receiver must be able to tell
         body["dryRun"] = True
         for name, key in (("reportMd", "dryRunReportMd"), ("reportJson", "dryRunReportJson")):

@@ -10,6 +10,8 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,11 +19,12 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.states import Failed, State
 
+from ..acceptance.engine.context import next_round
 from ..acceptance.git import Baseline, GitFailed
 from ..core.childenv import adopt_client_env
 from ..core.errors import TianshuError
 from ..core.i18n import _
-from ..core.model import TaskStatus, exit_phrase
+from ..core.model import NO_QUESTION, TaskStatus, exit_phrase
 from ..core.procs import current_record, kill_recorded, save_record
 from ..core.record import (
     AbortSource,
@@ -37,6 +40,7 @@ from ..core.taskstore import TaskStore, utc_now
 from ..tasks.baseline import capture_baseline_task
 from ..tasks.common import (
     AGENT_PROC_FILE,
+    CANCEL_FILE,
     FLOW_PROC_FILE,
     CancelMarker,
     read_cancel,
@@ -116,6 +120,29 @@ def _publish_brief(task_id: str, project_path: str, agent_id: str) -> None:
         pass
 
 
+def _retried_outside(task_id: str) -> TaskRecord:
+    """Make a retry from outside a manual rework without feedback; returns the record after it.
+
+    manage_task's rework clears the task's ending before it re-queues the flow run; a flow run
+    that starts while ``task.json`` still holds an ending (``finishedAt``) was re-queued by
+    someone else: the Prefect UI's Retry button, or a state set through Prefect's API. It is
+    taken as a manual rework with no feedback (docs/lifecycle.md, "Retry in the Prefect UI"):
+    the ending and a stale cancel request are cleared, the event says where the rework came
+    from, and the next round is numbered after the task's last. The flow run's ``feedback``
+    parameter is left out: it is the previous manual rework's, which its round consumed.
+    """
+    (store().dir(task_id) / CANCEL_FILE).unlink(missing_ok=True)
+    msg = _("rework from a retry of the flow run outside tianshu-mcp (the Prefect UI's Retry); no feedback")
+    record(task_id, finishedAt=None, errorType=None, abortSource=None, cancelReason=None, cancelRequestedAt=None,
+           phase=None, finalStatus=None, lastMessage=msg, **NO_QUESTION)
+    store().event(task_id, "rework_triggered", "queued", msg, {"mode": "retry"})
+    get_run_logger().info("task %s: the flow run was retried from outside (the Prefect UI's Retry): a manual rework "
+                          "without feedback", task_id)
+    meta = store().load(task_id)
+    assert meta is not None  # loaded a moment ago, and a task directory is never removed under its run
+    return meta
+
+
 def _cancel_marker(task_id: str) -> CancelMarker | None:
     return read_cancel(store().dir(task_id))
 
@@ -183,7 +210,8 @@ def run_task_flow(
             pushes ``tianshu/<taskId>``; ``project_path`` is then the remote's URL.
 
     Returns:
-        The final state (see module doc). ``round`` in the meta = ``roundsUsed``.
+        The final state (see module doc). The meta's ``round`` is the latest round's number,
+        ``roundsUsed`` the agent rounds used (docs/tools.md §2.6).
     """
     args = (task_id, project_path, agent_id, auto_verify, auto_fix_rounds, task_timeout_ms, feedback, remote)
     if remote is None:
@@ -234,6 +262,9 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     meta = st.load(task_id)
     if meta is None:
         return Failed(message=f"task {task_id} has no readable task.json under {st.root}")
+    if meta.finishedAt:  # a final task run again without manage_task: the Prefect UI's Retry
+        feedback = None
+        meta = _retried_outside(task_id)
     prepared = _prepare(task_id, project_path, agent_id, auto_verify, meta)
     if isinstance(prepared, State):
         return prepared
@@ -256,11 +287,17 @@ class _Limits:
 
 @dataclass(frozen=True)
 class _Start:
-    """Where the rounds start: the round index, its feedback and the user's answer (resumed)."""
+    """Where the rounds start: the round's number, its feedback, the user's answer (resumed) and
+    ``used``, the agent rounds used before it (``roundsUsed``).
+
+    A round's number is the task's one round numbering (docs/tools.md §2.6): its agent log,
+    task runs and report all carry it. It equals ``used`` unless a manual verification took a
+    report number in between, which a later agent round skips."""
 
     round: int
     feedback: str | None
     answer: str | None = None
+    used: int = 0
 
 
 def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, meta: TaskRecord) -> State | Baseline:
@@ -277,7 +314,8 @@ def _prepare(task_id: str, project_path: str, agent_id: str, auto_verify: bool, 
         return finish(task_id, TaskStatus.NEEDS_ATTENTION, msg,
                       ErrorType.GIT_FAILED if exc.code.value == "GIT_FAILED" else ErrorType.SETUP_FAILED)
     guard_run(task_id, work)
-    record(task_id, startedAt=meta.startedAt or utc_now(), phase=Phase.RUNNING)
+    record(task_id, startedAt=meta.startedAt or utc_now(), phase=Phase.RUNNING,  # no queued message stays
+           lastMessage=_("started: preparing the workspace and the git baseline before the agent starts"))
     if meta.dryRun:
         return _dry_run(task_id)
     if auto_verify:
@@ -303,57 +341,62 @@ def _first_round(task_id: str, meta: TaskRecord, baseline: Baseline, auto_verify
     """The first round of this flow run: a resumed question's round with the answer, a visual
     re-verification (which may end the task), a manual rework's next round with its feedback
     and the last report's repair plan, or round ``roundsUsed`` with the caller's feedback."""
-    rnd = meta.roundsUsed or 0  # a manual rework continues the round count
+    used = meta.roundsUsed or 0  # a manual rework continues the round count
     answered = take_answer(task_id)  # resumed from needs_user: re-run the asking round with the answer
     if answered is not None:
-        return _Start(*answered)
-    if auto_verify and (resumed := reverify(task_id, rnd, baseline, auto_fix_rounds, finish, feedback)) is not None:
-        return resumed if isinstance(resumed, State) else _Start(rnd, "\n\n".join(p for p in (feedback, resumed) if p))
-    if rnd > 0 and meta.latestVerificationVerdict == RoundVerdict.FAILED and meta.reportJson:
+        return _Start(*answered, used=used)
+    if auto_verify and (resumed := reverify(task_id, used, baseline, auto_fix_rounds, finish, feedback)) is not None:
+        return resumed if isinstance(resumed, State) else _Start(used, "\n\n".join(p for p in (feedback, resumed) if p),
+                                                                 used=used)
+    # the next number of the task's rounds: past any report a manual verification wrote meanwhile
+    rnd = next_round(store().dir(task_id), used)
+    if used > 0 and meta.latestVerificationVerdict == RoundVerdict.FAILED and meta.reportJson:
         # a manual rework of a task whose last round failed verification: the agent hears the
         # caller's hint and feedback first, then what failed, as an automatic round would
         try:
             plan = write_repair_plan.with_options(task_run_name=f"repair-plan-{meta.reportRound}")(
                 task_id, meta.reportRound or 0, meta.reportJson, meta.reportMd or "")
-            return _Start(rnd, "\n\n".join(p for p in (feedback, plan.feedback) if p))
+            return _Start(rnd, "\n\n".join(p for p in (feedback, plan.feedback) if p), used=used)
         except Exception as exc:  # noqa: BLE001 - the caller's feedback still goes to the agent
             get_run_logger().warning("the last report could not be turned into a repair plan: %s", exc)
-    return _Start(rnd, feedback)
+    return _Start(rnd, feedback, used=used)
 
 
 def _rounds(task_id: str, baseline: Baseline, start: _Start, limits: _Limits) -> State:
     """Run rounds from ``start`` until the policy ends the task; returns its final state."""
     rnd, feedback, answer = start.round, start.feedback, start.answer
+    used = start.used  # agent rounds used before this one (the budget counts them, not numbers)
     while True:
         if _cancel_marker(task_id):
             return _end_killed(task_id)
         result = _dispatch(task_id, rnd, limits.agent_id, feedback, answer)
         answer = None
-        budget = Budget(rnd, limits.auto_fix_rounds)
+        budget = Budget(used, limits.auto_fix_rounds)
         outcome = _outcome_of(result)
         step = decide(outcome, budget, limits.policy)
         verdict: Verdict | None = None
         if step.action is Action.VERIFY:
-            verdict = _verify(task_id, rnd, baseline, result, limits.policy.remote)
+            verdict = _verify(task_id, rnd, used + 1, baseline, result, limits.policy.remote)
             step = decide(_verified(outcome, verdict, task_id), budget, limits.policy)
         if step.action is Action.REWORK:
             assert verdict is not None  # only a verified round is reworked
             plan = _rework(task_id, rnd, verdict)
             if isinstance(plan, State):
                 return plan
-            feedback, rnd = plan, rnd + 1
+            feedback, rnd, used = plan, rnd + 1, used + 1
             continue
         if step.action is Action.ASK_USER:
             end_agent_session(task_id)  # the flow-run process exits while it waits
             ask_user(task_id, rnd, str(result.question), feedback, result.question_kind)  # suspends the flow run
-        return _end(task_id, step, EndingFacts(rnd, limits.task_timeout_ms, limits.auto_fix_rounds, result, verdict))
+        return _end(task_id, step, EndingFacts(rnd, limits.task_timeout_ms, limits.auto_fix_rounds, result, verdict),
+                    used + 1)
 
 
 def _dispatch(task_id: str, rnd: int, agent_id: str, feedback: str | None, answer: str | None) -> RoundResult:
     """One agent round as task run ``dispatch-round-<rnd>``; its outcome recorded and logged."""
     st = store()
     running = _("round {round}: agent running").format(round=rnd)
-    record(task_id, phase=Phase.RUNNING, lastMessage=running)
+    record(task_id, phase=Phase.RUNNING, lastMessage=running, currentRound=rnd)
     st.event(task_id, "started", "running", running)
     result = dispatch_round.with_options(task_run_name=f"dispatch-round-{rnd}")(task_id, rnd, feedback, answer)
     record(task_id, logFile=result.log_file, agentExitCode=result.exit_code, agentDurationMs=result.duration_ms)
@@ -381,20 +424,22 @@ def _outcome_of(result: RoundResult) -> RoundOutcome:
                         error_type=result.error_type)
 
 
-def _verify(task_id: str, rnd: int, baseline: Baseline, result: RoundResult, remote: bool) -> Verdict:
-    """Verify the round as task run ``verify-round-<rnd>``; its verdict recorded and logged."""
+def _verify(task_id: str, rnd: int, used: int, baseline: Baseline, result: RoundResult, remote: bool) -> Verdict:
+    """Verify round ``rnd`` as task run ``verify-round-<rnd>``; its verdict recorded (with
+    ``roundsUsed`` = ``used``, the agent rounds used so far) and logged."""
     st = store()
     record(task_id, phase=Phase.VERIFY_START, lastMessage=_("round {round}: verifying").format(round=rnd))
     st.event(task_id, "verify_start", "verify_start", _("round {round}: verification started").format(round=rnd))
     verdict = run_verify_round(f"verify-round-{rnd}", task_id, rnd, baseline, agent_run=result.agent_run())
     # testIntegrity / unsupportedClaims of this round (or cleared) come with the verdict's fields
-    record(task_id, roundsUsed=rnd + 1, **verdict.record_fields(VerificationSource.AUTO).model_dump(mode="json"))
+    record(task_id, roundsUsed=used, **verdict.record_fields(VerificationSource.AUTO).model_dump(mode="json"))
     st.event(task_id, "verify_round", "verify_start",
              (_("round {round}: passed") if verdict.passed else _("round {round}: failed")).format(round=rnd))
     if remote:
         publish_record(task_id)  # a remote task's caller sees the round's report while the task goes on
-    get_run_logger().info("round %s verification %s (report-%s): %s", rnd, "passed" if verdict.passed else "failed",
-                          verdict.round, verdict.message)
+    get_run_logger().log(logging.INFO if verdict.passed else logging.WARNING,
+                         "round %s verification %s (report-%s): %s", rnd, "passed" if verdict.passed else "failed",
+                         verdict.round, verdict.message)
     return verdict
 
 
@@ -427,8 +472,9 @@ def _rework(task_id: str, rnd: int, verdict: Verdict) -> State | str:
     return plan.feedback
 
 
-def _end(task_id: str, step: Next, facts: EndingFacts) -> State:
-    """Carry out an ending step of the policy."""
+def _end(task_id: str, step: Next, facts: EndingFacts, used: int) -> State:
+    """Carry out an ending step of the policy (``used``: ``roundsUsed`` when the step spends
+    its round)."""
     if step.action is Action.END_CANCELLED:
         return _end_killed(task_id)
     assert step.status is not None and step.reason is not None
@@ -437,7 +483,7 @@ def _end(task_id: str, step: Next, facts: EndingFacts) -> State:
     visual = step.reason is Reason.BLOCKED and facts.verdict is not None and facts.verdict.visual_blocked
     # task.json fields beside the ending's own: each written only when it applies (None would delete it)
     state = finish(task_id, step.status, msg, step.error_type,
-                   **({"roundsUsed": facts.round + 1} if step.spends_round else {}),
+                   **({"roundsUsed": used} if step.spends_round else {}),
                    **({"abortSource": AbortSource.TIMEOUT} if timed_out else {}),
                    **({"pendingVisualVerification": True} if visual else {}))
     if step.reason is Reason.TIMEOUT or step.reason is Reason.IDLE_TIMEOUT:

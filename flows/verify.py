@@ -192,5 +192,5 @@ def reverify_flow(project_path: str) -> State:
         {"record_id": record_id, "project_path": project_path, "baseline_ref": "HEAD",
          "acceptance_override": AcceptanceConfig(requireChanges=False).to_json(), "source": "scheduled"},
         [f"tianshu-task:{record_id}", f"project:{key}", "agent:scheduled-verify", home_tag()], serial_key(project_path),
-        rec["createdAt"])
+        rec["createdAt"], name=submissions.flow_run_name(record_id, project_path, _("scheduled verification")))
     return Completed(message=f"queued verification {record_id} for {project_path}")

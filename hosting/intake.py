@@ -232,7 +232,7 @@ async def submit_entry(client: Any, home: Path, record_id: str, wait_s: float = 
             raise
         store.update(record_id, flowRunId=str(run.id), workQueue=queue, submittedAt=utc_now(),
                      lastMessage=f"queued: waiting for a worker of work pool {pool}" if pool else
-                     "queued: waiting for the project's slot and the global limit")
+                     "queued: flow run created; waiting for a worker to start it")
         submissions.remove(home, record_id)
         return Outcome("created", str(run.id))
     finally:

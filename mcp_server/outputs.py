@@ -104,7 +104,9 @@ class TaskMeta(_Base):
     projectPath: str | None = None
     model: str | None = None
     mode: str | None = None
-    round: int | None = Field(None, description="rounds used")
+    round: int | None = Field(None, description="the latest round's number, from 0 (its report is report-<round>); "
+                                                "absent before the first round")
+    roundsUsed: int | None = Field(None, description="agent rounds used")
     changedFiles: list[str] | None = None
     diffstat: str | None = Field(None, description='"+added -deleted"')
     reportFiles: ReportFiles | None = None

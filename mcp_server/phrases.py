@@ -9,7 +9,7 @@ from ..core.model import exit_phrase
 from .taskops import TaskView
 
 _LABELS = {
-    "queued": N_("queued (waiting for the project's slot and the global limit)"),
+    "queued": N_("queued"),
     "running": N_("running (the agent is at work)"),
     "verify_start": N_("verifying (acceptance checks running)"),
     "fixing": N_("reworking (writing the repair plan for the next round)"),
@@ -24,13 +24,16 @@ _LABELS = {
 
 def status_phrase(view: TaskView) -> str:
     """``status: <label>`` + `` (N rounds used; last agent run: exit code C after D ms)`` when
-    rounds were used / an agent ran (docs/tools.md §2.7; docs/lifecycle.md §8)."""
+    rounds were used / an agent ran (docs/tools.md §2.7; docs/lifecycle.md §8). A queued task's
+    label says what it waits for (:attr:`TaskView.waiting_for`)."""
     used = int(view.task.get("roundsUsed") or 0)
     parts = [ngettext("{n} round used", "{n} rounds used", used).format(n=used)] if used else []
     if "agentDurationMs" in view.task and view.status not in ("queued", "running"):
         parts.append(_("last agent run: {exit} after {ms} ms").format(
             exit=exit_phrase(view.task.get("agentExitCode")), ms=view.task.get("agentDurationMs")))
     label = _(_LABELS[view.status]) if view.status in _LABELS else view.status
+    if view.status == "queued" and view.waiting_for:
+        label = _("queued ({why})").format(why=view.waiting_for)
     return _("status: {label}").format(label=label) + (_(" ({details})").format(details=_("; ").join(parts)) if parts else "")
 
 

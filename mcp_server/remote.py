@@ -152,7 +152,8 @@ async def _accept(service: Any, args: dict[str, Any], target: RemoteTarget, task
             f"repo-url:{clip(target.repo_url, 180)}"]
     await anyio.to_thread.run_sync(lambda: submissions.enqueue(
         home, task_id, pool_deployment(target.pool), parameters, tags, f"{target.key}-wt", record["createdAt"],
-        queue_limit=limit, work_pool=target.pool))
+        queue_limit=limit, work_pool=target.pool,
+        name=submissions.flow_run_name(task_id, target.repo_url, fields["task"])))
     task = await service.submit_now(task_id)
     lines = [
         f"task submitted: {task_id}",

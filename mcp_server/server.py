@@ -145,7 +145,8 @@ async def serve_stdio(runtime: Runtime) -> None:
         sys.stdout = sys.stderr
         try:
             log.info("tianshu-mcp connected (stdio). data home: %s, tools: %d, Prefect UI: %s",
-                     runtime.home, len(TOOL_DEFS), runtime.ui_url)
+                     runtime.home, len(TOOL_DEFS),
+                     runtime.ui_url or "not yet (the home's service is starting; the \"Prefect ready\" line names it)")
             signalled = False
             async with anyio.create_task_group() as group:
 

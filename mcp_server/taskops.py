@@ -40,6 +40,7 @@ from ..flows.states import Repair, RunState, derive_status
 from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, FLOW_PROC_FILE
 from .format import clip
+from .queue_wait import queued_reason
 from .run_states import StateReader, read_states
 from .runtime import Runtime
 
@@ -53,6 +54,7 @@ class TaskView:
     status: str
     state_type: str | None = None
     state_name: str | None = None
+    waiting_for: str | None = None  # a queued task: what it waits for (:mod:`.queue_wait`), shown in its status
 
     def meta(self, runtime: Runtime) -> dict[str, Any]:
         """The task meta block (docs/tools.md §2.6) with ``flowRunId``/``flowRunUrl``/``prefectApiUrl``."""
@@ -183,7 +185,8 @@ class TaskService:
             if holdout:
                 save_task_holdout(self.store.dir(task_id), holdout)
             submissions.write_entry(self.runtime.home, task_id, RUN_TASK_DEPLOYMENT, parameters, tags, queue,
-                                    record["createdAt"], accepted, queue_limit=limit if worktree else 1)
+                                    record["createdAt"], accepted, queue_limit=limit if worktree else 1,
+                                    name=submissions.flow_run_name(task_id, project.norm, args["task"]))
         return TaskView(await self.submit_now(task_id), "queued", None, None)
 
     def task_fields(self, args: dict[str, Any], agent_id: str, timeout_ms: int) -> dict[str, Any]:
@@ -308,6 +311,15 @@ class TaskService:
                 t = self.store.update_unless_set(t["taskId"], "finishedAt", **fields)
             except (OSError, ValueError):
                 t = {**t, **{k: v for k, v in fields.items() if v is not None}}
+        if status == "running" and not t.get("phase") and not t.get("workPool"):
+            # the flow run started and its flow has not written yet: the stored message is the queue's
+            t = {**t, "lastMessage": _("started: its flow run is starting")}
+        if status == "queued" and not (waiting and self.runtime.error is not None):
+            reason = queued_reason(t, run, self.store, load_config(self.runtime.home).concurrency.max_running,
+                                   self.runtime.ready)
+            if reason is not None:
+                return TaskView({**t, "lastMessage": _("queued: {why}").format(why=reason)}, status, st_type, st_name,
+                                reason)
         return TaskView(t, status, st_type, st_name)
 
     def _finish_unanswered(self, t: dict[str, Any], ended_at: str | None) -> dict[str, Any]:
@@ -389,7 +401,7 @@ class TaskService:
         tags = [f"tianshu-task:{record_id}", f"project:{project_key_}", "agent:manual-verify", self.runtime.home_tag]
         submissions.enqueue(self.runtime.home, record_id, "verify/verify",
                             {"record_id": record_id, "project_path": project_norm, **params}, tags, serial_key(project_norm),
-                            record["createdAt"])
+                            record["createdAt"], name=submissions.flow_run_name(record_id, project_norm, _("manual verification")))
         return TaskView(await self.submit_now(record_id), "queued")
 
     async def wait_final(self, task_id: str, timeout_s: float) -> TaskView:

@@ -362,7 +362,8 @@ def verify_round_task(
 
 
 def _log_checks(report: dict[str, Any]) -> None:
-    """One flow-run log line per check: verdict, exit code, tests counted, duration (ms)."""
+    """One flow-run log line per check: verdict, exit code, tests counted, duration (ms); a
+    failing check at WARNING, the others at INFO."""
     logger = get_run_logger()
     for c in report.get("checks", []):
         verdict = check_tag(c)
@@ -371,7 +372,9 @@ def _log_checks(report: dict[str, Any]) -> None:
                    f"{tests.get('skipped', 0)} skipped") if tests else ""
         why = f" — {str(c.get('reason'))[:200]}" if c.get("reason") and verdict != "PASS" else ""
         code = f"exit code {c.get('exitCode')}" if c.get("exitCode") is not None else "no command"
-        logger.info("check %s: %s (%s%s) in %s ms%s", c.get("name"), verdict, code, counted, c.get("durationMs"), why)
+        # a failing check is what a person reading the run looks for: WARNING, the rest INFO
+        logger.log(logging.WARNING if verdict == "FAIL" else logging.INFO, "check %s: %s (%s%s) in %s ms%s",
+                   c.get("name"), verdict, code, counted, c.get("durationMs"), why)
 
 
 def run_verify_round(task_run_name: str, *args: Any, **kwargs: Any) -> Verdict:

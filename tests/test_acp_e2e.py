@@ -45,7 +45,7 @@ async def test_an_acp_agent_is_verified_and_reworked_in_the_same_session(ts_daem
         sub = meta_of(await client.call_tool("run_task", {"projectPath": str(repo), "task": "Fix add() in calc.py",
                                                           "agentId": "fake-acp", "autoFixRounds": 1, "model": "big-1"}))
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 240000}))
-    assert done["status"] == "succeeded" and done["round"] == 2, done
+    assert done["status"] == "succeeded" and done["roundsUsed"] == 2, done
     assert (repo / "calc.py").read_text() == RIGHT_FIX
     rows = _trace(tmp_path)
     prompts = [r for r in rows if r["event"] == "prompt"]

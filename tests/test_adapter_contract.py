@@ -167,7 +167,7 @@ async def test_a_hard_failure_spends_no_verification_round(harness: Harness, ts_
     raw["command"] = str(broken)
     sub, done = await _run_to_its_end(home, tmp_path, f"broken-{harness.name}", raw)
     assert done["status"] == "failed" and done["errorType"] == "spawn", done
-    assert done["round"] == 0 and not done.get("reportFiles"), done
+    assert done["roundsUsed"] == 0 and not done.get("reportFiles"), done
     assert not list((home / "tasks" / sub["taskId"]).glob("report-*")), "a verification round ran"
 
 
@@ -180,7 +180,7 @@ async def test_a_setup_failure_spends_no_verification_round(ts_daemon: dict[str,
     # docs/agents-tasks.md §3 4.b.3: a hardFailure ends failed/<errorType>, no round spent
     assert done["errorType"] == "setup_failed" and done["status"] == "failed", done
     assert "the model backend is down" in json.dumps(done, ensure_ascii=False), done  # the agent's own reason
-    assert done["round"] == 0 and not done.get("reportFiles"), done
+    assert done["roundsUsed"] == 0 and not done.get("reportFiles"), done
     tdir = home / "tasks" / sub["taskId"]
     assert not list(tdir.glob("report-*")), "a verification round ran"
     events = [json.loads(line)["event"] for line in (tdir / "task.jsonl").read_text().splitlines()]

@@ -60,7 +60,7 @@ async def test_aiders_rejected_key_is_an_agent_failure_despite_its_own_files(ts_
     done, query = await _run(home, repo, "aider-401")
     assert done["status"] == "failed" and done["errorType"] == "agent_failed", done
     assert "exit code 0" in done["message"] and "not able to authenticate you" in done["message"], done["message"]
-    assert done["round"] == 1
+    assert done["roundsUsed"] == 1
     report = json.loads(Path(done["reportFiles"]["json"]).read_text())
     analysis = report["analysis"]
     assert not analysis["changedFiles"] and not analysis["untrackedFiles"], analysis  # .aider* are aider's files

@@ -85,7 +85,7 @@ async def test_dispatch_verify_fails_rework_in_the_same_chat_succeeds(ts_home: P
         # the task's model hint wins over the profile's gui.model (fake-model-large)
         assert "model fake-model-small: " in (ts_home / "tasks" / tid / "agent-0.log").read_text()
         tdir = ts_home / "tasks" / tid
-        assert done["status"] == "succeeded" and done["round"] == 2, (done, (tdir / "agent-0.log").read_text())
+        assert done["status"] == "succeeded" and done["roundsUsed"] == 2, (done, (tdir / "agent-0.log").read_text())
         assert (repo / "calc.py").read_text() == RIGHT
         assert (tdir / "prompt-0.txt").read_text().startswith(f"【tianshu:{tid}:r0:initial】")
         rework = (tdir / "prompt-1.txt").read_text()
@@ -233,7 +233,7 @@ async def test_a_confirmation_card_answered_is_clicked_not_asked_again(ts_home: 
             assert "→ denied (the user's answer)" in logs
             assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
         else:
-            assert done["status"] == "succeeded" and done["round"] == 2, (done, trail, logs)
+            assert done["status"] == "succeeded" and done["roundsUsed"] == 2, (done, trail, logs)
             assert "→ allowed (the user's answer)" in logs and (repo / "calc.py").read_text() == RIGHT
     finally:
         kill_app(udd)

@@ -110,7 +110,7 @@ async def test_a_dry_run_reports_what_would_run_and_changes_nothing(ts_home: Pat
     sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix the bug in add()",
                                             "agentId": "scripted", "autoFixRounds": 2, "dryRun": True})
     assert meta["status"] == "succeeded", meta
-    assert meta["dryRun"] is True and meta["round"] == 0 and meta["dryRunPlanDoc"] == PLAN_FILE
+    assert meta["dryRun"] is True and meta["roundsUsed"] == 0 and meta["dryRunPlanDoc"] == PLAN_FILE
     assert meta["message"].startswith("dry run 0 (dry-run-report-0): ready: 1 check(s) would run, 1 warning(s): worktree_dirty")
     assert _tree(repo) == before  # not one byte, .git included
     tdir = ts_home / "tasks" / sub["taskId"]
@@ -145,7 +145,7 @@ async def test_a_dry_run_that_finds_blockers_needs_attention(ts_home: Path, tmp_
                                             "dryRun": True})
     assert meta["status"] == "needs_attention" and meta["errorType"] == "verify_failed", meta
     assert "[check_command_not_found]" in meta["message"] and "[path_outside_project]" in meta["message"]
-    assert meta["round"] == 0 and _tree(repo) == before
+    assert meta["roundsUsed"] == 0 and _tree(repo) == before
     assert not list((ts_home / "tasks" / sub["taskId"]).glob("agent-*.log"))
 
 

@@ -37,7 +37,7 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert meta["flowRunId"] and meta["flowRunUrl"].endswith(meta["flowRunId"])
     assert meta["status"] == "succeeded", meta
     assert meta["ok"] is True and meta["waitSettled"] is True
-    assert meta["round"] == 2  # rounds used
+    assert meta["roundsUsed"] == 2  # rounds used
     assert "calc.py" in meta["changedFiles"]
     tdir = ts_home / "tasks" / sub["taskId"]
     r0 = json.loads((tdir / "report-0.json").read_text())
@@ -56,9 +56,10 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert r0["repairDirectives"]["sources"][0] == "pytest"
     assert next(c for c in r0["checks"] if c["name"] == "pytest")["tests"]["failed"] == 1
     assert "return a + b" in (calc_repo / "calc.py").read_text()
-    # the flow run: deployment run-task, named by the task id, tagged, COMPLETED, one task run per round
+    # the flow run: deployment run-task, named by the task id, the project and the brief, tagged,
+    # COMPLETED, one task run per round
     run = prefect_api.get(f"/flow_runs/{meta['flowRunId']}").json()
-    assert run["name"] == sub["taskId"]
+    assert run["name"].startswith(f"{sub['taskId']} · {calc_repo.name} · "), run["name"]
     assert run["state"]["type"] == "COMPLETED" and run["state"]["name"] == "Succeeded"
     assert "agent:scripted" in run["tags"] and any(t.startswith("project:") for t in run["tags"])
     dep = prefect_api.get(f"/deployments/{run['deployment_id']}").json()
@@ -106,18 +107,18 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
 
 async def test_no_rework_means_failed_verify_failed(ts_home: Path, calc_repo: Path) -> None:
     _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 0})
-    assert meta["status"] == "failed" and meta["errorType"] == "verify_failed" and meta["round"] == 1
+    assert meta["status"] == "failed" and meta["errorType"] == "verify_failed" and meta["roundsUsed"] == 1
 
 
 async def test_rounds_exhausted_means_needs_attention(ts_home: Path, calc_repo: Path) -> None:
     _, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted-noop", "autoFixRounds": 1})
-    assert meta["status"] == "needs_attention" and meta["round"] == 2
+    assert meta["status"] == "needs_attention" and meta["roundsUsed"] == 2
     assert "errorType" not in meta  # rounds exhausted keeps errorType empty (docs/agents-tasks.md §3 f)
 
 
 async def test_agent_that_cannot_start_fails_spawn_without_a_round(ts_home: Path, calc_repo: Path) -> None:
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "not-executable", "autoFixRounds": 2})
-    assert meta["status"] == "failed" and meta["errorType"] == "spawn" and meta["round"] == 0
+    assert meta["status"] == "failed" and meta["errorType"] == "spawn" and meta["roundsUsed"] == 0
     assert not list((ts_home / "tasks" / sub["taskId"]).glob("report-*"))
 
 
@@ -153,7 +154,7 @@ async def test_malformed_acceptance_json_needs_attention_before_the_agent_runs(t
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 2})
     assert meta["status"] == "needs_attention" and meta["errorType"] == "verify_failed"
     assert "CONFIG_INVALID" in meta["message"] and str(cfg) in meta["message"]
-    assert meta["round"] == 0  # the agent never ran: the project is untouched
+    assert meta["roundsUsed"] == 0  # the agent never ran: the project is untouched
     assert "return a - b" in (calc_repo / "calc.py").read_text()
     assert not (ts_home / "tasks" / sub["taskId"] / "agent-0.log").exists()
 
@@ -161,7 +162,7 @@ async def test_malformed_acceptance_json_needs_attention_before_the_agent_runs(t
 async def test_a_check_that_cannot_start_blocks_without_rework(ts_home: Path, tmp_path: Path) -> None:
     repo = make_calc_repo(tmp_path / "ghostcheck", checks=[{"name": "ghost", "cmd": ["/no/such/checker"]}])
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 2})
-    assert meta["status"] == "needs_attention" and meta["round"] == 1, meta
+    assert meta["status"] == "needs_attention" and meta["roundsUsed"] == 1, meta
     assert "CHECK_NOT_RUNNABLE" in meta["message"] and "ghost" in meta["message"]
     report = json.loads((ts_home / "tasks" / sub["taskId"] / "report-0.json").read_text())
     assert report["blockingIssues"][0]["code"] == "CHECK_NOT_RUNNABLE"
@@ -177,7 +178,7 @@ async def test_non_git_project_without_checks_is_not_a_success(ts_home: Path, tm
 
 async def test_manual_rework_reruns_the_same_flow_run(ts_home: Path, calc_repo: Path, prefect_api: Any) -> None:
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add", "agentId": "scripted", "autoFixRounds": 0})
-    assert meta["status"] == "failed" and meta["round"] == 1
+    assert meta["status"] == "failed" and meta["roundsUsed"] == 1
     async with mcp_client(ts_home) as client:
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework",
                                                    "feedback": "test_add_negative still fails: handle negative numbers"})
@@ -186,7 +187,7 @@ async def test_manual_rework_reruns_the_same_flow_run(ts_home: Path, calc_repo: 
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework"})
         assert r.is_error and text_of(r).startswith("Error: [INVALID_STATE]")  # not final any more
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
-    assert done["status"] == "succeeded" and done["round"] == 2 and done["reportRound"] == 1
+    assert done["status"] == "succeeded" and done["roundsUsed"] == 2 and done["reportRound"] == 1
     assert "errorType" not in done and done["flowRunId"] == meta["flowRunId"]
     tdir = ts_home / "tasks" / sub["taskId"]
     assert json.loads((tdir / "report-0.json").read_text())["verdict"] == "failed"
@@ -210,7 +211,7 @@ async def test_baseline_aware_grading_excuses_an_untargeted_legacy_failure(ts_ho
     git(repo, "commit", "-qm", "a legacy failing test nobody asked about")
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(repo), "agentId": "scripted", "autoFixRounds": 2,
                                              "task": "Fix add() in calc.py so that tests/test_calc.py passes"})
-    assert meta["status"] == "succeeded" and meta["round"] == 2, meta
+    assert meta["status"] == "succeeded" and meta["roundsUsed"] == 2, meta
     tdir = ts_home / "tasks" / sub["taskId"]
     r0 = json.loads((tdir / "report-0.json").read_text())
     r1 = json.loads((tdir / "report-1.json").read_text())
@@ -227,11 +228,11 @@ async def test_reworking_an_exhausted_task_gives_exactly_one_more_round(ts_home:
     task whose automatic rework is used up gets one round per manual rework, not a fresh allowance."""
     sub, meta = await run_and_wait(ts_home, {"projectPath": str(calc_repo), "task": "Fix add",
                                              "agentId": "scripted-noop", "autoFixRounds": 1})
-    assert meta["status"] == "needs_attention" and meta["round"] == 2, meta
+    assert meta["status"] == "needs_attention" and meta["roundsUsed"] == 2, meta
     async with mcp_client(ts_home) as client:
         r = await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "rework", "feedback": "try again"})
         assert not r.is_error, text_of(r)
         done = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
-    assert done["status"] == "needs_attention" and done["round"] == 3, done
+    assert done["status"] == "needs_attention" and done["roundsUsed"] == 3, done
     assert sorted(p.name for p in (ts_home / "tasks" / sub["taskId"]).glob("report-*.json")) == [
         "report-0.json", "report-1.json", "report-2.json"]

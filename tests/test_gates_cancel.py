@@ -168,5 +168,5 @@ async def test_a_profile_edit_mid_task_does_not_change_or_break_it(ts_home: Path
             done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
     finally:
         path.write_text(good)
-    assert done["status"] == "succeeded" and done["round"] == 2, done
+    assert done["status"] == "succeeded" and done["roundsUsed"] == 2, done
     assert trace.read_text().count("start") == 2

@@ -352,7 +352,7 @@ SPEC_WORDING: list[tuple[Any, str, str, str]] = [
     # §2.7 status phrase and labels ("（…）": the spec elides the bracket's content)
     ("status: {label}", "状态: <label>", "状态: {label}", "=="),
     (("{n} round used", "{n} rounds used"), "（已用 N 轮）", "已用 {n} 轮", "=="),  # inside " ({details})"
-    ("queued (waiting for the project's slot and the global limit)", "排队中（…）", "排队中（", "^"),
+    ("queued ({why})", "排队中（…）", "排队中（", "^"),
     ("running (the agent is at work)", "运行中（…）", "运行中（", "^"),
     ("verifying (acceptance checks running)", "验收中（…）", "验收中（", "^"),
     ("reworking (writing the repair plan for the next round)", "返修中（…）", "返修中（", "^"),

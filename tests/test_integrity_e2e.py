@@ -150,7 +150,7 @@ async def test_demo_repo_as_the_readme_runs_it_succeeds_after_rework(ts_home: Pa
     assert (tdir / "baseline-checks.log").read_text().count("=== check: pytest") == 1
     (entry,) = json.loads((tdir / "baseline-checks.json").read_text())["checks"].values()
     assert entry["counts"]["failed"] == 2, entry
-    assert meta["status"] == "succeeded" and meta["round"] == 2, meta["message"]
+    assert meta["status"] == "succeeded" and meta["roundsUsed"] == 2, meta["message"]
     last = report(ts_home, sub["taskId"], 1)
     assert last["verdict"] == "passed" and verdict_reasons(last) == set()
     assert [(t["target"], t["status"]) for t in last["integrity"]["targets"]] == [
@@ -341,7 +341,7 @@ async def test_holdout_catches_an_agent_that_special_cases_the_visible_test(
         "holdoutChecks": HOLDOUT})
     task_id = sub["taskId"]
     tdir = ts_home / "tasks" / task_id
-    assert meta["status"] != "succeeded" and meta["round"] == 1, meta["message"]
+    assert meta["status"] != "succeeded" and meta["roundsUsed"] == 1, meta["message"]
     assert "HOLDOUT_FAILED" in meta["message"] and "negative numbers" in meta["message"], meta["message"]
     # a rework: the repair plan of the failed round goes to the agent with the caller's feedback
     async with mcp_client(ts_home) as client:
@@ -355,7 +355,7 @@ async def test_holdout_catches_an_agent_that_special_cases_the_visible_test(
         for tool, call in (("query_task", {"taskId": task_id}),
                            ("query_info", {"type": "report", "taskId": task_id, "round": 0})):
             replies.append(text_of(await client.call_tool(tool, call)))
-    assert meta["status"] != "succeeded" and meta["round"] == 2, meta["message"]
+    assert meta["status"] != "succeeded" and meta["roundsUsed"] == 2, meta["message"]
     assert "HOLDOUT_FAILED" in meta["message"], meta["message"]
     rounds = sorted(int(p.stem.split("-")[1]) for p in tdir.glob("report-*.json"))
     assert rounds == [0, 1], rounds
@@ -434,7 +434,7 @@ async def test_a_failed_holdout_is_reworked_automatically(ts_home: Path, tmp_pat
     assert [leaks(t) for t in replies] == [[]] * len(replies)
     assert tree_leaks(tdir) == {}
     # the rework round ran (and was caught too): rounds exhausted
-    assert (meta["status"], meta["round"]) == ("needs_attention", 2), meta["message"]
+    assert (meta["status"], meta["roundsUsed"]) == ("needs_attention", 2), meta["message"]
     assert verdict_reasons(report(ts_home, sub["taskId"], 1)) == {"HOLDOUT_FAILED"}
     prompt1 = (tdir / "prompt-1.txt").read_text()
     assert "negative numbers" in prompt1 and "hidden" in prompt1.lower(), prompt1
@@ -446,7 +446,7 @@ async def test_holdout_passes_the_honest_fix(ts_home: Path, tmp_path: Path) -> N
     sub, meta, replies = await run_task(ts_home, {
         "projectPath": str(repo), "task": HOLDOUT_BRIEF, "agentId": "scripted", "autoFixRounds": 1,
         "holdoutChecks": HOLDOUT})
-    assert meta["status"] == "succeeded" and meta["round"] == 1, meta
+    assert meta["status"] == "succeeded" and meta["roundsUsed"] == 1, meta
     r0 = report(ts_home, sub["taskId"], 0)
     assert r0["verdict"] == "passed" and verdict_reasons(r0) == set()
     assert [(h["check"], h["passed"]) for h in r0["integrity"]["holdout"]] == [("hidden-1", True)]

@@ -54,7 +54,7 @@ async def test_rework_feeds_the_hint_first_then_the_feedback_once_and_rounds_con
                                                                                      tmp_path: Path) -> None:
     repo = make_calc_repo(tmp_path / "calc")
     sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix add", "agentId": "scripted-noop"})
-    assert meta["status"] == "failed" and meta["round"] == 1, meta
+    assert meta["status"] == "failed" and meta["roundsUsed"] == 1, meta
     tid = sub["taskId"]
     tdir = ts_home / "tasks" / tid
     async with mcp_client(ts_home) as client:
@@ -63,11 +63,11 @@ async def test_rework_feeds_the_hint_first_then_the_feedback_once_and_rounds_con
         assert not r.is_error, text_of(r)
         assert "with feedback, with a structured repair hint (25 chars)" in text_of(r) and "rounds used 1" in text_of(r)
         once = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-        assert once["status"] == "failed" and once["round"] == 2, once
+        assert once["status"] == "failed" and once["roundsUsed"] == 2, once
         r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework"})
         assert not r.is_error, text_of(r)
         twice = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-    assert twice["status"] == "failed" and twice["round"] == 3 and twice["reportRound"] == 2, twice
+    assert twice["status"] == "failed" and twice["roundsUsed"] == 3 and twice["round"] == twice["reportRound"] == 2, twice
     prompt1 = (tdir / "prompt-1.txt").read_text()
     assert prompt1.index("HINT-ONE") < prompt1.index("FEEDBACK-ONE") and "FEEDBACK-ONE  " not in prompt1  # trimmed
     prompt2 = (tdir / "prompt-2.txt").read_text()
@@ -82,7 +82,7 @@ async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path:
     repo = make_calc_repo(tmp_path / "calc")
     sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": "Fix add: test_add_negative fails",
                                             "agentId": "scripted"})
-    assert meta["status"] == "succeeded" and meta["round"] == 1, meta
+    assert meta["status"] == "succeeded" and meta["roundsUsed"] == 1, meta
     # the previous run's process still ending (under load a cancel's forced final state comes
     # before its process is done): the rework resets nothing until it has exited
     ending, exited = _previous_run_still_ending(ts_home / "tasks" / sub["taskId"], tmp_path / "exited", 2.0)
@@ -91,7 +91,7 @@ async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path:
         assert exited.exists() and ending.wait(5) == 0, "the rework went ahead while the previous run's process ran"
         assert not r.is_error and meta_of(r)["status"] == "queued" and "finishedAt" not in meta_of(r), text_of(r)
         again = meta_of(await client.call_tool("wait_task", {"taskId": sub["taskId"], "timeoutMs": 180000}))
-    assert again["status"] == "succeeded" and again["round"] == 2, again
+    assert again["status"] == "succeeded" and again["roundsUsed"] == 2 and again["round"] == again["reportRound"] == 1, again
 
     # a cancelled task: its agent was stuck; the profile is fixed, then the task is reworked
     other = make_calc_repo(tmp_path / "other")
@@ -108,7 +108,7 @@ async def test_rework_from_succeeded_and_from_cancelled(ts_home: Path, tmp_path:
         assert not r.is_error, text_of(r)
         assert "cancelReason" not in meta_of(r) and "errorType" not in meta_of(r)
         done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
-    assert done["status"] == "succeeded" and done["round"] == 1, done  # the cancelled round never finished
+    assert done["status"] == "succeeded" and done["roundsUsed"] == 1, done  # the cancelled round never finished
 
 
 def _previous_run_still_ending(task_dir: Path, exited: Path, seconds: float) -> tuple[Any, Path]:
@@ -240,3 +240,41 @@ async def test_a_rework_of_a_task_still_queued_says_it_is_in_progress(ts_home: P
         for tid in (second, first):
             done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
             assert done["status"] == "cancelled", done
+
+
+async def test_the_prefect_ui_retry_is_a_manual_rework_without_feedback_and_runs_are_named(
+        ts_home: Path, tmp_path: Path, prefect_api: Any) -> None:
+    # a newcomer's UI list of runs named each by task id only, and its Retry button silently ran
+    # the agent again; the retry is now a manual rework without feedback, said as such
+    repo = make_calc_repo(tmp_path / "calc")
+    brief = "Fix add\nso that test_add_negative passes (a second line the name leaves out)"
+    sub, meta = await run_to_stop(ts_home, {"projectPath": str(repo), "task": brief, "agentId": "scripted-noop",
+                                            "autoFixRounds": 0})
+    assert (meta["status"], meta["round"], meta["roundsUsed"]) == ("failed", 0, 1), meta
+    tid, run_id = sub["taskId"], meta["flowRunId"]
+    run = prefect_api.get(f"/flow_runs/{run_id}").json()
+    assert run["name"] == f"{tid} · calc · Fix add", run["name"]
+    # exactly what the UI's Retry sends (its retryFlowRun: set_state, not forced)
+    resp = prefect_api.post(f"/flow_runs/{run_id}/set_state", json={
+        "state": {"type": "SCHEDULED", "name": "AwaitingRetry", "message": "Retry from the UI"}, "force": False})
+    resp.raise_for_status()
+    assert resp.json()["status"] == "ACCEPT", resp.json()
+    tdir = ts_home / "tasks" / tid
+
+    def retried() -> list[dict[str, Any]]:
+        events = [json.loads(line) for line in (tdir / "task.jsonl").read_text().splitlines()]
+        return [e for e in events if e["event"] == "rework_triggered"]
+
+    deadline = time.monotonic() + 120
+    while not retried():
+        assert time.monotonic() < deadline, "the retried flow run never started"
+        await anyio.sleep(0.2)
+    (event,) = retried()
+    assert event["data"] == {"mode": "retry"} and "Retry" in event["detail"], event
+    async with mcp_client(ts_home) as client:
+        again = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
+    assert (again["status"], again["round"], again["roundsUsed"], again["reportRound"]) == ("failed", 1, 2, 1), again
+    # the agent heard what failed in round 0, as after manage_task(rework) with no feedback
+    assert "no-changes" in (tdir / "prompt-1.txt").read_text()
+    names = [tr["name"] for tr in task_runs(prefect_api, run_id)]
+    assert "dispatch-round-1" in names and "verify-round-1" in names, names

@@ -72,7 +72,7 @@ async def test_an_agent_asks_the_task_waits_suspended_and_continue_answers(ts_da
         assert meta_of(r)["status"] == "queued"
         done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 180000}))
     assert done["status"] == "succeeded", done
-    assert done["round"] == 1 and "pendingQuestion" not in done  # asking is no round
+    assert done["roundsUsed"] == 1 and "pendingQuestion" not in done  # asking is no round
     prompt = (home / "tasks" / tid / "prompt-0.txt").read_text()
     assert "## You asked the user" in prompt and "Yes, please." in prompt
     events = [json.loads(line)["event"] for line in (home / "tasks" / tid / "task.jsonl").read_text().splitlines()]

@@ -114,7 +114,7 @@ async def test_a_damaged_record_field_is_left_out_and_named(ts_daemon: dict[str,
             # logFile 8 once made query_task read (or close) the server's own file descriptor 8
             meta = meta_of(await client.call_tool("query_task", {"taskId": tid}))
             assert meta["damagedFields"] == ["changedFiles", "diffstat", "logFile", "needsUserKind", "pendingQuestion"]
-            assert "diffstat" not in meta and meta["status"] == "failed" and meta["round"] == 2
+            assert "diffstat" not in meta and meta["status"] == "failed" and meta["roundsUsed"] == 2
             assert meta_of(await client.call_tool("query_task", {"taskId": tid}))["taskId"] == tid  # still serving
         from tasks_client import TasksRequester, tasks_request
         from test_tasks_ext import modern

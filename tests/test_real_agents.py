@@ -132,7 +132,7 @@ async def test_a_rework_round_fixes_what_the_first_missed(tier: Tier, tmp_path: 
     tier.endpoint.script = Script([wrong, right])
     _, done, _ = await _run(tier, repo, agent, autoFixRounds=2)
     assert done["status"] == "succeeded", done
-    assert done["round"] == 2, done
+    assert done["roundsUsed"] == 2, done
 
 
 @pytest.mark.parametrize("status", [401, 429])

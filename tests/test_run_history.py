@@ -45,8 +45,13 @@ async def test_a_failed_round_is_a_failed_task_run_and_the_flow_goes_on(ts_home:
     states = {tr["name"]: (tr["state"]["type"], tr["state"]["message"]) for tr in task_runs(prefect_api, meta["flowRunId"])}
     assert states["verify-round-0"] == ("FAILED", "round 0 did not pass: pytest"), states
     assert states["repair-plan-0"][0] == "COMPLETED" and states["verify-round-1"][0] == "COMPLETED", states
-    lines = [e["message"] for e in _assert_no_traceback(prefect_api, meta["flowRunId"])]
+    logs = _assert_no_traceback(prefect_api, meta["flowRunId"])
+    lines = [e["message"] for e in logs]
     assert any(m.startswith("check pytest: FAIL (exit code 1, tests 1 passed / 1 failed / 0 skipped)") for m in lines), lines
+    # what failed is a WARNING in the UI's log (a newcomer filtering for warnings saw nothing), the rest INFO
+    levels = {e["message"].split(" (", 1)[0]: e["level"] for e in logs if e["message"].startswith(("check ", "round 0 ver"))}
+    assert levels["check pytest: FAIL"] == levels["round 0 verification failed"] == 30, levels
+    assert levels["check pytest: PASS"] == levels["check git-diff-check: PASS"] == 20, levels
     assert any(m.startswith("check pytest: PASS (exit code 0, tests 2 passed / 0 failed / 0 skipped)") for m in lines), lines
     assert any(m.startswith("check git-diff-check: PASS") for m in lines), lines
 

@@ -170,6 +170,9 @@ def test_hosting_stdio_server_scenario(tmp_path: Path) -> None:
     assert "noise line" not in stderr  # agent output goes to its log file, not through us
     server_log = (home / "logs" / "server.log").read_text()
     assert "tianshu-mcp connected (stdio)" in server_log
+    # never an empty "Prefect UI:" (a newcomer's first connect, before the service answered)
+    ui = [ln.split("Prefect UI: ", 1)[1] for ln in server_log.splitlines() if "tianshu-mcp connected" in ln]
+    assert ui and all(u.startswith(("http://", "not yet (the home's service is starting")) for u in ui), ui
 
 
 def _pids(path: Path) -> list[int]:

@@ -59,6 +59,32 @@ async def test_verify_by_task_uses_its_baseline_and_the_next_round(ts_home: Path
         assert meta["verifyId"] in listing
 
 
+async def test_one_round_numbering_across_a_manual_verification_and_a_rework(ts_home: Path, calc_repo: Path) -> None:
+    # a newcomer's query_info(type=report, round=<meta round>) failed: the meta's round was the
+    # count of rounds used while reports are numbered from 0. Now a round has one number: its
+    # agent log, task runs, report and the meta's round; a manual verification takes a number too
+    async with mcp_client(ts_home) as client:
+        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "Fix add",
+                                                          "agentId": "scripted-noop", "autoFixRounds": 0}))
+        tid = sub["taskId"]
+        assert "round" not in sub and sub["roundsUsed"] == 0  # no round yet
+        done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 120000}))
+        assert (done["status"], done["round"], done["roundsUsed"], done["reportRound"]) == ("failed", 0, 1, 0), done
+        manual = meta_of(await client.call_tool("verify_task", {"taskId": tid}))
+        assert manual["reportRound"] == manual["round"] == 1 and manual["roundsUsed"] == 1, manual
+        r = await client.call_tool("manage_task", {"taskId": tid, "action": "rework", "feedback": "again"})
+        assert not r.is_error, text_of(r)
+        again = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 120000}))
+        # the rework's agent round skips the number the manual verification took
+        assert (again["round"], again["reportRound"], again["roundsUsed"]) == (2, 2, 2), again
+        tdir = ts_home / "tasks" / tid
+        assert again["logFile"] == str(tdir / "agent-2.log") and not (tdir / "agent-1.log").exists()
+        report = text_of(await client.call_tool("query_info", {"type": "report", "taskId": tid, "round": again["round"]}))
+        assert report.startswith((tdir / "report-2.md").read_text(encoding="utf-8")), report
+        events = [json.loads(line) for line in (tdir / "task.jsonl").read_text().splitlines()]
+        assert "round 2: agent running" in [e.get("detail") for e in events], events
+
+
 async def test_verify_by_project_path_refs_checks_modes_and_idempotency(ts_home: Path, calc_repo: Path) -> None:
     first = git(calc_repo, "rev-parse", "HEAD").strip()
     (calc_repo / "calc.py").write_text(FIXED)

@@ -163,7 +163,7 @@ async def test_a_recoloured_banner_fails_with_a_region_around_it_and_the_rework_
         done = meta_of(await client.call_tool("wait_task", {"taskId": tid, "timeoutMs": 300000}))
     tdir = ts_home / "tasks" / tid
     first = json.loads((tdir / "report-0.json").read_text())
-    assert done["status"] == "succeeded" and done["round"] == 2, (done, first.get("message"))
+    assert done["status"] == "succeeded" and done["roundsUsed"] == 2, (done, first.get("message"))
     page = first["visual"]["results"][0]
     assert (page["id"], page["viewport"], page["status"], page["code"]) == ("home", "desktop", "failed", "PIXEL_DIFFERENCE"), page
     bounds = page["metrics"]["bounds"]

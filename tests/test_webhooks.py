@@ -252,8 +252,8 @@ def test_signed_post_with_the_spec_headers_and_body(tmp_path: Path) -> None:
     body = json.loads(req["body"].decode("utf-8"))
     record = TaskStore(home).read(tid)
     assert body == {"taskId": tid, "event": "done", "status": "succeeded", "ts": body["ts"],
-                    "finishedAt": record["finishedAt"], "agentId": "scripted", "projectPath": "/work/proj", "round": 2,
-                    "reportRound": 1, "message": "verification passed (report-1) — ✓", "reportMd": "/r/report-1.md",
+                    "finishedAt": record["finishedAt"], "agentId": "scripted", "projectPath": "/work/proj", "round": 1,
+                    "roundsUsed": 2, "reportRound": 1, "message": "verification passed (report-1) — ✓", "reportMd": "/r/report-1.md",
                     "reportJson": "/r/report-1.json"}
     assert pending(home) == [] and failed(home) == []
 
@@ -496,7 +496,7 @@ async def test_end_to_end_the_service_delivers_a_signed_done(ts_daemon: dict[str
     assert signature_ok(req) and req["headers"]["x-tianshu-event"] == "done"
     body = json.loads(req["body"])
     assert body["event"] == "done" and body["status"] == meta["status"] == "succeeded"
-    for key in ("taskId", "agentId", "projectPath", "round", "reportRound", "message", "finishedAt"):
+    for key in ("taskId", "agentId", "projectPath", "round", "roundsUsed", "reportRound", "message", "finishedAt"):
         assert body[key] == meta[key], key
     assert body["reportMd"] == meta["reportFiles"]["md"] and body["reportJson"] == meta["reportFiles"]["json"]
     assert not any(tid in p.name for p in pending(home))

@@ -190,7 +190,7 @@ async def test_a_reworked_and_a_verified_worktree_task_work_in_its_worktree_agai
                                                    "feedback": "test_add_negative fails"})
         assert not r.is_error, text_of(r)
         done = meta_of(await client.call_tool("wait_task", {"taskId": task_id, "timeoutMs": 180000}))
-        assert done["status"] == "succeeded" and done["round"] == 2, done
+        assert done["status"] == "succeeded" and done["roundsUsed"] == 2, done
         assert git(repo, "show", f"tianshu/{task_id}:calc.py") == RIGHT_FIX
         assert git(repo, "rev-list", "--count", f"HEAD..tianshu/{task_id}").strip() == "2"  # one commit per run
         # verify_task by taskId judges the branch in a re-opened worktree, against the task's baseline,
