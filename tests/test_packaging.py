@@ -9,8 +9,8 @@ the test quick. No part of the checkout is on that venv's ``sys.path`` (the edit
 this venv is a ``.pth`` finder of its own, and a directory added by a ``.pth`` line has its ``.pth``
 files ignored: the test checks ``tianshu_mcp.__file__`` and ``sys.path``). Every command runs from
 a directory outside the checkout with ``HOME`` a temp directory. The demo end to end from the wheel
-takes about 100 s (a fresh ``HOME`` migrates Prefect's database template first): it is ``extended``
-(``pytest -m extended tests/test_packaging.py``); the default run checks the pieces it is made of.
+takes ≈20 s on a quiet 2-core machine (a fresh ``HOME`` migrates Prefect's database template
+first; ≈100 s once beside a busy suite), so it stays in the default run.
 """
 
 from __future__ import annotations
@@ -135,7 +135,6 @@ def service_processes(home: Path) -> list[psutil.Process]:
 
 
 @pytest.mark.own_services
-@pytest.mark.extended  # ≈100 s on a busy 2-core machine: a fresh HOME migrates Prefect's database template first
 @pytest.mark.timeout(900)
 def test_the_demo_from_the_wheel_writes_only_what_it_announced_and_clean_removes_it(installed: Path,
                                                                                    tmp_path: Path) -> None:
