@@ -142,7 +142,7 @@ def doctor(argv: list[str]) -> int:
         else:
             from ..core.settings import data_home
 
-            home = data_home()
+            home = data_home(create=False)  # reads only
         results = diagnose_home(home)
     except TianshuError as exc:
         print(f"Error: [{exc.code.value}] {exc.message}", file=sys.stderr)

@@ -91,7 +91,7 @@ def config_acceptance(argv: list[str]) -> int:
     if error:
         print_json({"ok": False, "error": error, "layers": [], "appliedOrder": [], "effective": DEFAULT_SUMMARY, "summary": ""})
         return 2
-    home = data_home()
+    home = data_home(create=False)  # reads only
     layers: list[dict[str, Any]] = []
     merged = Cfg()
     applied: list[str] = []
@@ -193,7 +193,7 @@ def config_check(argv: list[str]) -> int:
     if argv:
         print_json({"ok": False, "error": f"extra argument: {argv[0]}"})
         return 2
-    home = data_home()
+    home = data_home(create=False)  # reads only
     path = home / "config.json"
     try:
         cfg = check_config(home)
@@ -334,7 +334,7 @@ async def _schedule(args: argparse.Namespace, project: Any, api_url: str, auth: 
 
 
 # --- the background service ------------------------------------------------------------------
-SERVICE_HELP = """usage: tianshu-mcp service start|stop|status
+SERVICE_HELP = """usage: tianshu-mcp service start|stop|status [--home DIR]
 
 start   start the data home's background service (Prefect API + UI + process worker), detached,
         unless it runs already; print its status (JSON)
@@ -344,7 +344,41 @@ status  whether it runs, its pid, API/UI address, log file and credentials file 
 The service is started on demand by every tianshu-mcp process that needs Prefect (stdio servers,
 schedule, demo) and exits by itself after prefect.idleExitMs (config.json, default 10 min) with
 no active or queued run, no connected client and no schedule. Its log: <home>/logs/service.log.
-The UI asks for a password: the whole line of <home>/prefect/credentials."""
+The UI asks for a password: the whole line of <home>/prefect/credentials.
+
+--home DIR  the data home (default $TIANSHU_MCP_HOME, else ~/.tianshu-mcp), as for demo --home.
+status and stop only read: on a home that does not exist they create nothing and say so."""
+
+
+def pop_home(argv: list[str]) -> tuple[list[str], str | None]:
+    """Take ``--home DIR`` / ``--home=DIR`` out of ``argv``; returns ``(the other arguments, DIR or
+    None)``. Raises ValueError when ``--home`` has no value."""
+    rest: list[str] = []
+    home: str | None = None
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--home":
+            if i + 1 >= len(argv) or not argv[i + 1] or argv[i + 1].startswith("-"):
+                raise ValueError("--home needs a directory")
+            home, i = argv[i + 1], i + 2
+            continue
+        if arg.startswith("--home="):
+            home = arg.split("=", 1)[1]
+            if not home:
+                raise ValueError("--home needs a directory")
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, home
+
+
+def no_home_answer(home: Path) -> dict[str, object]:
+    """What a read-only command prints for a data home that does not exist (it creates none):
+    ``{"running": false, "exists": false, "home", "message"}``."""
+    return {"running": False, "exists": False, "home": str(home),
+            "message": f"no tianshu-mcp data home at {home}: nothing was created and nothing runs there "
+                       "(a home is created on first use: service start, demo, or an MCP host's first call)"}
 
 
 def service(argv: list[str]) -> int:
@@ -354,12 +388,25 @@ def service(argv: list[str]) -> int:
     if not argv or argv[0] in ("--help", "-h") or "--help" in argv or "-h" in argv:
         print(SERVICE_HELP)
         return 0 if argv else 2
-    action, extra = argv[0], argv[1:]
+    try:
+        args, home_arg = pop_home(argv)
+    except ValueError as exc:
+        print(f"tianshu-mcp service: {exc} (see --help)", file=sys.stderr)
+        return 2
+    action, extra = (args[0], args[1:]) if args else ("", [])
     if action not in ("start", "stop", "status") or extra:
         print(f"tianshu-mcp service: unknown arguments: {' '.join(argv)} (see --help)", file=sys.stderr)
         return 2
+    if home_arg is not None:  # the same meaning as TIANSHU_MCP_HOME, for this process and the service it starts
+        os.environ["TIANSHU_MCP_HOME"] = str(Path(home_arg).expanduser().resolve())
     try:
-        home = data_home()
+        home = data_home(create=action == "start")
+        if action != "start" and not home.is_dir():
+            answer = no_home_answer(home)
+            if action == "stop":
+                answer.update(stopped=False, pid=None)
+            print_json(answer)
+            return 0
         if action == "start":
             launcher.connect(home, load_config(home).prefect.ready_timeout_ms / 1000)
             print_json(launcher.status(home))

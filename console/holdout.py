@@ -98,13 +98,14 @@ def _files(specs: list[str]) -> dict[str, str]:
     return files
 
 
-def _project(raw: str, gone_ok: bool) -> str:
-    """The normalised project path of ``--project`` (through the projectPath gate; for ``remove``
-    a project that no longer exists is accepted). Raises TianshuError (PATH_* codes)."""
+def _project(raw: str, gone_ok: bool, home: Path | None = None) -> str:
+    """The normalised project path of ``--project`` (through the projectPath gate against ``home``,
+    default the data home; for ``remove`` a project that no longer exists is accepted). Raises
+    TianshuError (PATH_* codes)."""
     path = os.path.abspath(os.path.expanduser(raw))
     if gone_ok and not os.path.isdir(path):
         return norm_path(os.path.realpath(path))
-    return check_project_path(path, data_home()).norm
+    return check_project_path(path, home or data_home()).norm
 
 
 def _add(opts: argparse.Namespace, cmd: list[str]) -> dict[str, Any]:
@@ -131,9 +132,9 @@ def _add(opts: argparse.Namespace, cmd: list[str]) -> dict[str, Any]:
 
 
 def _list(opts: argparse.Namespace) -> dict[str, Any]:
-    home = data_home()
-    project = _project(opts.project, gone_ok=True)
-    checks = load_project_holdout(home, project)
+    home = data_home(create=False)  # reads only: a missing home has no holdout checks
+    project = _project(opts.project, gone_ok=True, home=home)
+    checks = load_project_holdout(home, project) if home.is_dir() else []
     return {"ok": True, "projectPath": project, "file": str(project_holdout_path(home, project)),
             "checks": [{"name": c.name, "area": c.area} for c in checks]}
 

@@ -1,10 +1,11 @@
 """Console script ``tianshu-mcp``: argv dispatch (docs/tools.md §4–§5).
 
 * ``tianshu-mcp`` — the stdio MCP server (a client of the home's service, started on demand).
-* ``tianshu-mcp service start|stop|status`` — the home's background service (see :mod:`.commands`).
+* ``tianshu-mcp service start|stop|status [--home DIR]`` — the home's background service (see :mod:`.commands`).
 * ``tianshu-mcp server`` — that service in the foreground, until SIGINT/SIGTERM.
 * ``tianshu-mcp worker --pool NAME`` — a worker of a shared Prefect server (:mod:`.worker`).
-* ``tianshu-mcp demo [--home DIR] [--rounds N]`` — the main job end to end on a generated repository.
+* ``tianshu-mcp demo [--home DIR] [--rounds N] [--clean]`` — the main job end to end on a generated repository
+  (:mod:`.demo`; ``--clean`` removes what it created).
 * ``tianshu-mcp config …`` / ``tianshu-mcp schedule …`` — see :mod:`.commands`.
 * ``tianshu-mcp visual …`` — visual acceptance (baselines, rules reviews, artifacts): see :mod:`.visual`.
 * ``tianshu-mcp holdout add|list|remove …`` — a project's holdout checks: see :mod:`.holdout`.
@@ -27,10 +28,10 @@ from ..core.settings import data_home, load_config
 log = logging.getLogger("tianshu_mcp")
 
 USAGE = """usage: tianshu-mcp [--no-skill-install] [--approve-skill-update]   serve MCP over stdio (what an MCP host runs)
-       tianshu-mcp service start|stop|status     the home's background service (Prefect API + UI + worker)
+       tianshu-mcp service start|stop|status [--home DIR]   the home's background service (Prefect API + UI + worker)
        tianshu-mcp server                       run that service in the foreground until stopped
        tianshu-mcp worker --pool NAME [--limit N]   serve a work pool of a shared Prefect server (scale-out)
-       tianshu-mcp demo [--home DIR] [--rounds N]  run the main job on a generated repository
+       tianshu-mcp demo [--home DIR] [--rounds N] | --clean   run the main job on a generated repository (says where it writes) / remove what it wrote
        tianshu-mcp config acceptance [projectPath] [--task ID]   show the acceptance layers (JSON)
        tianshu-mcp config schema                 the JSON Schema of .tianshu-mcp/acceptance.json
        tianshu-mcp config check                  validate config.json (JSON; exit 1 when invalid)

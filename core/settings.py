@@ -37,8 +37,10 @@ MAX_TIMEOUT_MS = 86_400_000
 field named rather than stored."""
 
 
-def data_home() -> Path:
-    """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it.
+def data_home(*, create: bool = True) -> Path:
+    """Return the absolute data home (``$TIANSHU_MCP_HOME`` or ``~/.tianshu-mcp``), creating it
+    unless ``create`` is false (read-only commands such as ``service status`` create nothing: they
+    check ``exists()`` themselves and say that no home is there).
 
     Raises:
         TianshuError: ``PATH_IS_SYSTEM`` / ``PATH_IS_HOME`` when it points at a root or system
@@ -53,7 +55,7 @@ def data_home() -> Path:
     key = (raw, os.environ.get("HOME", ""))
     known = _HOMES.get(key)
     if known is not None:  # resolved and checked before: a flow-run process asks on every record write
-        if not os.path.isdir(known):
+        if create and not os.path.isdir(known):
             known.mkdir(parents=True, exist_ok=True)
         return known
     home = Path(raw).expanduser().resolve()
@@ -68,7 +70,8 @@ def data_home() -> Path:
     if norm == norm_path(os.path.realpath(Path.home())):
         raise TianshuError(ErrorCode.PATH_IS_HOME, _("TIANSHU_MCP_HOME must not be the home directory itself: {path}")
                            .format(path=norm))
-    home.mkdir(parents=True, exist_ok=True)
+    if create:
+        home.mkdir(parents=True, exist_ok=True)
     _HOMES[key] = home
     return home
 

@@ -22,7 +22,7 @@ Behaviour (``FAKE_DESKTOP_MODE``, comma-separated flags):
 
 * ``normal`` (default): running for ``FAKE_DESKTOP_RUN_MS`` (default 1200 ms) — half of it
   silent, then the edit, then a streamed reply — then idle. The edit is the one of
-  ``tests/scripted_agent.py``: ``calc.py`` of the bound project gets the right fix of ``add`` only
+  ``console/demo/scripted_agent.py``: ``calc.py`` of the bound project gets the right fix of ``add`` only
   when the message names ``test_add_negative`` (the repair feedback does), else a wrong one;
 * ``login``: the page starts on a login screen until "Log in" is clicked (remembered in
   localStorage, i.e. in the user-data-dir);

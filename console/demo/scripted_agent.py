@@ -2,7 +2,8 @@
 """A scripted CLI agent standing in for an LLM coding agent in tests and the demo.
 
 Called as ``scripted_agent.py <prompt>`` with the project as its working directory. It edits
-``calc.py`` of the fixture project (see ``fixture_project.py``):
+``calc.py`` of the fixture project (see ``fixture.py`` beside it; the tests reach both through
+``tests/fixture_project.py``):
 
 * without ``test_add_negative`` in its prompt it makes a wrong fix (``abs(a) + abs(b)``), so the
   first verification fails on that test;
