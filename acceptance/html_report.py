@@ -36,6 +36,7 @@ h3 { font-size: 15px; margin: 18px 0 8px; }
 section { background: #fff; border: 1px solid #e1e4e8; border-radius: 6px; padding: 4px 16px 14px; margin-top: 16px; }
 .scroll { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
+table.cols { table-layout: fixed; } table.cols th.num, table.cols td.num { width: auto; }
 th, td { text-align: left; vertical-align: top; padding: 5px 8px; border-bottom: 1px solid #eceef1; overflow-wrap: anywhere; }
 th { background: #f3f4f6; font-weight: 600; }
 th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; width: 1%; }
@@ -69,16 +70,20 @@ def _badge(label: str, cls: str) -> str:
     return f'<span class="badge {_e(cls)}">{_e(label)}</span>'
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequence[int] = ()) -> str:
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequence[int] = (),
+           widths: Sequence[int] = ()) -> str:
     """A table in its own horizontal scroll box; ``rows`` cells are already-escaped HTML, one per
     header; ``num_cols`` (header and cells) are right-aligned and as narrow as their content, so a
-    number sits under its own header."""
+    number sits under its own header. ``widths`` (percent, one per column) fix the columns' widths
+    (``table-layout: fixed``), so a long cell wraps inside its column instead of squeezing the others."""
     head = "".join(f'<th class="num">{_e(h)}</th>' if i in num_cols else f"<th>{_e(h)}</th>" for i, h in enumerate(headers))
     body = []
     for row in rows:
         cells = "".join(f'<td class="num">{c}</td>' if i in num_cols else f"<td>{c}</td>" for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+    cols = ('<colgroup>' + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>") if widths else ""
+    cls = ' class="cols"' if widths else ""
+    return f'<div class="scroll"><table{cls}>{cols}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _el(tag: str, text: str) -> str:
@@ -142,7 +147,7 @@ def _checks(report: Mapping[str, Any]) -> str:
             ]
         )
     out.append(_table([_("Status"), _("Check"), _("Command"), _("Duration"), _("Exit"), _("Tests")], rows,
-                      num_cols=(3, 4)))
+                      num_cols=(3, 4), widths=(11, 14, 33, 9, 6, 27)))
     tails = [c for c in checks if c.get("outputTail")]
     if tails:
         out.append(_el("h3", _("Output tails")))
@@ -250,7 +255,8 @@ def _changes(report: Mapping[str, Any]) -> str:
                 rows.append([f"<code>{_e(f)}</code>", "", "", ""])
         if rows:
             out.append(_el("h3", _("Changed files and diffstat")))
-            out.append(_table([_("File"), _("Added"), _("Deleted"), _("Notes")], rows, num_cols=(1, 2)))
+            out.append(_table([_("File"), _("Added"), _("Deleted"), _("Notes")], rows, num_cols=(1, 2),
+                              widths=(64, 9, 9, 18)))
         out.append(html_diff(report))
     if renames:
         out.append(_el("h3", _("Renames")))
@@ -333,7 +339,7 @@ def _directives(report: Mapping[str, Any]) -> str:
                 else f'<span class="muted">{nowhere}</span>'
             )
             rows.append([loc, _e(it.get("issue")), _e(it.get("action")), _e(it.get("source"))])
-        out.append(_table([_("Location"), _("Issue"), _("Action"), _("Source")], rows))
+        out.append(_table([_("Location"), _("Issue"), _("Action"), _("Source")], rows, widths=(22, 38, 32, 8)))
     else:
         reason = rd.get("fallbackReason") or _("this round's report has no structured directives")
         out.append(_el("p", _("(unavailable; read the output tails of the checks above) Reason: {reason}").format(

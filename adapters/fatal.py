@@ -107,3 +107,18 @@ def output_tail(log_file: str | Path | None, max_bytes: int = TAIL_BYTES) -> str
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+AGENT_TAIL_CHARS = 2000
+"""A round's ``output_tail`` keeps at most this many characters of the agent's own output."""
+
+
+def agent_output_tail(log_file: str | Path | None, max_chars: int = AGENT_TAIL_CHARS) -> str:
+    """What a round's report shows of the agent's output: the end of ``log_file``
+    (:func:`output_tail`), ANSI codes removed, without our framing (:func:`agent_output`), its last
+    ``max_chars`` characters starting at a line (:func:`~tianshu_mcp.core.text.line_tail`); ``""``
+    without a log. Never raises."""
+    from ..core.text import line_tail
+    from .output.ansi import strip_ansi
+
+    return line_tail(agent_output(strip_ansi(output_tail(log_file))), max_chars)
