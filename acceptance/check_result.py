@@ -6,7 +6,7 @@ gives the dict the rest of acceptance, the reports on disk and the MCP output ca
 their order are those of §1.3 and never change:
 
 ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason], [optional],
-[aborted], [tests], [findings], [junit]}``
+[aborted], [tests], [findings], [junit], [resolved]}``
 
 Keys added to a result later (``notCounted``, ``integrityNote``, ``baseline``: verification
 integrity and baseline grading) are added to that dict by the engine, after these.
@@ -112,6 +112,8 @@ class CheckResult:
         tests: the parsed test counts (:meth:`.testcount.TestCounts.to_json`), when any.
         findings: repair directive items of a failed check, when any.
         junit: the JUnit XML reports' summary (:meth:`JUnitResult.to_json`), when ``junitXml`` is set.
+        resolved: the program that ran (:meth:`.resolved_cmd.ResolvedCommand.to_json`: ``{path,
+            interpreter?, version?}``), when it started.
     """
 
     name: str
@@ -128,6 +130,7 @@ class CheckResult:
     tests: dict[str, Any] | None = None
     findings: list[Any] | None = None
     junit: dict[str, Any] | None = None
+    resolved: dict[str, str] | None = None
 
     @classmethod
     def skip(cls, name: str, cmd: str, reason: str, optional: bool = False) -> CheckResult:
@@ -160,4 +163,6 @@ class CheckResult:
             out["findings"] = self.findings
         if self.junit is not None:
             out["junit"] = self.junit
+        if self.resolved is not None:
+            out["resolved"] = self.resolved
         return out

@@ -56,6 +56,7 @@ __all__ = [
     "ParseContext",
     "DEFAULT_REGISTRY",
     "extract_directives",
+    "fold_cases",
     "strip_ansi",
 ]
 
@@ -327,6 +328,64 @@ def collect_junit_failures(report: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+# --- parametrized cases ---------------------------------------------------------------------------
+
+_CASE_RE = re.compile(r"(?P<id>(?P<base>[\w./:-]*\w)\[(?P<param>[^\]\n]*)\])")
+"""A parametrized test case's id in an item's issue: ``tests/test_x.py::test_x[a-1]`` (base ``…::test_x``)."""
+MAX_CASES_NAMED = 5
+"""A folded item names at most this many of its cases."""
+
+
+def fold_cases(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One item per location for a parametrized test: items at the same ``file``/``line`` from the
+    same ``source`` whose issues name cases of one test (``test_x[a]``, ``test_x[b]``: same id before
+    the ``[…]``) become the first of them, its issue and action naming the test and ``N cases:
+    test_x[a], test_x[b], …`` (at most :data:`MAX_CASES_NAMED` named; when the cases' messages
+    differ, the first case's is shown and said to be), with ``cases`` listing every case id. Other
+    items are kept as they are, in order.
+
+    Example:
+        >>> items = [{"file": "t.py", "line": 5, "issue": f"t.py::test_x[{c}] failed: boom",
+        ...           "action": f"make t.py::test_x[{c}] pass", "source": "pytest"} for c in "ab"]
+        >>> fold_cases(items)[0]["issue"]
+        't.py::test_x failed: boom (2 cases: test_x[a], test_x[b])'
+    """
+    groups: dict[tuple[Any, ...], list[tuple[dict[str, Any], str, str]]] = {}
+    order: list[tuple[Any, ...] | int] = []
+    for i, item in enumerate(items):
+        m = _CASE_RE.search(str(item.get("issue") or ""))
+        if m is None or item.get("file") is None:
+            order.append(i)
+            continue
+        key = (item.get("file"), item.get("line"), item.get("source"), m.group("base"))
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append((item, m.group("id"), m.group("base")))
+    out: list[dict[str, Any]] = []
+    for k in order:
+        if isinstance(k, int):
+            out.append(items[k])
+            continue
+        members = groups[k]
+        first, case_id, base = members[0]
+        if len(members) == 1:
+            out.append(first)
+            continue
+        ids = list(dict.fromkeys(cid for _item, cid, _base in members))
+        short = [cid.rsplit("::", 1)[-1] for cid in ids]
+        named = ", ".join(short[:MAX_CASES_NAMED]) + (f", … {len(short) - MAX_CASES_NAMED} more"
+                                                        if len(short) > MAX_CASES_NAMED else "")
+        folded = dict(first)
+        same = len({str(it["issue"]).replace(cid, base, 1) for it, cid, _base in members}) == 1
+        folded["issue"] = (str(first["issue"]).replace(case_id, base, 1) + f" ({len(ids)} cases: {named}"
+                           + ("" if same else f"; the message is {short[0]}'s") + ")")
+        folded["action"] = str(first.get("action") or "").replace(case_id, base)
+        folded["cases"] = ids
+        out.append(folded)
+    return out
+
+
 # --- the registry --------------------------------------------------------------------------------
 
 _NEVER = re.compile(r"(?!)")
@@ -433,6 +492,7 @@ def extract_directives(
             continue
         seen.add(key)
         items.append(item)
+    items = fold_cases(items)
     omitted = max(0, len(items) - max_items)
     items = items[:max_items]
     used = {i["source"] for i in items}

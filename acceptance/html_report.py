@@ -15,7 +15,8 @@ import html
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.i18n import _, resolve_locale
-from .runner import check_tag, display_reason
+from .report_parts import AGENT_TAIL_CAP, html_agent, html_brief, html_diff, html_resolved, shown_tail
+from .runner import OUTPUT_TAIL_CHARS, check_tag, display_reason
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
 __all__ = ["render_html", "tests_summary", "CLASSIFICATIONS"]
@@ -33,12 +34,16 @@ h1 { font-size: 22px; margin: 0 0 12px; }
 h2 { font-size: 18px; margin: 28px 0 10px; border-bottom: 1px solid #d9dde3; padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 18px 0 8px; }
 section { background: #fff; border: 1px solid #e1e4e8; border-radius: 6px; padding: 4px 16px 14px; margin-top: 16px; }
+.scroll { max-width: 100%; overflow-x: auto; }
 table { border-collapse: collapse; width: 100%; margin: 6px 0; }
-th, td { text-align: left; vertical-align: top; padding: 5px 8px; border-bottom: 1px solid #eceef1; }
+table.cols { table-layout: fixed; } table.cols th.num, table.cols td.num { width: auto; }
+th, td { text-align: left; vertical-align: top; padding: 5px 8px; border-bottom: 1px solid #eceef1; overflow-wrap: anywhere; }
 th { background: #f3f4f6; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
-pre { background: #0f1720; color: #e6edf3; padding: 10px; border-radius: 4px; overflow-x: auto; white-space: pre-wrap; word-break: break-word; margin: 6px 0; }
+th.num, td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; width: 1%; }
+code, pre { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; overflow-wrap: anywhere; }
+pre { background: #0f1720; color: #e6edf3; padding: 10px; border-radius: 4px; overflow-x: auto; white-space: pre-wrap; margin: 6px 0; }
+pre.diff .add { color: #7ee787; } pre.diff .del { color: #ffa198; } pre.diff .hunk { color: #79c0ff; } pre.diff .head { color: #d2a8ff; }
+blockquote { margin: 6px 0; padding: 4px 12px; border-left: 3px solid #d0d7de; color: #3b434b; white-space: pre-wrap; overflow-wrap: anywhere; }
 details { margin: 6px 0; }
 summary { cursor: pointer; font-weight: 600; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; font-weight: 700; color: #fff; white-space: nowrap; }
@@ -65,14 +70,20 @@ def _badge(label: str, cls: str) -> str:
     return f'<span class="badge {_e(cls)}">{_e(label)}</span>'
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequence[int] = ()) -> str:
-    """A table; ``rows`` cells are already-escaped HTML."""
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], num_cols: Sequence[int] = (),
+           widths: Sequence[int] = ()) -> str:
+    """A table in its own horizontal scroll box; ``rows`` cells are already-escaped HTML, one per
+    header; ``num_cols`` (header and cells) are right-aligned and as narrow as their content, so a
+    number sits under its own header. ``widths`` (percent, one per column) fix the columns' widths
+    (``table-layout: fixed``), so a long cell wraps inside its column instead of squeezing the others."""
+    head = "".join(f'<th class="num">{_e(h)}</th>' if i in num_cols else f"<th>{_e(h)}</th>" for i, h in enumerate(headers))
     body = []
     for row in rows:
         cells = "".join(f'<td class="num">{c}</td>' if i in num_cols else f"<td>{c}</td>" for i, c in enumerate(row))
         body.append(f"<tr>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    cols = ('<colgroup>' + "".join(f'<col style="width:{w}%">' for w in widths) + "</colgroup>") if widths else ""
+    cls = ' class="cols"' if widths else ""
+    return f'<div class="scroll"><table{cls}>{cols}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _el(tag: str, text: str) -> str:
@@ -129,14 +140,14 @@ def _checks(report: Mapping[str, Any]) -> str:
             [
                 status,
                 name,
-                f"<code>{_e(c.get('cmd'))}</code>",
+                f"<code>{_e(c.get('cmd'))}</code>{html_resolved(c)}",
                 f"{_e(c.get('durationMs', 0))} ms",
                 _e(exit_code if exit_code is not None else "n/a"),
                 tests_cell,
             ]
         )
     out.append(_table([_("Status"), _("Check"), _("Command"), _("Duration"), _("Exit"), _("Tests")], rows,
-                      num_cols=(3, 4)))
+                      num_cols=(3, 4), widths=(11, 14, 33, 9, 6, 27)))
     tails = [c for c in checks if c.get("outputTail")]
     if tails:
         out.append(_el("h3", _("Output tails")))
@@ -146,7 +157,7 @@ def _checks(report: Mapping[str, Any]) -> str:
             tail_of = _e(_("{name} — output tail").format(name=c.get("name")))
             out.append(
                 f"<details{opened}><summary>{_badge(label, cls)} {tail_of}</summary>"
-                f"<pre>{_e(c.get('outputTail'))}</pre></details>"
+                f"<pre>{_e(shown_tail(str(c.get('outputTail') or ''), OUTPUT_TAIL_CHARS))}</pre></details>"
             )
     out.append("</section>")
     return "".join(out)
@@ -244,7 +255,9 @@ def _changes(report: Mapping[str, Any]) -> str:
                 rows.append([f"<code>{_e(f)}</code>", "", "", ""])
         if rows:
             out.append(_el("h3", _("Changed files and diffstat")))
-            out.append(_table([_("File"), _("Added"), _("Deleted"), _("Notes")], rows, num_cols=(1, 2)))
+            out.append(_table([_("File"), _("Added"), _("Deleted"), _("Notes")], rows, num_cols=(1, 2),
+                              widths=(64, 9, 9, 18)))
+        out.append(html_diff(report))
     if renames:
         out.append(_el("h3", _("Renames")))
         out.append(
@@ -326,7 +339,7 @@ def _directives(report: Mapping[str, Any]) -> str:
                 else f'<span class="muted">{nowhere}</span>'
             )
             rows.append([loc, _e(it.get("issue")), _e(it.get("action")), _e(it.get("source"))])
-        out.append(_table([_("Location"), _("Issue"), _("Action"), _("Source")], rows))
+        out.append(_table([_("Location"), _("Issue"), _("Action"), _("Source")], rows, widths=(22, 38, 32, 8)))
     else:
         reason = rd.get("fallbackReason") or _("this round's report has no structured directives")
         out.append(_el("p", _("(unavailable; read the output tails of the checks above) Reason: {reason}").format(
@@ -400,6 +413,8 @@ def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
         parts += [f"<li>{_badge('BLOCKED', 'blocked')} <code>{_e(b.get('code'))}</code>: {_e(b.get('message'))}</li>" for b in blocking]
         parts.append("</ul></section>")
     parts += [
+        html_agent(report, AGENT_TAIL_CAP),
+        html_brief(report),
         _checks(report),
         _baseline(report),
         _changes(report),

@@ -19,6 +19,9 @@ from typing import Any, Mapping
 from ..core.files import atomic_write_json, atomic_write_text
 from ..core.i18n import _
 from .html_report import CLASSIFICATIONS, render_html, tests_summary
+from .report_parts import (AGENT_TAIL_CAP, brief_section, diff_section, md_agent, md_brief, md_diff, patch_path, resolved_text,
+                           shown_tail)
+from .runner import OUTPUT_TAIL_CHARS
 from .runner import check_tag, display_reason
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
 
@@ -50,11 +53,13 @@ REPORT_KEY_ORDER = (
     "visual",
     "repairDirectives",
     "agent",
+    "brief",
+    "diff",
     "baselineGrading",
     "integrity",
 )
 """report.json top-level keys in write order (docs/acceptance.md §1.5); from ``blockingIssues`` on only
-when present (``integrity``: docs/integrity.md)."""
+when present (``integrity``: docs/integrity.md; ``brief``, ``diff``: :mod:`.report_parts`)."""
 
 CANCELLED_MARK = "task cancelled"
 """A report whose message contains this was interrupted by cancellation (docs/acceptance.md §5.2)."""
@@ -97,6 +102,8 @@ def fence(text: str) -> str:
 def _check_line(c: Mapping[str, Any]) -> str:
     tag = check_tag(c)
     line = f"- [{tag}] {c.get('name')} — `{c.get('cmd')}` ({c.get('durationMs', 0)}ms)"
+    if resolved_text(c):
+        line += " — " + _("ran `{program}`").format(program=resolved_text(c))
     if c.get("skipped") and c.get("reason"):
         line += f" — {display_reason(c['reason'])}"
     elif tag == "FAIL" and c.get("optional"):
@@ -222,7 +229,8 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     lines = _md_header(report)
     agent = report.get("agent")
     if isinstance(agent, Mapping):
-        lines += _md_agent(agent)
+        lines += md_agent(agent, AGENT_TAIL_CAP)
+    lines += md_brief(report)
     lines += ["## " + _("Command checks"), ""]
     lines += _md_checks(report.get("checks") or [])
     if lines[-1] != "":
@@ -232,6 +240,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     lines += ["## " + _("Code analysis"), ""]
     a = report.get("analysis") or {}
     lines += _md_changes(a)
+    lines += md_diff(report)
     lines += _md_signals(a)
     notes = a.get("notes") or []
     if notes:
@@ -264,30 +273,6 @@ def _md_header(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _md_agent(agent: Mapping[str, Any]) -> list[str]:
-    """``## Agent``: exit code and duration, its meaning, a recognised failure line, tokens and
-    cost, tool calls, the final message and the output's last lines."""
-    code = agent.get("exitCode")
-    lines = ["## " + _("Agent"), "", "- " + _("Exit code: {code}").format(code=code if code is not None else _("none (stopped)"))
-             + (_(" after {ms} ms").format(ms=agent.get("durationMs")) if agent.get("durationMs") is not None else "")]
-    if agent.get("exitMeaning"):
-        lines.append("- " + _("Exit code meaning: {meaning}").format(meaning=agent["exitMeaning"]))
-    if agent.get("fatalLine"):
-        lines.append("- " + _("Recognised failure line: `{line}`").format(line=agent["fatalLine"]))
-    usage = agent.get("usage")
-    if isinstance(usage, Mapping):
-        cost = usage.get("costUsd")
-        lines.append("- " + _("Tokens: {input} in, {output} out").format(input=usage.get("inputTokens"),
-                                                                      output=usage.get("outputTokens"))
-                     + (_(", cost ${cost}").format(cost=f"{cost:.4f}") if isinstance(cost, (int, float)) else ""))
-    if agent.get("toolCalls"):
-        lines.append("- " + _("Tool calls: {n}").format(n=agent["toolCalls"]))
-    if agent.get("finalMessage"):
-        lines += ["", _("Final message:"), "", "> " + str(agent["finalMessage"]).strip().replace("\n", "\n> ")]
-    tail = str(agent.get("outputTail") or "").rstrip() or _("(no output)")
-    return [*lines, "", _("Output (last lines):"), "", fence(tail), tail, fence(tail), ""]
-
-
 def _md_checks(checks: list[Mapping[str, Any]]) -> list[str]:
     """One line per check with its test counts; a failed check (not skipped, not aborted) also
     gets timeout, exit code, reason and its output's last :data:`MD_TAIL_LINES` lines."""
@@ -304,7 +289,7 @@ def _md_checks(checks: list[Mapping[str, Any]]) -> list[str]:
             lines.append("  - " + _("Exit code: {code}").format(code=code if code is not None else "n/a"))
             if c.get("reason"):
                 lines.append("  - " + _("Reason: {reason}").format(reason=display_reason(c["reason"])))
-            tail = c.get("outputTail") or ""
+            tail = shown_tail(str(c.get("outputTail") or ""), OUTPUT_TAIL_CHARS)
             if tail:
                 shown = "\n".join(tail.rstrip("\n").split("\n")[-MD_TAIL_LINES:])
                 f = fence(shown)
@@ -385,12 +370,14 @@ def write_report(
     report: dict[str, Any],
     visual_section: str = "",
     visual_html: str = "",
+    patch: str | None = None,
+    brief_file: str | os.PathLike[str] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``report-<N>.json``, ``report-<N>.md`` and ``report-<N>.html`` atomically
     (docs/acceptance.md §1.5, §5.1; docs/acceptance.md §8.8).
 
-    Sets ``report["files"] = {"md", "json", "html"}`` (absolute paths, in that order) before
-    writing, so the JSON names all three files. ``N`` = ``report["round"]``.
+    Sets ``report["files"] = {"md", "json", "html"[, "patch"]}`` (absolute paths, in that order)
+    before writing, so the JSON names every file. ``N`` = ``report["round"]``.
 
     Args:
         task_dir: the task directory.
@@ -398,6 +385,11 @@ def write_report(
         visual_section: markdown of the visual package (empty when none).
         visual_html: HTML fragment of the visual package for the HTML report (empty → a compact
             table of ``report.visual.results`` when present).
+        patch: the round's change as a patch (:func:`.git.patch.change_patch`): a non-empty one is
+            written to ``report-<N>.patch`` and summarised in ``report["diff"]``
+            (:func:`.report_parts.diff_section`).
+        brief_file: the prompt the agent got in the round: summarised in ``report["brief"]``
+            (:func:`.report_parts.brief_section`) when it can be read.
 
     Returns:
         ``(md_path, json_path)``; the HTML path is ``report["files"]["html"]``.
@@ -410,6 +402,13 @@ def write_report(
     md_path, json_path = report_paths(d, rnd)
     html_path = html_report_path(d, rnd)
     report["files"] = {"md": str(md_path), "json": str(json_path), "html": str(html_path)}
+    if patch:
+        patch_file = patch_path(d, rnd)
+        atomic_write_text(patch_file, patch)
+        report["diff"] = diff_section(patch, patch_file)
+        report["files"]["patch"] = str(patch_file)
+    if brief_file is not None and (brief := brief_section(brief_file)) is not None:
+        report["brief"] = brief
     atomic_write_json(json_path, ordered_report(report))
     atomic_write_text(md_path, render_markdown(report, visual_section))
     atomic_write_text(html_path, render_html(report, visual_html))

@@ -75,6 +75,7 @@ from .check_result import (
 )
 from .config import CheckDef
 from .directives import output_findings, strip_ansi
+from .resolved_cmd import resolve_command
 from .runner_log import _merge_part, _read_tail, _remove_dir_if_empty, part_file_name, parts_dir_for
 from .testcount import TestCounts, detect_zero_tests, is_test_check, parse_tests
 from .toolchains.formats.junit_files import JUnitResult, collect_junit
@@ -225,7 +226,8 @@ def run_check(
 
     Returns:
         ``{name, cmd, passed, durationMs, exitCode, outputTail, timeout, [skipped], [reason],
-        [optional], aborted, [tests], [junit], [findings]}``. ``cmd[] == []`` / ``skip :`` /
+        [optional], aborted, [tests], [junit], [findings], [resolved]}`` (``resolved``: the program
+        that ran, :func:`.resolved_cmd.resolve_command`). ``cmd[] == []`` / ``skip :`` /
         cancelled before start → skip result. A spawn failure → ``passed False, exitCode None``, ``reason`` ``cannot start
         command: <why> (<OS error>)`` (``'x' was not found on PATH``, ``'./x' is not
         executable``, …). A test check whose output parses gets ``tests`` =
@@ -372,6 +374,8 @@ def _result(check: CheckDef, argv: list[str], display: str, project: str | os.Pa
         tests=output.counts.to_json() if output.counts is not None else None,
         junit=junit.to_json() if junit is not None else None,
     )
+    if res.error is None and (resolved := resolve_command(argv[0], project, env)) is not None:
+        result.resolved = resolved.to_json()  # which program ran: the configured name says too little
     if res.output_limited:
         result.reason = OUTPUT_LIMIT_REASON.format(n=MAX_OUTPUT_BYTES // (1 << 20))
     if res.error is not None:

@@ -67,6 +67,34 @@ def agent_text(log_text: str) -> str:
     return "\n".join(out)
 
 
+_HEADER_END_RE = re.compile(r"@ \S+ =====\s*$")
+"""The last line of one of our headers: ``===== spawn: <argv…> (cwd=…) @ <ISO> =====`` (whose argv
+quotes the brief, so it may span many lines), ``===== acp: … @ <ISO> =====``, ``===== gui:… run @ … =====``."""
+
+
+def agent_output(log_text: str) -> str:
+    """What the agent itself said in the last run of a round's log text (the whole log or its
+    end, :func:`output_tail`): the text after our last header (see :data:`_HEADER_END_RE`), without
+    our ``[exit] code=…`` trailer lines. A report shows this, never our spawn line: a rework
+    round's argv quotes the brief, which quotes the previous round's ``[FAIL]`` summary.
+
+    A text without a header (the header lies before a tail's start) is the agent's output whole.
+    The log file itself is left as it is.
+
+    Example:
+        >>> agent_output("\\n===== spawn: agent [FAIL] old (cwd=/p) @ 2026-01-01T00:00:00.000Z =====\\nfixed it\\n"
+        ...              "[exit] code=0 duration=5ms\\n")
+        'fixed it\\n'
+    """
+    lines = log_text.splitlines(keepends=True)
+    start = 0
+    for i in range(len(lines) - 1, -1, -1):
+        if _HEADER_END_RE.search(lines[i]):
+            start = i + 1
+            break
+    return "".join(ln for ln in lines[start:] if not ln.startswith("[exit] code="))
+
+
 def output_tail(log_file: str | Path | None, max_bytes: int = TAIL_BYTES) -> str:
     """The last ``max_bytes`` bytes of an agent log as text ("" when there is none)."""
     if not log_file:
@@ -79,3 +107,18 @@ def output_tail(log_file: str | Path | None, max_bytes: int = TAIL_BYTES) -> str
             return fh.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+AGENT_TAIL_CHARS = 2000
+"""A round's ``output_tail`` keeps at most this many characters of the agent's own output."""
+
+
+def agent_output_tail(log_file: str | Path | None, max_chars: int = AGENT_TAIL_CHARS) -> str:
+    """What a round's report shows of the agent's output: the end of ``log_file``
+    (:func:`output_tail`), ANSI codes removed, without our framing (:func:`agent_output`), its last
+    ``max_chars`` characters starting at a line (:func:`~tianshu_mcp.core.text.line_tail`); ``""``
+    without a log. Never raises."""
+    from ..core.text import line_tail
+    from .output.ansi import strip_ansi
+
+    return line_tail(agent_output(strip_ansi(output_tail(log_file))), max_chars)

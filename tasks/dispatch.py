@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..adapters.drivers import driver_for, end_all_sessions
-from ..adapters.fatal import agent_text, fatal_line, output_tail
+from ..adapters.fatal import AGENT_TAIL_CHARS, agent_output_tail, agent_text, fatal_line, output_tail
 from ..adapters.output.ansi import strip_ansi
 from ..adapters.output.formats import OutputReader
 from ..adapters.output.liveness import Liveness
@@ -124,7 +124,9 @@ def _run_logger() -> Any:
 
 
 def _outcome(result: AgentRunResult, tdir: Path, profile: AgentProfile, watch: OutputWatch) -> RoundResult:
-    """The round's result with what its output said: the recognised failure line (the line the
+    """The round's result with what its output said: its tail (the agent's own output without our
+    spawn header and exit trailer, its last :data:`AGENT_TAIL_CHARS` characters from a line start:
+    :func:`~tianshu_mcp.adapters.fatal.agent_output_tail`), the recognised failure line (the line the
     CLI gave up on, a retry loop that ended the round, or a fatal pattern; ANSI codes removed),
     what its exit code means, usage, the final message and the tool-call count (docs/real-agents.md)."""
     cancel = cancel_requested(tdir)
@@ -143,7 +145,8 @@ def _outcome(result: AgentRunResult, tdir: Path, profile: AgentProfile, watch: O
         "error": result.error, "duration_ms": result.duration_ms, "log_file": str(result.log_file),
         "hard_failure": result.hard_failure, "error_type": result.error_type, "question": result.question,
         "question_kind": result.question_kind, "gui_stop": result.gui_stop,
-        "cancel_requested": cancel, "output_tail": tail[-2000:], "fatal_line": fatal,
+        "cancel_requested": cancel, "output_tail": agent_output_tail(result.log_file, AGENT_TAIL_CHARS),
+        "fatal_line": fatal,
         "exit_meaning": profile.exit_codes.get(str(code)) if code is not None else None,
         "usage": watch.usage.to_json(), "final_message": watch.final_message, "tool_calls": watch.tool_calls,
         **fields})

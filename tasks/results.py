@@ -103,7 +103,8 @@ class RoundResult(BaseModel):
         hard_failure: an infrastructure failure (no round is spent, no verification runs).
         error_type: with ``hard_failure``: spawn / setup_failed / agent_unresolved /
             cdp_disconnected; without: idle_timeout or None.
-        output_tail: the last 2000 characters of the log, ANSI codes removed.
+        output_tail: the agent's own output (the log without our spawn header and ``[exit]``
+            trailer), its last 2000 characters from a line start, ANSI codes removed.
         fatal_line: the line the agent gave up on (or a fatal pattern's match), or None.
         agent_stuck: the round was ended on a retry loop (an agent failure).
         exit_meaning: the profile's ``exitCodes`` entry for the exit code, or None.

@@ -206,6 +206,8 @@ def _request(task_id: str, meta: TaskRecord, tdir: Path, round: int, baseline: B
         target_tests=tuple(t for t in targets or () if isinstance(t, str)),
         holdout_checks=tuple(holdout),
         agent_owned_paths=tuple(_owned_paths(tdir)) if agent_work else (),
+        # the brief of the agent's round judged (written by the round's driver, adapters.round)
+        brief_file=tdir / f"prompt-{round}.txt" if agent_work and agent_run is not None else None,
     )
 
 

@@ -95,7 +95,9 @@ def test_passing_round(tmp_path: Path) -> None:
     data = json.loads(out.json_path.read_text())
     assert list(data) == [k for k in REPORT_KEY_ORDER if k in data]
     assert list(data)[:11] == list(REPORT_KEY_ORDER[:11])
-    assert data["files"] == {"md": str(out.md_path), "json": str(out.json_path), "html": str(out.md_path.with_suffix(".html"))}
+    assert data["files"] == {"md": str(out.md_path), "json": str(out.json_path), "html": str(out.md_path.with_suffix(".html")),
+                             "patch": str(out.md_path.with_suffix(".patch"))}  # the round changed files
+    assert "+++ b/tests/test_sub.py" in out.md_path.with_suffix(".patch").read_text()  # untracked: a new file
     assert out.md_path.name == "report-0.md" and out.json_path.name == "report-0.json"
     md = out.md_path.read_text()
     assert md.startswith("# Acceptance report — round 0\n")

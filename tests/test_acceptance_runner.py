@@ -7,6 +7,7 @@ import os
 import resource
 import shutil
 import signal
+import platform
 import sys
 import threading
 import time
@@ -60,7 +61,9 @@ def test_passing_check_and_log_layout(tmp_path: Path) -> None:
     assert r["passed"] is True and r["exitCode"] == 0 and r["timeout"] is False and r["aborted"] is False
     assert r["outputTail"].strip() == "hello from check"  # header/trailer are not part of the tail
     assert r["cmd"] == f"{PY} -c print('hello from check')"
-    assert list(r) == ["name", "cmd", "passed", "durationMs", "exitCode", "outputTail", "timeout", "aborted"]
+    assert list(r) == ["name", "cmd", "passed", "durationMs", "exitCode", "outputTail", "timeout", "aborted",
+                       "resolved"]
+    assert r["resolved"]["path"] == PY and r["resolved"]["version"] == "Python " + platform.python_version()
     text = log.read_text()
     assert text.startswith("\n=== check: hello — ") and "hello from check" in text
     assert "[exit] code=0" in text
@@ -169,7 +172,7 @@ def test_real_tests_pass(tmp_path: Path) -> None:
     assert r["passed"] is True and "Ran 1 test" in r["outputTail"] and "reason" not in r
     assert r["tests"] == {"runner": "unittest", "passed": 1, "failed": 0, "skipped": 0, "errors": 0, "total": 1,
                           "failedIds": [], "passedIds": ["test_a (test_x.T.test_a)"]}
-    assert list(r)[-1] == "tests"
+    assert list(r)[-2:] == ["tests", "resolved"]
 
 
 def test_output_tail_handles_invalid_utf8(tmp_path: Path) -> None:

@@ -56,6 +56,13 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert r0["repairDirectives"]["sources"][0] == "pytest"
     assert next(c for c in r0["checks"] if c["name"] == "pytest")["tests"]["failed"] == 1
     assert "return a + b" in (calc_repo / "calc.py").read_text()
+    # round 1's report shows the agent's own output, not our spawn line quoting the rework brief
+    # (which quotes round 0's [FAIL] summary); the brief and the change's diff are shown apart
+    assert "[FAIL]" in prompt1 and "[FAIL]" not in r1["agent"]["outputTail"]
+    assert "scripted agent" in r1["agent"]["outputTail"] and "===== spawn:" not in r1["agent"]["outputTail"]
+    assert r1["brief"]["file"] == str(tdir / "prompt-1.txt")
+    assert "+    return a + b" in (tdir / "report-1.patch").read_text() and r1["diff"]["file"].endswith("report-1.patch")
+    assert '<section id="agent">' in (tdir / "report-1.html").read_text()
     # the flow run: deployment run-task, named by the task id, the project and the brief, tagged,
     # COMPLETED, one task run per round
     run = prefect_api.get(f"/flow_runs/{meta['flowRunId']}").json()

@@ -13,6 +13,7 @@ from ...core.i18n import _
 from ...core.reaper import reap_orphans
 from ..check_outputs import CheckOutputs
 from ..git import Analysis, GitFailed, analyze_changes
+from ..git.patch import change_patch
 from ..grading.grade import Grading
 from .checks import CheckRun
 from .context import RoundContext
@@ -33,11 +34,14 @@ class RoundChanges:
             and warnings; the later steps add theirs).
         task_output: True when a change is the task's output (not only check output or approved
             visual baselines): the zero-change gate's input.
+        patch: the change as a patch (:func:`..git.patch.change_patch`, ``""``: no change), or None
+            when it could not be made (a warning says why).
     """
 
     analysis: Analysis
     report: dict[str, Any]
     task_output: bool
+    patch: str | None = None
 
 
 def analyze_round(ctx: RoundContext, cfg: RoundConfig, run: CheckRun, grading: Grading | None) -> RoundChanges:
@@ -63,7 +67,22 @@ def analyze_round(ctx: RoundContext, cfg: RoundConfig, run: CheckRun, grading: G
     if approved & (set(analysis.changed_files) | set(analysis.untracked_files)):
         report["notes"].append(_("approved visual baselines changed since the baseline (a person's approval, "
                                  "not counted as task output)"))
-    return RoundChanges(analysis=analysis, report=report, task_output=task_output)
+    return RoundChanges(analysis=analysis, report=report, task_output=task_output,
+                        patch=_patch(ctx, analysis, report) if run.git_ok else None)
+
+
+def _patch(ctx: RoundContext, analysis: Analysis, report: dict[str, Any]) -> str | None:
+    """The round's patch (:func:`..git.patch.change_patch`); a failure is a warning, never the round's."""
+    if not (analysis.changed_files or analysis.untracked_files):
+        return ""
+    try:
+        return change_patch(ctx.baseline, ctx.project, analysis)
+    except GitFailed as exc:
+        report["warnings"].append(_("the change's patch could not be made: {error}").format(error=exc.message))
+    except Exception as exc:  # noqa: BLE001 - the patch is informational; never sink the round
+        log.exception("patch failed for %s", ctx.req.task_id)
+        report["warnings"].append(_("the change's patch could not be made: {error}").format(error=exc))
+    return None
 
 
 def _analysis(ctx: RoundContext, cfg: RoundConfig, outputs: CheckOutputs) -> Analysis:

@@ -50,7 +50,8 @@ def conclude(ctx: RoundContext, cfg: RoundConfig, run: CheckRun, grading: Gradin
     report = _report(ctx, cfg, run, grading, changes, passed=passed, cancelled=cancelled, message=message)
     html_path = str(html_report_path(ctx.task_dir, ctx.round))
     md_path, json_path = write_report(ctx.task_dir, report, visual_section=visual_markdown(report, html_path),
-                                      visual_html=visual_html(report, ctx.task_dir))
+                                      visual_html=visual_html(report, ctx.task_dir), patch=changes.patch,
+                                      brief_file=ctx.req.brief_file)
     log.info("task %s round %s acceptance: %s (%d checks)", ctx.req.task_id, ctx.round,
              "passed" if passed else "failed", len(checks))
     return VerifyOutcome(

@@ -48,6 +48,8 @@ class VerifyRequest:
             (:func:`..integrity.holdout_store.load_holdout`); empty → none.
         agent_owned_paths: globs of untracked files the agent's CLI keeps for itself (its
             profile's ``ownedPaths``, docs/real-agents.md): never counted as the agent's change.
+        brief_file: the prompt the agent got in the round judged (``<taskDir>/prompt-<round>.txt``),
+            shown in the report; None when no agent's round is judged.
     """
 
     task_id: str
@@ -71,6 +73,7 @@ class VerifyRequest:
     target_tests: Sequence[str] = ()
     holdout_checks: Sequence[HoldoutCheck] = ()
     agent_owned_paths: Sequence[str] = ()
+    brief_file: Path | None = None
 
 
 @dataclass
