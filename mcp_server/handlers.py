@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections import deque
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -31,6 +32,7 @@ from .format import clip, ok_result
 from .info import branch_whitelist, query_info
 from .integrity_args import check_holdout_checks, holdout_digest, integrity_args
 from .phrases import status_phrase, submitted_lines
+from .progress import describe_views, progress_ticker
 from .resume import continue_task
 from .isolation import merge_task, refuse_gone_result, resolve_isolation
 from .remote import refuse_remote, remote_target, run_remote
@@ -320,7 +322,9 @@ class Handlers:
             raise
         # a tasks-extension client polls tasks/get instead: answer with the task at once
         wait_s = 0.0 if declared(ctx) else load_config(self.runtime.home).verify_tool_wait_ms / 1000
-        view = await self.service.wait_final(record_id, wait_s)
+        newest: deque[TaskView] = deque(maxlen=1)  # the newest read of the record: what progress notifications say
+        async with progress_ticker(ctx, wait_s, lambda: describe_views(list(newest))):
+            view = await self.service.wait_final(record_id, wait_s, on_view=newest.append)
         if view.status not in TERMINAL:
             meta = view.meta(self.runtime)
             meta["message"] = _('verification {taskId} is still {status}; poll it with wait_task(taskId="{taskId}")').format(

@@ -19,7 +19,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..acceptance.integrity.holdout_store import save_task_holdout
 from ..acceptance.integrity.models import HoldoutCheck
@@ -404,9 +404,15 @@ class TaskService:
                             record["createdAt"], name=submissions.flow_run_name(record_id, project_norm, _("manual verification")))
         return TaskView(await self.submit_now(record_id), "queued")
 
-    async def wait_final(self, task_id: str, timeout_s: float) -> TaskView:
+    async def wait_final(self, task_id: str, timeout_s: float,
+                         on_view: Callable[[TaskView], None] | None = None) -> TaskView:
         """Poll a task or record every 0.5 s until it is final or ``timeout_s`` passes (a service
-        still starting counts as not final yet)."""
+        still starting counts as not final yet); ``on_view`` is given each view read (the
+        progress message of a waiting call).
+
+        Raises:
+            TianshuError: a read's coded error; ``PREFECT_UNAVAILABLE`` only once ``timeout_s`` passed.
+        """
         import anyio
 
         deadline = anyio.current_time() + timeout_s
@@ -418,6 +424,8 @@ class TaskService:
                     raise
                 await anyio.sleep(0.5)
                 continue
+            if on_view is not None:
+                on_view(view)
             if view.status in TERMINAL or anyio.current_time() >= deadline:
                 return view
             await anyio.sleep(0.5)

@@ -2,7 +2,8 @@
 
 Polls every 500 ms, and at once when a waited task's record changes (design note 77). With ``taskIds``, a task whose record is damaged (``TASK_RECORD_CORRUPT``) is
 left out with a note and the others are still waited for (docs/robustness.md §6: one damaged id failed the
-whole call); the call fails only when no listed task can be read.
+whole call); the call fails only when no listed task can be read. A client that sent a progress token
+gets ``notifications/progress`` while the call waits (:mod:`.progress`, design note 89).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..core.model import is_wait_settled
 from ..core.taskstore import age_s
 from .format import clip, ok_result
 from .phrases import status_phrase
+from .progress import describe_views, progress_ticker
 from .taskops import TaskService, TaskView
 
 WAIT_DEFAULT_MS = 50000
@@ -107,32 +109,32 @@ async def wait_task(service: TaskService, runtime: Any, args: dict[str, Any], ct
     damaged: dict[str, str] = {}
     views: list[TaskView] | None = None  # the newest views read
     stopped: TaskView | None = None
-    while True:
-        read_as = _signature(service, ids)  # the records as this poll reads them
-        fresh = await _poll(service, runtime, single, ids, damaged, deadline)
-        waited = int((time.monotonic() - start) * 1000)
-        if fresh is None:  # the service did not answer this time: connecting, starting or restarting
-            if time.monotonic() >= deadline:
-                if views is None:  # a slow start (or a killed service) is a wait that timed out, not an error
-                    return _timed_out_unread(ids, waited, clamp)
-                break  # the newest state read is the answer
-            await _progress(ctx, waited, timeout_ms)
-            await anyio.sleep(min(WAIT_POLL_S / 5, max(0.0, deadline - time.monotonic())))
-            continue
-        views = fresh
-        stopped = next((v for v in views if is_wait_settled(v.status)), None)
-        if stopped is not None:
-            # its record was read before its state: read it again, now that the flow wrote it
-            # (the flow records a question or a final message, then its run changes state)
-            again = await _reread(service, stopped, deadline)
-            views = [again if v is stopped else v for v in views]
-            stopped = again
-        waited = int((time.monotonic() - start) * 1000)
-        if stopped is not None or time.monotonic() >= deadline:
-            break
-        await _progress(ctx, waited, timeout_ms)
-        every = WAIT_ENDING_POLL_S if any(_ending(v) for v in views) else WAIT_POLL_S
-        await _sleep_unless_changed(service, ids, min(every, max(0.0, deadline - time.monotonic())), read_as)
+    # signs of life for the host while it waits (design note 89): the newest read's status and message
+    async with progress_ticker(ctx, timeout_ms / 1000, lambda: describe_views(views)):
+        while True:
+            read_as = _signature(service, ids)  # the records as this poll reads them
+            fresh = await _poll(service, runtime, single, ids, damaged, deadline)
+            waited = int((time.monotonic() - start) * 1000)
+            if fresh is None:  # the service did not answer this time: connecting, starting or restarting
+                if time.monotonic() >= deadline:
+                    if views is None:  # a slow start (or a killed service) is a wait that timed out, not an error
+                        return _timed_out_unread(ids, waited, clamp)
+                    break  # the newest state read is the answer
+                await anyio.sleep(min(WAIT_POLL_S / 5, max(0.0, deadline - time.monotonic())))
+                continue
+            views = fresh
+            stopped = next((v for v in views if is_wait_settled(v.status)), None)
+            if stopped is not None:
+                # its record was read before its state: read it again, now that the flow wrote it
+                # (the flow records a question or a final message, then its run changes state)
+                again = await _reread(service, stopped, deadline)
+                views = [again if v is stopped else v for v in views]
+                stopped = again
+            waited = int((time.monotonic() - start) * 1000)
+            if stopped is not None or time.monotonic() >= deadline:
+                break
+            every = WAIT_ENDING_POLL_S if any(_ending(v) for v in views) else WAIT_POLL_S
+            await _sleep_unless_changed(service, ids, min(every, max(0.0, deadline - time.monotonic())), read_as)
     secs = f"{waited / 1000:.1f}"
     if single is not None:
         view = views[0]
@@ -260,16 +262,3 @@ def next_step(view: TaskView) -> str:
     return _('no acceptance report was written; see query_task(taskId="{taskId}") for the agent log').format(
         taskId=view.task["taskId"])
 
-
-async def _progress(ctx: Any, waited_ms: int, total_ms: int) -> None:
-    """Send an MCP progress notification when the client gave a progress token."""
-    meta = getattr(ctx, "meta", None) or {}
-    token = meta.get("progress_token", meta.get("progressToken")) if isinstance(meta, dict) else None
-    if token is None:
-        return
-    try:
-        await ctx.session.send_progress_notification(
-            token, waited_ms, total_ms, _("waiting for a stop point"), related_request_id=ctx.request_id
-        )
-    except Exception:  # noqa: BLE001 - progress is best effort
-        pass

@@ -297,13 +297,15 @@ def calc_repo(tmp_path: Path) -> Path:
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(home: Path, mode: str = "legacy", env: dict[str, str] | None = None) -> AsyncIterator[Any]:
+async def mcp_client(home: Path, mode: str = "legacy", env: dict[str, str] | None = None,
+                     **options: Any) -> AsyncIterator[Any]:
     """The SDK's stdio client connected to the installed console script for ``home`` (``env``:
-    extra variables of the host's ``env`` block)."""
+    extra variables of the host's ``env`` block; ``options``: more ``Client`` fields, e.g.
+    ``message_handler``)."""
     from mcp import Client, StdioServerParameters
 
     params = StdioServerParameters(command=CONSOLE, args=[], env={**server_env(home), **(env or {})})
-    async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(params, mode=mode, **options) as client:  # type: ignore[arg-type]
         yield CheckedClient(client)
 
 

@@ -10,6 +10,7 @@ these tests assert on that line. The node packages come from ``tests/ts_host/pac
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,14 +20,18 @@ import pytest
 from conftest import CONSOLE, add_scripted_profile, server_env
 from fixture_project import RIGHT_FIX
 
+from tianshu_mcp.mcp_server.progress import PROGRESS_INTERVAL_ENV
+
 HOST = Path(__file__).resolve().parent / "ts_host"
 BRIEF = "Fix add() so that test_add_negative passes"
 NODE_TIMEOUT_S = 400
 pytestmark = pytest.mark.timeout(540)  # a session server start plus one node host run of up to NODE_TIMEOUT_S
 
 
-def requester(home: Path, scenario: str, args: dict[str, Any], *extra: str) -> dict[str, Any]:
-    """Run ``requester.mjs --scenario scenario`` against ``home``'s server; its JSON line.
+def requester(home: Path, scenario: str, args: dict[str, Any], *extra: str,
+              env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``requester.mjs --scenario scenario`` against ``home``'s server (``env``: more variables
+    for it); its JSON line.
 
     Fails (never skips) when node or the host's node_modules are missing: CI runs ./setup.sh.
     """
@@ -37,7 +42,8 @@ def requester(home: Path, scenario: str, args: dict[str, Any], *extra: str) -> d
     cmd = [node, str(HOST / "requester.mjs"), "--server", CONSOLE, "--scenario", scenario,
            "--args", json.dumps(args), "--timeout-s", str(NODE_TIMEOUT_S - 60), *extra]
     try:
-        proc = subprocess.run(cmd, env=server_env(home), capture_output=True, text=True, timeout=NODE_TIMEOUT_S,
+        proc = subprocess.run(cmd, env={**server_env(home), **(env or {})}, capture_output=True, text=True,
+                              timeout=NODE_TIMEOUT_S,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
@@ -128,3 +134,34 @@ def test_a_legacy_host_keeps_the_classic_contract(ts_daemon: dict[str, Any], cal
     assert submitted["status"] == "queued", why
     assert seen["tasksGet"] == -32601, why
     assert seen["final"]["status"] == "succeeded" and seen["final"]["taskId"] == submitted["taskId"], why
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_wait_task_reports_progress_to_onprogress(ts_daemon: dict[str, Any], calc_repo: Path, tmp_path: Path,
+                                                  era: str) -> None:
+    """RequestOptions.onprogress (the SDK sends a progressToken) gets wait_task's notifications: seconds
+    waited, increasing, of the wait's limit, saying what the task does; a call without it gets none; an
+    aborted call's stop. The agent is held until the host writes the gate, after three notifications,
+    and the waits without a token last their whole ``--quiet-ms`` (eight intervals and more); the
+    Python-SDK twin is tests/test_progress.py."""
+    home = ts_daemon["home"]
+    gate = tmp_path / "gate"
+    add_scripted_profile(home, "ts-gated", "sleep", {"SCRIPTED_TRACE": str(tmp_path / "trace.txt"), "SCRIPTED_SLEEP": "0",
+                                                     "SCRIPTED_GATE": str(gate), "SCRIPTED_WAIT_S": "600"})
+    seen = requester(home, "progress", {"projectPath": str(calc_repo), "agentId": "ts-gated", "task": "Fix add",
+                                        "autoVerify": False},
+                     "--gate", str(gate), "--quiet-ms", "2500", "--era", era, env={PROGRESS_INTERVAL_ENV: "0.3"})
+    why = explain(seen)
+    assert (seen["protocolVersion"] >= "2026-07-28") == (era == "modern"), why
+    assert seen["submitted"]["isError"] is False, why
+    # no onprogress: no token, no notification, though the wait lasted its whole 2.5 s
+    assert seen["quiet"]["structuredContent"]["waitSettled"] is False and seen["quietProgress"] == 0, why
+    # aborted after two: the server's wait ends, its notifications stop (one on its way may still come)
+    assert len(seen["abortedNotes"]) >= 2 and "gave up" in seen["aborted"], why
+    assert seen["afterAbort"]["structuredContent"]["waitSettled"] is False and seen["lateProgress"] <= 1, why
+    # onprogress until the end
+    notes = seen["notes"]
+    assert seen["final"]["status"] == "succeeded" and gate.exists() and len(notes) >= 3, why
+    assert all(a["progress"] < b["progress"] for a, b in zip(notes, notes[1:])), why
+    assert {n["total"] for n in notes} == {300}, why
+    assert any(re.match(r"^running: round \d+: agent running$", n.get("message", "")) for n in notes), why

@@ -4,12 +4,14 @@
 // settle, cancel, task controllers, onInputRequest) against tianshu-mcp's tasks extension
 // (io.modelcontextprotocol/tasks, SEP-2663, revision 2026-07-28; server side mcp_server/tasks_ext.py).
 //
-// Usage: node requester.mjs --server CMD [--scenario run|cancel|input|legacy] --args JSON
+// Usage: node requester.mjs --server CMD [--scenario run|cancel|input|legacy|progress] --args JSON
 //                           [--wait-file PATH] [--answer TEXT] [--timeout-s N]
+//                           [--gate PATH] [--quiet-ms N] [--era legacy|modern]
 // The server runs with this process's environment. Prints ONE JSON line on stdout (what it observed);
 // diagnostics go to stderr. Exit code 0 when the scenario ran to its end (the JSON says what happened),
 // 1 on an error (the JSON then carries "error").
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parseArgs } from "node:util";
 
@@ -30,6 +32,9 @@ const { values: opts } = parseArgs({
     "wait-file": { type: "string" },
     answer: { type: "string", default: "yes" },
     "timeout-s": { type: "string", default: "300" },
+    gate: { type: "string" },
+    "quiet-ms": { type: "string", default: "2500" },
+    era: { type: "string", default: "legacy" },
   },
 });
 if (!opts.server) throw new Error("--server CMD is required");
@@ -168,6 +173,19 @@ async function runFollowed(sessionOptions) {
   }
 }
 
+/** Every `notifications/progress` on the wire (whichever request it belongs to), with when it arrived (ms). */
+function tapProgress(transport) {
+  const seen = [];
+  const sdkOnMessage = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (message?.method === "notifications/progress") seen.push({ at: performance.now(), ...message.params });
+    return sdkOnMessage?.(message, extra);
+  };
+  return seen;
+}
+
+const RUNNING = /^running: round \d+: agent running$/;
+
 const scenarios = {
   // run_task as a task, followed to completion by the package
   async run() {
@@ -208,6 +226,58 @@ const scenarios = {
       roots: async () => ({ roots: [] }),
     });
     await runFollowed({ onInputRequest });
+  },
+  // wait_task with and without RequestOptions.onprogress (which sends a progressToken), and aborted:
+  // none without it; an aborted call (notifications/cancelled) stops its notifications; with it they
+  // come until the task ends, which it can only after --gate is written: this host writes it once
+  // three arrived, one of them saying the agent runs
+  async progress() {
+    const { client, transport } = await connect(opts.era === "modern");
+    const quietMs = Number(opts["quiet-ms"]);
+    try {
+      const wire = tapProgress(transport);
+      const submitted = summary(await client.callTool({ name: "run_task", arguments: toolArgs }));
+      out.submitted = submitted;
+      const taskId = submitted.taskId;
+      // 1: no onprogress, so no token: a wait of several intervals on a task that cannot end yet
+      out.quiet = summary(await client.callTool({ name: "wait_task", arguments: { taskId, timeoutMs: quietMs } }));
+      out.quietProgress = wire.length;
+      // 2: onprogress, aborted after two notifications; then a wait of several intervals without a token
+      const abort = new AbortController();
+      out.abortedNotes = [];
+      try {
+        await client.callTool({ name: "wait_task", arguments: { taskId, timeoutMs: 600000 } }, {
+          timeout: 300_000,
+          signal: abort.signal,
+          onprogress: (note) => {
+            out.abortedNotes.push(note);
+            if (out.abortedNotes.length === 2) abort.abort(new Error("the host gave up"));
+          },
+        });
+        out.aborted = "answered";
+      } catch (error) {
+        out.aborted = String(error?.message ?? error);
+      }
+      const abortedAt = performance.now();
+      const abortedToken = wire.at(-1)?.progressToken;
+      out.afterAbort = summary(await client.callTool({ name: "wait_task", arguments: { taskId, timeoutMs: quietMs } }));
+      out.lateProgress = wire.filter((n) => n.at > abortedAt && n.progressToken === abortedToken).length;
+      // 3: onprogress until the task ends
+      out.notes = [];
+      const done = await client.callTool({ name: "wait_task", arguments: { taskId, timeoutMs: 300000 } }, {
+        timeout: 360_000,
+        resetTimeoutOnProgress: true,
+        onprogress: (note) => {
+          out.notes.push(note);
+          if (out.notes.length >= 3 && out.notes.some((n) => RUNNING.test(n.message ?? ""))) writeFileSync(opts.gate, "open");
+        },
+      });
+      out.final = summary(done);
+      out.wireProgress = wire.length;
+      out.protocolVersion = client.getNegotiatedProtocolVersion();
+    } finally {
+      await client.close();
+    }
   },
   // a 2025-era host: no extension, the same ext-tasks call is immediate and classic (taskId + wait_task)
   async legacy() {
