@@ -15,6 +15,7 @@ import html
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..core.i18n import _, resolve_locale
+from .report_integrity import html_integrity
 from .report_parts import AGENT_TAIL_CAP, html_agent, html_brief, html_diff, html_resolved, shown_tail
 from .runner import OUTPUT_TAIL_CHARS, check_tag, display_reason
 from .signals import MARKER_KINDS, SIGNAL_LABELS, TAMPERING_KINDS
@@ -58,6 +59,7 @@ summary { cursor: pointer; font-weight: 600; }
 .tamper h3 { color: #a40e26; }
 .add { color: #1a7f37; } .del { color: #cf222e; }
 ul { margin: 6px 0; padding-left: 22px; }
+li.nested { margin-left: 18px; list-style: circle; }
 """
 
 
@@ -418,6 +420,7 @@ def render_html(report: Mapping[str, Any], visual_html: str = "") -> str:
         _checks(report),
         _baseline(report),
         _changes(report),
+        html_integrity(report),
         _signals(report),
         _directives(report),
         _visual(report, visual_html),

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 from ..core.files import atomic_write_json, atomic_write_text
 from ..core.i18n import _
 from .html_report import CLASSIFICATIONS, render_html, tests_summary
+from .report_integrity import md_integrity
+from .report_integrity import listed as _listed
 from .report_parts import (AGENT_TAIL_CAP, brief_section, diff_section, md_agent, md_brief, md_diff, patch_path, resolved_text,
                            shown_tail)
 from .runner import OUTPUT_TAIL_CHARS
@@ -65,9 +67,6 @@ CANCELLED_MARK = "task cancelled"
 """A report whose message contains this was interrupted by cancellation (docs/acceptance.md §5.2)."""
 
 MD_TAIL_LINES = 40
-MD_MAX_LISTED = 50
-"""At most this many failed test ids / classified tests per list in the markdown."""
-
 
 def report_paths(task_dir: str | os.PathLike[str], round_: int) -> tuple[Path, Path]:
     """``(<task_dir>/report-<N>.md, <task_dir>/report-<N>.json)``."""
@@ -115,10 +114,6 @@ def _check_line(c: Mapping[str, Any]) -> str:
     return line
 
 
-def _listed(items: list[str], limit: int = MD_MAX_LISTED) -> list[str]:
-    return items[:limit] + ([_("… and {n} more").format(n=len(items) - limit)] if len(items) > limit else [])
-
-
 def _md_tests(c: Mapping[str, Any]) -> list[str]:
     t = c.get("tests")
     if not isinstance(t, Mapping):
@@ -163,57 +158,6 @@ def _md_baseline(report: Mapping[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
-def _md_integrity(report: Mapping[str, Any]) -> list[str]:
-    """``## Verification integrity`` (docs/integrity.md): the policy, the pristine tree, removed tests,
-    targets, flaky tests, visible versus hidden checks, test-aware code, unsupported claims."""
-    g = report.get("integrity")
-    if not isinstance(g, Mapping):
-        return []
-    lines = ["## " + _("Verification integrity"), "", "- " + _("Policy: `{policy}`").format(policy=g.get("policy"))]
-    infra = [str(x) for x in g.get("changedTestInfra") or []]
-    if infra:
-        lines.append("- " + _("Test infrastructure the agent changed: ") + ", ".join(f"`{x}`" for x in _listed(infra)))
-    pr = g.get("pristine")
-    if isinstance(pr, Mapping):
-        kept = [*(pr.get("restored") or []), *(pr.get("excluded") or []), *(pr.get("merged") or [])]
-        lines.append("- " + _("Pristine tree (built in {ms} ms): kept at the baseline: {files}").format(
-            ms=pr.get("buildMs"), files=", ".join(f"`{x}`" for x in _listed([str(k) for k in kept])) or _("nothing")))
-        for c in pr.get("checks") or []:
-            lines.append("  - " + _("{name} on the pristine tree: {verdict}").format(
-                name=c.get("name"), verdict="PASS" if c.get("passed") else "FAIL"))
-    for row in g.get("inventory") or []:
-        if row.get("removedCount"):
-            ids = ", ".join(f"`{x}`" for x in _listed([str(i) for i in row.get("removed") or []]))
-            lines.append("- " + _("[TESTS REMOVED] {check}: {n} baseline test(s) no longer ran {ids}").format(
-                check=row.get("check"), n=row.get("removedCount"), ids=ids))
-    for t in g.get("targets") or []:
-        lines.append("- " + _("Target `{target}` ({source}): {status} on the {where} tree").format(
-            target=t.get("target"), source=t.get("source"), status=t.get("status"), where=t.get("where")))
-    for f in g.get("flaky") or []:
-        lines.append("- " + _("[FLAKY] {check} ({tree} tree): {ids}; flaky at the baseline: {base}; {verdict}").format(
-            check=f.get("check"), tree=f.get("tree"), ids=", ".join(f"`{x}`" for x in f.get("ids") or []),
-            base=", ".join(f"`{x}`" for x in f.get("flakyAtBaseline") or []) or _("no"),
-            verdict=_("not counted") if f.get("excused") else _("counted")))
-    holdout = g.get("holdout") or []
-    if holdout:
-        visible = [c for c in report.get("checks") or [] if not c.get("skipped")]
-        lines.append("- " + _("Visible checks: {ok}/{n} passed; hidden checks: {hok}/{hn} passed").format(
-            ok=sum(1 for c in visible if c.get("passed")), n=len(visible),
-            hok=sum(1 for h in holdout if h.get("passed")), hn=len(holdout)))
-        for h in holdout:
-            lines.append("  - " + _("{check} (area: {area}): {verdict}").format(
-                check=h.get("check"), area=h.get("area"), verdict="PASS" if h.get("passed") else "FAIL"))
-    for h in g.get("testAware") or []:
-        lines.append("- " + _("[TEST-AWARE CODE] {file}:{line}: `{text}`").format(**{k: h.get(k) for k in ("file", "line", "text")}))
-    for a in g.get("assertions") or []:
-        lines.append("- " + _("Assertions in `{file}`: {before} → {after}").format(
-            file=a.get("file"), before=a.get("before"), after=a.get("after")))
-    for c in g.get("unsupportedClaims") or []:
-        lines.append("- " + _("[UNSUPPORTED CLAIM] \"{claim}\": {why}").format(claim=c.get("claim"), why=c.get("why")))
-    lines += [f"- [INFO] {n}" for n in g.get("notes") or []]
-    return [*lines, ""]
-
-
 def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     """Render ``report-<N>.md`` (docs/acceptance.md §5.1 layout, English text; docs/acceptance.md §8.8
     additions).
@@ -236,7 +180,7 @@ def render_markdown(report: Mapping[str, Any], visual_section: str = "") -> str:
     if lines[-1] != "":
         lines.append("")
     lines += _md_baseline(report)
-    lines += _md_integrity(report)
+    lines += md_integrity(report)
     lines += ["## " + _("Code analysis"), ""]
     a = report.get("analysis") or {}
     lines += _md_changes(a)

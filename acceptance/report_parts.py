@@ -231,7 +231,9 @@ def html_diff(report: Mapping[str, Any]) -> str:
     if not isinstance(d, Mapping):
         return ""
     where = _e(_("Full patch: {file} ({lines} lines, {bytes} bytes)")).format(
-        file=f"<code>{_e(d.get('file'))}</code>", lines=_e(d.get("lines")), bytes=_e(d.get("bytes")))
+        # a relative link: the patch lies beside the page (report-<N>.patch next to report-<N>.html)
+        file=f'<a href="{_e(os.path.basename(str(d.get("file") or "")))}"><code>{_e(d.get("file"))}</code></a>',
+        lines=_e(d.get("lines")), bytes=_e(d.get("bytes")))
     rows = []
     for ln in str(d.get("text") or "").splitlines():
         cls = ("add" if ln.startswith("+") and not ln.startswith("+++") else

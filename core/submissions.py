@@ -159,12 +159,21 @@ FLOW_RUN_NAME_BRIEF = 60
 """Characters of the brief a flow run's name carries (:func:`flow_run_name`)."""
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word's end (a word longer than half the
+    limit is cut inside: a run name must still say something)."""
+    head = text[:limit + 1]
+    at = head.rfind(" ")
+    return (head[:at] if at >= limit // 2 else text[:limit]).rstrip(" ,.;:-")
+
+
 def flow_run_name(record_id: str, project: str | None = None, brief: str | None = None) -> str:
     """A flow run's name in the Prefect UI: ``<record id> · <project name> · <brief's first line>``.
 
     The id comes first (the UI's search finds a task by it), then what a list of runs needs to
     tell them apart: the project directory's (or repository's) last path part and the brief's
-    first line, whitespace folded, cut at :data:`FLOW_RUN_NAME_BRIEF` characters with "…".
+    first line, whitespace folded, cut at a word's end within :data:`FLOW_RUN_NAME_BRIEF`
+    characters, with "…".
     Parts that are absent or empty are left out (``record_id`` alone when both are).
     """
     parts = [record_id]
@@ -175,7 +184,7 @@ def flow_run_name(record_id: str, project: str | None = None, brief: str | None 
     if brief:
         first = " ".join(next((ln for ln in brief.splitlines() if ln.strip()), "").split())
         if first:
-            parts.append(first if len(first) <= FLOW_RUN_NAME_BRIEF else first[:FLOW_RUN_NAME_BRIEF - 1].rstrip() + "…")
+            parts.append(first if len(first) <= FLOW_RUN_NAME_BRIEF else _cut(first, FLOW_RUN_NAME_BRIEF - 1) + "…")
     return " · ".join(parts)
 
 

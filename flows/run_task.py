@@ -262,7 +262,9 @@ def _run_rounds(task_id: str, project_path: str, agent_id: str, auto_verify: boo
     meta = st.load(task_id)
     if meta is None:
         return Failed(message=f"task {task_id} has no readable task.json under {st.root}")
-    if meta.finishedAt:  # a final task run again without manage_task: the Prefect UI's Retry
+    # a final local task run again without manage_task: the Prefect UI's Retry (a remote task's
+    # worker keeps its own record across a rework, ending included: not a sign there)
+    if meta.finishedAt and not meta.remoteCommit:
         feedback = None
         meta = _retried_outside(task_id)
     prepared = _prepare(task_id, project_path, agent_id, auto_verify, meta)

@@ -17,9 +17,10 @@ import anyio
 import mcp_types as types
 
 from ..adapters.arg_gates import check_agent_args, check_project_less
+from ..adapters.fatal import agent_output
 from ..adapters.profiles import resolve_agent
 from ..core.errors import ErrorCode, TianshuError
-from ..core.files import tail_lines
+from ..core.files import read_text_tail
 from ..core.i18n import _
 from ..core.idempotency import IdempotencyStore, digest, key_digest, normalize_key
 from ..core.files import read_json_safe
@@ -39,6 +40,10 @@ from .remote import refuse_remote, remote_target, run_remote
 from .taskops import TaskService, TaskView, dirty_count
 from .tasks_ext import declared
 from .waiting import wait_task
+
+
+LOG_TAIL_BYTES = 256 * 1024
+"""How much of an agent log's end query_task reads for its tail, bytes."""
 
 
 def _soon(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -403,7 +408,10 @@ class Handlers:
         used = task["roundsUsed"] if isinstance(task.get("roundsUsed"), int) else 0
         log_file = task.get("logFile") if isinstance(task.get("logFile"), str) and task.get("logFile") else str(
             self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")  # a damaged logFile: never an fd
-        tail = tail_lines(log_file, tail_n)
+        raw = read_text_tail(log_file, LOG_TAIL_BYTES)
+        # the agent's own lines: never our spawn header, whose argv quotes the whole brief (a
+        # tester's succeeded task showed the previous round's failures it was briefed with)
+        tail = "\n".join(agent_output(raw).splitlines()[-tail_n:]) if raw is not None and tail_n > 0 else None
         if tail:
             lines.append(_("--- agent log tail ({n} lines) ---").format(n=len(tail.splitlines())) + f"\n{tail}")
         else:

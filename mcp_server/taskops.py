@@ -311,7 +311,7 @@ class TaskService:
                 t = self.store.update_unless_set(t["taskId"], "finishedAt", **fields)
             except (OSError, ValueError):
                 t = {**t, **{k: v for k, v in fields.items() if v is not None}}
-        if status == "running" and not t.get("phase") and not t.get("workPool"):
+        if status == "running" and not t.get("phase") and not t.get("finishedAt") and not t.get("workPool"):
             # the flow run started and its flow has not written yet: the stored message is the queue's
             t = {**t, "lastMessage": _("started: its flow run is starting")}
         if status == "queued" and not (waiting and self.runtime.error is not None):

@@ -14,6 +14,7 @@ from tianshu_mcp.console.demo.fixture import (  # noqa: F401 - re-exported for t
     SCRIPTED_AGENT,
     TESTS,
     WRONG_FIX,
+    commit_new_repo,
     git,
     make_calc_repo,
     scripted_profile,

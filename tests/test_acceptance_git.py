@@ -5,9 +5,12 @@ Real git repositories in temp dirs; no mocks.
 
 from __future__ import annotations
 
+import os
+
 import hashlib
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -186,6 +189,11 @@ def test_analysis_excludes_unchanged_pre_existing_dirty(tmp_path: Path) -> None:
     a2 = analyze_changes(b, repo, "")
     assert a2.changed_files == ["dirty.py"] and a2.untracked_files == ["scratch.txt"]
     assert any("scratch.txt existed before work started" in n for n in a2.notes)
+    # the report says that dirty.py's counted diff includes the edit made before work (a tester
+    # read "attributes only net changes" and found the previous task's fix in the next one's diff)
+    assert next(r.add for r in a2.diffstat.per_file if r.file == "dirty.py") == 2  # "user edit" counted too
+    assert any(n.startswith("1 tracked file(s) already modified before work started were changed again (dirty.py)")
+               for n in a2.notes), a2.notes
 
 
 def test_analysis_paths_with_spaces_and_non_ascii(tmp_path: Path) -> None:
@@ -695,3 +703,26 @@ def test_mode_changes_and_empty_files_are_changes(tmp_path: Path) -> None:
     subprocess.run(["git", "add", "py.typed"], cwd=repo, check=True)
     subprocess.run(["git", "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "typed"], cwd=repo, check=True)
     assert analyze_changes(b, repo, "").has_changes
+
+
+def test_the_patch_sees_an_edit_of_the_index_s_own_second(tmp_path: Path) -> None:
+    """Racy git: an edit made in the second the index was written can have stat data that match
+    its index entry; git compares such a file's content only because the index is not older
+    than the entry. The patch's private index copy was stamped "now", a second later, so git
+    trusted the stale entry and the round's patch left the agent's fix out (a test failed that
+    way whenever the copy crossed a second). Set up here by times, not by luck."""
+    from tianshu_mcp.acceptance.git.patch import change_patch
+
+    repo = make_repo(tmp_path / "r", {"calc.py": "return a - b\n"})
+    git(repo, "config", "core.trustctime", "false")  # the stat check then rests on mtime, size and inode
+    old = time.time_ns() - 100 * 10**9
+    os.utime(repo / "calc.py", ns=(old, old))
+    git(repo, "update-index", "--refresh")  # the entry takes that mtime
+    b = capture_baseline(repo)
+    (repo / "calc.py").write_text("return a + b\n")  # same size, same inode
+    os.utime(repo / "calc.py", ns=(old, old))
+    os.utime(repo / ".git" / "index", ns=(old, old))  # the index written in that same second
+    a = analyze_changes(b, repo, "")
+    assert a.changed_files == ["calc.py"], a.to_json()  # git itself sees it (racily clean: content compared)
+    patch = change_patch(b, repo, a)
+    assert "+return a + b" in patch and "-return a - b" in patch, patch

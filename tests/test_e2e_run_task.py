@@ -94,7 +94,12 @@ async def test_fix_loop_round0_fails_round1_passes(ts_home: Path, calc_repo: Pat
     assert any(m.startswith("round 1 verification passed (report-1)") for m in lines), lines
     # events: the automatic rework is visible to query_task
     async with mcp_client(ts_home) as client:
-        q = meta_of(await client.call_tool("query_task", {"taskId": sub["taskId"]}))
+        qr = await client.call_tool("query_task", {"taskId": sub["taskId"]})
+        q = meta_of(qr)
+    # its agent log tail is the agent's own lines, not our spawn header quoting round 1's brief
+    # (which quotes round 0's failures: a tester's succeeded task showed them)
+    log_tail = text_of(qr).split("--- agent log tail", 1)[1].split("--- recent events", 1)[0]
+    assert "scripted agent" in log_tail and "===== spawn:" not in log_tail and "[FAIL]" not in log_tail, log_tail
     rework = [e for e in q["recentEvents"] if e["event"] == "rework_triggered"]
     assert rework and rework[0]["data"]["mode"] == "auto" and "pytest" in rework[0]["data"]["failedChecks"]
     # the semantic event stream (docs/lifecycle.md §4): dispatch, first file change, rework

@@ -329,8 +329,12 @@ async def test_fifty_tasks_from_three_stdio_servers_start_in_acceptance_order_un
         store = TaskStore(home)
 
         def runs() -> list[dict[str, Any]]:
+            """The tasks' flow runs (by the ids their records hold: a run's name carries the brief too)."""
+            run_ids = [(store.read(i) or {}).get("flowRunId") for i in ids]
+            if not all(run_ids):
+                return []
             with httpx.Client(base_url=ts_daemon["api"], headers=auth_headers(home), timeout=30) as api:
-                resp = api.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": ids}}, "limit": 200})
+                resp = api.post("/flow_runs/filter", json={"flow_runs": {"id": {"any_": run_ids}}, "limit": 200})
                 resp.raise_for_status()
                 return resp.json()
 
@@ -350,7 +354,7 @@ async def test_fifty_tasks_from_three_stdio_servers_start_in_acceptance_order_un
     for own in sent:  # what each server sent one after the other was accepted in that order
         assert [seq[i] for i in own] == sorted(seq[i] for i in own)
     by_seq = sorted(ids, key=seq.__getitem__)
-    run_of = {r["name"]: r for r in runs()}
+    run_of = {r["name"].split(" · ", 1)[0]: r for r in runs()}  # named "<task id> · <project> · <brief>"
 
     def stamp(value: str) -> datetime:
         return datetime.fromisoformat(value)

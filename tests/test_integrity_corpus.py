@@ -197,3 +197,16 @@ def test_a_target_that_never_existed_is_named(tmp_path: Path, corpus_env: None) 
                          targets=("tests/test_calc.py::test_mul_typo",))
     assert out.passed is False and "TARGET_FAILED" in verdict_reasons(out.report), summary(out)
     assert "test_mul_typo" in json.dumps(out.report.get("blockingIssues")), summary(out)
+
+
+def test_many_failed_targets_are_one_blocking_item_naming_a_few(tmp_path: Path, corpus_env: None) -> None:
+    """A tester's brief named test files whose 77 failing tests each became a TARGET_FAILED item (a
+    1,211-character task-run message, "78 check(s) failed"). One item names the first few and counts
+    the rest; the report's targets list keeps every one."""
+    names = tuple(f"tests/test_calc.py::test_missing_{i}" for i in range(8))
+    out = _start_and_fix(_bare(tmp_path, dict(PY_PROJECTS[0].files)), tmp_path, targets=names)
+    items = [i for i in out.report["blockingIssues"] if i["code"] == "TARGET_FAILED"]
+    assert len(items) == 1, out.report["blockingIssues"]
+    assert "test_missing_0" in items[0]["message"] and "test_missing_4" in items[0]["message"]
+    assert "test_missing_5" not in items[0]["message"] and "… 3 more" in items[0]["message"], items
+    assert {t["target"] for t in out.report["integrity"]["targets"]} >= set(names)  # (and the brief's own)

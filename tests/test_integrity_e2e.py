@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from conftest import add_scripted_profile, flow_run_logs, mcp_client, meta_of, text_of
-from fixture_project import git, make_calc_repo, scripted_profile
+from fixture_project import commit_new_repo, git, make_calc_repo, scripted_profile
 from tianshu_mcp.acceptance.integrity.holdout_store import holdout_log_path, task_holdout_path
 from tianshu_mcp.acceptance.integrity.reasons import verdict_reasons
 
@@ -206,12 +206,7 @@ def make_inflection_repo(path: Path) -> Path:
     (path / ".tianshu-mcp").mkdir()
     (path / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps(
         {"checks": [{"name": "pytest", "cmd": PYTEST, "timeoutMs": 120000}]}, indent=2) + "\n")
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "fixture@example.invalid")
-    git(path, "config", "user.name", "fixture")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "inflection 0.5.1, with a bug in ordinal()")
-    return path
+    return commit_new_repo(path, "inflection 0.5.1, with a bug in ordinal()")
 
 
 def add_real_profile(home: Path, agent_id: str, plan: dict[str, Any]) -> None:

@@ -280,3 +280,24 @@ def test_the_html_report_fits_a_1400px_window(tmp_path: Path) -> None:
             page.screenshot(path=str(ARTIFACTS / "report-1400.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_the_html_report_has_the_integrity_section_and_links_its_patch() -> None:
+    # a tester found the policy and the targets' verdicts in report-1.md but nowhere in report-1.html
+    from tianshu_mcp.acceptance.html_report import render_html
+    from tianshu_mcp.acceptance.report import render_markdown
+
+    report = {"round": 1, "taskId": "tsk_x", "projectPath": "/p", "passed": False, "verdict": "failed", "message": "m",
+              "checks": [], "integrity": {"policy": "protect", "notes": ["<b>not markup</b>"],
+                                          "targets": [{"target": "tests/test_a.py::test_b", "source": "brief",
+                                                       "status": "failed", "where": "agent"}]},
+              "analysis": {"changedFiles": ["a.py"], "diffstat": {"totalAdd": 1, "totalDel": 0,
+                                                                  "perFile": [{"file": "a.py", "add": 1, "del": 0}]}},
+              "diff": {"file": "/t/report-1.patch", "lines": 3, "bytes": 40, "text": "+x\n"}}
+    page = render_html(report)
+    md = render_markdown(report)
+    assert '<section id="integrity">' in page and "Policy: <code>protect</code>" in page
+    assert "Target <code>tests/test_a.py::test_b</code> (brief): failed on the agent tree" in page
+    assert "&lt;b&gt;not markup&lt;/b&gt;" in page and "<b>not markup</b>" not in page
+    assert "## Verification integrity" in md and "Policy: `protect`" in md
+    assert '<a href="report-1.patch"><code>/t/report-1.patch</code></a>' in page

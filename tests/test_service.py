@@ -179,7 +179,7 @@ def test_cold_home_accepts_at_once_and_a_dead_submitter_loses_nothing(tmp_path: 
         # the flow records finishedAt, then returns its final state: wait for that state, not the file
         with api_of(home) as api:
             def runs() -> list[dict[str, Any]]:
-                return api.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": [task_id]}}}).json()
+                return api.post("/flow_runs/filter", json={"flow_runs": {"tags": {"all_": [f"tianshu-task:{task_id}"]}}}).json()
 
             until(lambda: [r["state"]["type"] for r in runs()] == ["COMPLETED"], 60, "the flow run to complete")
             assert [r["state"]["name"] for r in runs()] == ["Succeeded"]
@@ -223,9 +223,9 @@ def test_five_homes_at_once_get_five_apis_and_a_taken_port_is_skipped(tmp_path: 
             raw.close()
         for home, task_id in zip(homes, ids):
             with api_of(home) as api:
-                until(lambda: api.post("/flow_runs/filter", json={"flow_runs": {"name": {"any_": [task_id]}}}).json(), 60,
-                      "the flow run")
-                names = {r["name"] for r in api.post("/flow_runs/filter", json={}).json()}
+                until(lambda: api.post("/flow_runs/filter", json={"flow_runs": {"tags": {
+                    "all_": [f"tianshu-task:{task_id}"]}}}).json(), 60, "the flow run")
+                names = {r["name"].split(" · ", 1)[0] for r in api.post("/flow_runs/filter", json={}).json()}
             assert names == {task_id}
             assert {p.name for p in (home / "tasks").iterdir()} == {task_id}
     finally:

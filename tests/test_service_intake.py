@@ -59,7 +59,7 @@ def test_a_task_is_run_and_polled_without_importing_prefect(ts_daemon: dict[str,
     assert "mcp" in imported and "prefect" not in imported, sorted(imported)
     record = json.loads((home / "tasks" / task_id / "task.json").read_text())
     run = httpx.get(f"{ts_daemon['api']}/flow_runs/{record['flowRunId']}", headers=auth_headers(home), timeout=10).json()
-    assert run["state"]["type"] == "COMPLETED" and run["name"] == task_id
+    assert run["state"]["type"] == "COMPLETED" and run["name"].startswith(f"{task_id} · ")
 
 
 def test_the_intake_route_wakes_the_service_and_refuses_strangers() -> None:

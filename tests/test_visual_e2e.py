@@ -14,7 +14,7 @@ from typing import Any, Self
 import psutil
 import pytest
 from conftest import add_scripted_profile, mcp_client, meta_of, text_of
-from fixture_project import git
+from fixture_project import commit_new_repo, git
 from tianshu_mcp.core.procs import is_alive
 
 pytestmark = [pytest.mark.anyio]
@@ -40,12 +40,7 @@ def make_site_repo(path: Path) -> Path:
     (path / "site" / "style.css").write_text(STYLE)
     (path / ".tianshu-mcp").mkdir()
     (path / ".tianshu-mcp" / "acceptance.json").write_text(json.dumps({"checks": [], "visual": VISUAL}, indent=2))
-    git(path, "init", "-q", "-b", "main")
-    git(path, "config", "user.email", "fixture@example.invalid")
-    git(path, "config", "user.name", "fixture")
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "site")
-    return path
+    return commit_new_repo(path, "site")
 
 
 def _browserish(proc: psutil.Process) -> bool:

@@ -86,7 +86,9 @@ def change_patch(baseline: Baseline, project: str | os.PathLike[str], analysis: 
         objects = objects if objects.is_absolute() else root / objects
         private = Path(tmp) / "index"
         if index.is_file():
-            shutil.copyfile(index, private)
+            # with its times: a copy stamped now makes git take a file changed in the index's
+            # second at the same size for unchanged (racy git), and the patch left out calc.py
+            shutil.copy2(index, private)
         env.update(GIT_INDEX_FILE=str(private), GIT_OBJECT_DIRECTORY=str(Path(tmp) / "objects"),
                    GIT_ALTERNATE_OBJECT_DIRECTORIES=str(objects.resolve()))
         (Path(tmp) / "objects").mkdir()
@@ -94,6 +96,9 @@ def change_patch(baseline: Baseline, project: str | os.PathLike[str], analysis: 
                      for f in _git(["ls-files", "--others", "-z", "--", *chunk], root, env).split("\0") if f}
         for chunk in _chunks(sorted(untracked)):
             _git(["add", "--intent-to-add", "--force", "--", *chunk], root, env)
+        # the private index's stat data refreshed from the files' contents: a diff never trusts
+        # a stale entry (exit 1: some paths need an update, which is what a refresh reports)
+        _git(["update-index", "-q", "--really-refresh"], root, env, ok=(0, 1))
         parts = [_git(["diff", "-M", *_DIFF_OPTS, "--src-prefix=a/", "--dst-prefix=b/", base, "--", *chunk],
                       root, env) for chunk in _chunks(paths)]
     return "".join(parts)

@@ -83,8 +83,8 @@ def _stash_create(top: Path) -> tuple[str | None, str | None]:
     with tempfile.TemporaryDirectory(prefix="tianshu-index-") as tmp:
         tmp_index = Path(tmp) / "index"
         try:
-            if index.is_file():
-                shutil.copyfile(index, tmp_index)
+            if index.is_file():  # with its times: a copy stamped now hides a same-size edit of that second (racy git)
+                shutil.copy2(index, tmp_index)
         except OSError as exc:
             return None, _("the index could not be copied ({error})").format(error=exc)
         env = {

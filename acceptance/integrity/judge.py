@@ -64,6 +64,10 @@ FLAKE_RERUNS = 2
 _ASSERT_RE = r"\bassert\b|\bassert\w*\s*\(|\bexpect\s*\(|\bt\.(?:Error|Fatal)\w*\(|\bassert(?:_eq|_ne)?!\(|\bself\.assert\w+\("
 
 
+TARGETS_SHOWN = 5
+"""Failed targets a ``TARGET_FAILED`` item names (the rest are counted; ``report["targets"]`` has each)."""
+
+
 @dataclass
 class IntegrityOutcome:
     """What :meth:`IntegritySession.finish` decided.
@@ -423,12 +427,17 @@ class IntegritySession:
         targets = [Target(t, "targetTests") for t in self.target_tests] + [
             t for t in brief_targets(self.task_text, base_ids) if not any(t.target == x for x in self.target_tests)]
         rows = []
+        failed: list[str] = []
         for t in targets:
             status, where, ids = self._target(t, ev.judged, ev.agent, ev.base, ev.lost)
             rows.append({"target": t.target, "source": t.source, "status": status, "where": where, "ids": ids[:10]})
             if status != TargetStatus.PASSED and self.policy is not IntegrityPolicy.OFF:
-                out.blocking.append({"code": "TARGET_FAILED", "message": _("target test {target} {status}").format(
-                    target=t.target, status=describe(status))})
+                failed.append(_("target test {target} {status}").format(target=t.target, status=describe(status)))
+        if failed:  # one blocking item: a brief naming 78 tests once made 78 of them (every row is in "targets")
+            shown = "; ".join(failed[:TARGETS_SHOWN])
+            more = _(" … {n} more (the report's targets list has them all)").format(n=len(failed) - TARGETS_SHOWN) \
+                if len(failed) > TARGETS_SHOWN else ""
+            out.blocking.append({"code": "TARGET_FAILED", "message": shown + more})
         return rows
 
     def _test_aware(self, top: Path, out: IntegrityOutcome) -> list[dict[str, Any]]:

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ...core.git.run import run_git
+
 CALC_BUGGY = "def add(a, b):\n    return a - b\n"
 WRONG_FIX = "def add(a, b):\n    return abs(a) + abs(b)\n"
 """What the fake agents write when their brief does not name the failing test."""
@@ -34,9 +36,17 @@ has no pytest (an installed wheel: pytest is a test extra, not a dependency)."""
 
 
 def git(repo: Path, *args: str) -> str:
-    """Run git in ``repo`` and return stdout (raises CalledProcessError on failure)."""
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL).stdout
+    """Run git in ``repo`` through the one git runner (:func:`~tianshu_mcp.core.git.run.run_git`) and
+    return stdout.
+
+    Raises:
+        subprocess.CalledProcessError: git failed or timed out (its stderr attached).
+    """
+    r = run_git(list(args), repo)
+    if r.status != 0:
+        raise subprocess.CalledProcessError(-1 if r.status is None else r.status, " ".join(("git:", *args)), r.stdout,
+                                            r.stderr)
+    return r.stdout
 
 
 def make_calc_repo(path: Path, python: str = sys.executable, checks: list[dict] | None = None,
@@ -66,11 +76,17 @@ def make_calc_repo(path: Path, python: str = sys.executable, checks: list[dict] 
     cfg.mkdir(exist_ok=True)
     checks = checks if checks is not None else [{"name": "pytest", "cmd": [python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], "timeoutMs": 120000}]
     (cfg / "acceptance.json").write_text(json.dumps({"checks": checks}, indent=2) + "\n")
+    return commit_new_repo(path, "calc with a bug in add")
+
+
+def commit_new_repo(path: Path, message: str) -> Path:
+    """``git init`` ``path`` (branch ``main``, a fixture identity) and commit everything in it as
+    ``message``; returns ``path``. Raises CalledProcessError when git fails."""
     git(path, "init", "-q", "-b", "main")
     git(path, "config", "user.email", "fixture@example.invalid")
     git(path, "config", "user.name", "fixture")
     git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", "calc with a bug in add")
+    git(path, "commit", "-q", "-m", message)
     return path
 
 

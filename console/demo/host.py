@@ -51,7 +51,7 @@ async def run(home: Path, repo: Path, rounds: int) -> int:
                 break
             print(f"  still {final.get('status')} …")
         report = await client.call_tool("query_info", {"type": "report", "taskId": meta["taskId"]})
-    print(f"\nfinal status : {final['status']}  (rounds used: {final.get('round')})")
+    print(f"\nfinal status : {final['status']}  (rounds used: {final.get('roundsUsed')})")
     print(f"message      : {final.get('message')}")
     files = final.get("reportFiles") or {}
     print(f"report       : {files.get('md')}")

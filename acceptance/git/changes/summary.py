@@ -75,6 +75,14 @@ def change_notes(cs: ChangeSet, baseline: Baseline, project: str | os.PathLike[s
             + "."
         )
     notes.extend(_history_notes(baseline, project, cur_head))
+    again = sorted(set(baseline.pre_existing_changed) & set(hint_files))
+    if again:  # a file dirty before work and changed again: its diff runs from the baseline commit
+        notes.append(
+            f"{len(again)} tracked file(s) already modified before work started were changed again ("
+            + ", ".join(again[:10]) + (", …" if len(again) > 10 else "")
+            + "): their whole diff since the baseline commit is counted, the edits made before work "
+            "included (the pre-work edits cannot be told apart line by line)."
+        )
     hint = _ext_hint_note(task_text, hint_files)
     if hint:
         notes.append(hint)
@@ -113,7 +121,7 @@ def _history_notes(baseline: Baseline, project: str | os.PathLike[str], cur_head
         b_cnt = len(baseline.pre_existing_untracked)
         notes.append(
             f"The working tree already had {a_cnt} tracked dirty file(s) + {b_cnt} untracked file(s) before work "
-            "started; this report attributes only net changes relative to the baseline."
+            "started; those left as they were are not counted as this round's changes."
         )
     if cur_head and cur_head != baseline.head:
         notes.append(
