@@ -11,7 +11,6 @@ rounds. The final state carries the task status: ``Completed(Succeeded)``, ``Fai
 from __future__ import annotations
 
 import logging
-
 from dataclasses import dataclass, replace
 from typing import Any
 

@@ -314,21 +314,33 @@ async def test_service_flow_runs_are_forked_warm(ts_daemon: dict[str, Any], calc
                                                 prefect_api: Any) -> None:
     """In the service, a task's flow-run process is a fork of the home's fork server, started
     by the service itself (no launcher process, no Submitting state: docs/design-notes.md,
-    note 58), and its pid is the run's ``infrastructure_pid``."""
+    note 58), and its pid is the run's ``infrastructure_pid``.
+
+    Who starts a run is Prefect's orchestration's call, as between two workers: under load the
+    worker's poll may claim it before the service does (its launcher then asks the same fork
+    server). Either way the engine is a warm fork; the service's own start is asserted on the
+    first of up to three tasks that it started (two runs in a row went to the worker beside two
+    busy processes and a tester's installs)."""
     home = ts_daemon["home"]
     async with mcp_client(home) as client:
-        sub = meta_of(await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "hang",
-                                                          "agentId": "scripted-hang"}))
-        tdir = home / "tasks" / sub["taskId"]
-        flow_proc = tdir / "flow-proc.json"
-        until(flow_proc.exists, 120, "the flow run to start")
-        engine = psutil.Process(json.loads(flow_proc.read_text())["pid"])
-        assert "tianshu_mcp.hosting.forkserver" in " ".join(engine.parent().cmdline())
-        assert (home / "prefect" / "engine.sock").exists()
-        run_id = json.loads((tdir / "task.json").read_text())["flowRunId"]
-        # no launcher process for this run (other tests' runs of the session's service may be
-        # started by its worker under load: only this run's own launcher counts)
-        assert not [p for p in psutil.Process(ts_daemon["pid"]).children(recursive=True) if _launches(p, run_id)]
+        for _attempt in range(3):
+            sub = meta_of(await client.call_tool("run_task", {"projectPath": str(calc_repo), "task": "hang",
+                                                              "agentId": "scripted-hang"}))
+            tdir = home / "tasks" / sub["taskId"]
+            flow_proc = tdir / "flow-proc.json"
+            until(flow_proc.exists, 120, "the flow run to start")
+            engine = psutil.Process(json.loads(flow_proc.read_text())["pid"])
+            assert "tianshu_mcp.hosting.forkserver" in " ".join(engine.parent().cmdline())  # warm, whoever started it
+            assert (home / "prefect" / "engine.sock").exists()
+            run_id = json.loads((tdir / "task.json").read_text())["flowRunId"]
+            # this run's own launcher, if the worker took it (other tests' runs may have theirs)
+            by_worker = [p for p in psutil.Process(ts_daemon["pid"]).children(recursive=True) if _launches(p, run_id)]
+            if not by_worker:
+                break
+            done = meta_of(await client.call_tool("manage_task", {"taskId": sub["taskId"], "action": "cancel"}))
+            assert done["status"] == "cancelled"
+        else:
+            pytest.fail("the worker started all three runs: the service never started one itself")
         until(lambda: prefect_api.get(f"/flow_runs/{run_id}").json()["infrastructure_pid"] == str(engine.pid), 30,
               "the engine's pid on the flow run")
         states = prefect_api.get("/flow_run_states/", params={"flow_run_id": run_id}).json()
