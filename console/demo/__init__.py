@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     from .host import run
     from .places import DemoPlaces, clean
 
-    parser = argparse.ArgumentParser(prog="tianshu-mcp demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="tianshu-mcp demo", description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--home", default=str(Path.home() / ".tianshu-mcp-demo"),
                         help="data home for the demo (default ~/.tianshu-mcp-demo); its projects go to <home>-demo-projects")
     parser.add_argument("--rounds", type=int, default=2, help="automatic rework rounds (default 2)")
