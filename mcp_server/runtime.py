@@ -88,8 +88,10 @@ class Runtime:
         return self._host is not None
 
     def flow_run_url(self, flow_run_id: str) -> str:
-        """UI link of a flow run (empty host part until connected)."""
-        return f"{self.ui_url}/runs/flow-run/{flow_run_id}"
+        """UI link of a flow run (empty host part until connected): the V2 UI's page, Prefect's
+        default UI, which sends a browser that has not logged in to its login page and back to
+        the run; the V1 page of the same run only said "Authentication failed" there."""
+        return f"{self.ui_url}/v2/runs/flow-run/{flow_run_id}"
 
     # --- connecting --------------------------------------------------------------------------
     def start_background(self) -> None:

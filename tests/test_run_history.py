@@ -98,6 +98,17 @@ async def test_the_prefect_ui_shows_the_failed_round_the_tags_and_the_check_line
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         try:
+            # the link a tool gives, opened by a browser that has not logged in: the login page,
+            # then the run (a tester's deep link only said "Authentication failed")
+            fresh = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            await fresh.goto(meta["flowRunUrl"], wait_until="networkidle", timeout=120000)
+            assert "/login" in fresh.url, fresh.url
+            await fresh.locator("input").first.fill(credentials)
+            await fresh.keyboard.press("Enter")
+            await fresh.get_by_text(sub["taskId"]).first.wait_for(timeout=60000)
+            assert f"/runs/flow-run/{meta['flowRunId']}" in fresh.url, fresh.url
+            await fresh.screenshot(path=str(shots / "flow-run-link-after-login.png"))
+            await fresh.close()
             page = await browser.new_page(viewport={"width": 1400, "height": 1000})
             await prefect_ui_login(page, ui, credentials)
             await page.goto(f"{ui}/runs/flow-run/{meta['flowRunId']}", wait_until="networkidle", timeout=120000)
