@@ -160,10 +160,11 @@ FLOW_RUN_NAME_BRIEF = 60
 
 
 def _cut(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters at a word's end (a word longer than half the
-    limit is cut inside: a run name must still say something)."""
+    """``text`` cut to at most ``limit`` characters at a word's end, or after a path's ``/`` (a
+    brief quoting a long path); a word longer than half the limit is cut inside: a run name must
+    still say something."""
     head = text[:limit + 1]
-    at = head.rfind(" ")
+    at = max(head.rfind(" "), head[:limit].rfind("/") + 1 if "/" in head[:limit] else -1)
     return (head[:at] if at >= limit // 2 else text[:limit]).rstrip(" ,.;:-")
 
 

@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 from collections import deque
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 import anyio
@@ -77,6 +78,27 @@ def _validate_override(override: Any) -> None:
         parse_layer(override, "override", "acceptanceOverride")
     except AcceptanceConfigError as exc:
         raise TianshuError(ErrorCode.INVALID_ARGUMENT, _("acceptanceOverride invalid — {detail}").format(detail=exc.message)) from exc
+
+
+def agent_log_tail(task_dir: Path, task: dict[str, Any], lines: int) -> str | None:
+    """query_task's agent log tail: the last ``lines`` lines the agent itself wrote (never our
+    spawn header, whose argv quotes the whole brief), or None without a log.
+
+    The log is the round at work's, ``agent-<currentRound>.log``, once it exists: ``logFile``
+    names the last round that ended, and a tester watching a rework round saw the previous
+    round's output until it ended. Else ``logFile``, else ``agent-<roundsUsed - 1>.log`` (a
+    damaged ``logFile`` is never opened as an fd). Reads at most :data:`LOG_TAIL_BYTES` bytes.
+    """
+    used = task["roundsUsed"] if isinstance(task.get("roundsUsed"), int) else 0
+    log_file = task.get("logFile") if isinstance(task.get("logFile"), str) and task.get("logFile") else str(
+        task_dir / f"agent-{max(used - 1, 0)}.log")
+    current = task.get("currentRound")
+    if isinstance(current, int) and current >= 0 and (task_dir / f"agent-{current}.log").is_file():
+        log_file = str(task_dir / f"agent-{current}.log")
+    raw = read_text_tail(log_file, LOG_TAIL_BYTES)
+    if raw is None or lines <= 0:
+        return None
+    return "\n".join(agent_output(raw).splitlines()[-lines:])
 
 
 class Handlers:
@@ -405,13 +427,7 @@ class Handlers:
         lines = [status_phrase(view)]
         if task.get("lastMessage"):
             lines.append(_("last message: {message}").format(message=task["lastMessage"]))
-        used = task["roundsUsed"] if isinstance(task.get("roundsUsed"), int) else 0
-        log_file = task.get("logFile") if isinstance(task.get("logFile"), str) and task.get("logFile") else str(
-            self.service.store.dir(task["taskId"]) / f"agent-{max(used - 1, 0)}.log")  # a damaged logFile: never an fd
-        raw = read_text_tail(log_file, LOG_TAIL_BYTES)
-        # the agent's own lines: never our spawn header, whose argv quotes the whole brief (a
-        # tester's succeeded task showed the previous round's failures it was briefed with)
-        tail = "\n".join(agent_output(raw).splitlines()[-tail_n:]) if raw is not None and tail_n > 0 else None
+        tail = agent_log_tail(self.service.store.dir(task["taskId"]), task, tail_n)
         if tail:
             lines.append(_("--- agent log tail ({n} lines) ---").format(n=len(tail.splitlines())) + f"\n{tail}")
         else:

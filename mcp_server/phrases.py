@@ -78,6 +78,7 @@ def submitted_lines(task: dict[str, Any], agent_id: str, agent_message: str, pro
         lines.append(_("note: the repository has {n} uncommitted change(s); the task's worktree starts at "
                        "HEAD without them (commit them first if the agent needs them).").format(n=dirty))
     elif dirty:
-        lines.append(_("note: the repository has {n} uncommitted change(s); they are part of the baseline "
-                       "and not attributed to the agent.").format(n=dirty))
+        lines.append(_("note: the repository has {n} uncommitted change(s); they are part of the baseline and "
+                       "not attributed to the agent, unless it changes those files too (their whole diff then "
+                       "counts).").format(n=dirty))
     return lines

@@ -523,6 +523,9 @@ def _make_submodule_repo(tmp_path: Path) -> tuple[Path, Path]:
     repo = make_repo(tmp_path / "r", {"a.txt": "a\n"})
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sub), "libs/sm")
     git(repo, "commit", "-qm", "add submodule")
+    # the submodule's clone commits too: its own identity (a clean HOME has no global one)
+    git(repo / "libs" / "sm", "config", "user.name", "Test")
+    git(repo / "libs" / "sm", "config", "user.email", "test@example.com")
     return repo, sub
 
 

@@ -11,6 +11,9 @@ def test_the_id_the_project_and_the_brief_s_first_line_cut_at_a_word() -> None:
     name = flow_run_name("tsk_20261205000000_abcdef", "/work/itsdangerous", brief)
     assert name == "tsk_20261205000000_abcdef · itsdangerous · Fix the encoding helpers in itsdangerous: bytes_to_int: the…"
     assert len(name.split(" · ")[2]) <= FLOW_RUN_NAME_BRIEF
+    # a brief quoting a long path is cut after one of its "/", not inside a name (a second tester)
+    path_brief = "Make the failing tests in tests/test_itsdangerous/test_encoding.py pass"
+    assert flow_run_name("t", "/p", path_brief) == "t · p · Make the failing tests in tests/test_itsdangerous/…"
 
 
 def test_repositories_long_words_blank_lines_and_nothing_to_add() -> None:

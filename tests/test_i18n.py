@@ -382,7 +382,8 @@ SPEC_WORDING: list[tuple[Any, str, str, str]] = [
     # the spec's "（状态 <s>）" has no field in this msgid (it names the active task only)
     ("note: this project already has an unfinished task {taskId}; this one waits behind it.",
      "提示：该工作区已有未结束任务 <id>（状态 <s>）…", "提示：该工作区已有未结束任务 {taskId}", "^"),
-    ("note: the repository has {n} uncommitted change(s); they are part of the baseline and not attributed to the agent.",
+    ("note: the repository has {n} uncommitted change(s); they are part of the baseline and not attributed to the "
+     "agent, unless it changes those files too (their whole diff then counts).",
      "注意：该仓库当前有 N 个未提交变更（…）…", "注意：该仓库当前有 {n} 个未提交变更", "^"),
     ("note: the repository has {n} uncommitted change(s); the task's worktree starts at HEAD without them "
      "(commit them first if the agent needs them).", "注意：该仓库当前有 N 个未提交变更（…）…", "注意：该仓库当前有 {n} 个未提交变更", "^"),

@@ -86,3 +86,20 @@ async def test_a_task_behind_another_names_it_and_no_queued_message_outlives_the
         done = meta_of(await client.call_tool("wait_task", {"taskIds": [first["taskId"], second["taskId"]],
                                                             "timeoutMs": 120000}))
         assert done["status"] not in ("queued", "running"), done
+
+
+def test_the_log_tail_follows_the_round_at_work_and_shows_only_the_agent(tmp_path: Path) -> None:
+    # a tester watching a rework round saw round 0's finished output for its whole run: logFile
+    # names the last round that ended; and the spawn header (which quotes the brief) never shows
+    from tianshu_mcp.mcp_server.handlers import agent_log_tail
+
+    tdir = tmp_path / "tsk"
+    tdir.mkdir()
+    header = "===== spawn: agent '[FAIL] round 0 brief' (cwd=/p) @ 2026-01-01T00:00:00.000Z =====\n"
+    (tdir / "agent-0.log").write_text(header + "round 0 guessed\n[exit] code=0 duration=5ms\n")
+    task = {"roundsUsed": 1, "logFile": str(tdir / "agent-0.log"), "currentRound": 1}
+    assert agent_log_tail(tdir, task, 40) == "round 0 guessed"  # round 1 has no log yet
+    (tdir / "agent-1.log").write_text(header + "round 1 working\n")
+    assert agent_log_tail(tdir, task, 40) == "round 1 working"
+    assert agent_log_tail(tmp_path, {"roundsUsed": 0}, 40) is None  # no log at all
+    assert agent_log_tail(tdir, task, 0) is None
