@@ -102,7 +102,9 @@ async def test_the_prefect_ui_shows_the_failed_round_the_tags_and_the_check_line
             # then the run (a tester's deep link only said "Authentication failed")
             fresh = await browser.new_page(viewport={"width": 1400, "height": 1000})
             await fresh.goto(meta["flowRunUrl"], wait_until="networkidle", timeout=120000)
-            assert "/login" in fresh.url, fresh.url
+            # the UI's router sends it to the login once it has asked the server whether auth is
+            # on (after the page's first load: waited for, not assumed done at "networkidle")
+            await fresh.wait_for_url("**/login**", timeout=60000)
             await fresh.locator("input").first.fill(credentials)
             await fresh.keyboard.press("Enter")
             await fresh.get_by_text(sub["taskId"]).first.wait_for(timeout=60000)
