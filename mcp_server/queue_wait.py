@@ -16,7 +16,7 @@ task, which could only say what was true when it was written (docs/tools.md §2.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..core.i18n import _
 from ..core.taskstore import TaskStore
@@ -28,15 +28,41 @@ def _order(task: Mapping[str, Any]) -> tuple[int, str, str]:
     return (seq if isinstance(seq, int) else 1 << 62, str(task.get("createdAt") or ""), str(task.get("taskId") or ""))
 
 
-def queued_reason(task: Mapping[str, Any], run: RunState | None, store: TaskStore, max_running: int,
+class QueueFacts:
+    """What every queued task of one read compares itself with, read at most once per read: the
+    home's unfinished records (:meth:`~tianshu_mcp.core.taskstore.TaskStore.unfinished`) and its
+    global limit (``concurrency.maxRunning``). A listing of many queued tasks reads them once,
+    not once per task."""
+
+    def __init__(self, store: TaskStore, max_running: Callable[[], int]) -> None:
+        self._store = store
+        self._max_running = max_running
+        self._unfinished: list[dict[str, Any]] | None = None
+        self._limit: int | None = None
+
+    @property
+    def unfinished(self) -> list[dict[str, Any]]:
+        """The unfinished records (read on first use)."""
+        if self._unfinished is None:
+            self._unfinished = self._store.unfinished()
+        return self._unfinished
+
+    @property
+    def max_running(self) -> int:
+        """The global limit (read on first use)."""
+        if self._limit is None:
+            self._limit = self._max_running()
+        return self._limit
+
+
+def queued_reason(task: Mapping[str, Any], run: RunState | None, facts: QueueFacts,
                   service_ready: bool) -> str | None:
     """The message of a queued local task: what it waits for now (the module doc's list).
 
     Args:
         task: the task's record (``task.json``), status queued.
         run: its flow run's state, or None when it has none yet (or it was not read).
-        store: the home's task store (its unfinished records are read: no Prefect call).
-        max_running: the home's global limit, ``concurrency.maxRunning``.
+        facts: the home's unfinished records and global limit (:class:`QueueFacts`; no Prefect call).
         service_ready: the home's service answers (the runtime is connected).
 
     Returns:
@@ -51,7 +77,8 @@ def queued_reason(task: Mapping[str, Any], run: RunState | None, store: TaskStor
         return _("its flow run is being created")
     if run is not None and run.type.upper() == "PENDING":
         return _("the worker is starting its flow run")
-    others = [t for t in store.unfinished() if t.get("taskId") != task.get("taskId") and not t.get("workPool")]
+    max_running = facts.max_running
+    others = [t for t in facts.unfinished if t.get("taskId") != task.get("taskId") and not t.get("workPool")]
     if task.get("isolation") != "worktree":
         ahead = sorted((t for t in others if t.get("projectPath") == task.get("projectPath")
                         and t.get("isolation") != "worktree" and _order(t) < _order(task)), key=_order)

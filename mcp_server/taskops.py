@@ -40,7 +40,7 @@ from ..flows.states import Repair, RunState, derive_status
 from ..flows.watch import DELETED_MESSAGE
 from ..tasks.common import AGENT_PROC_FILE, AGENT_PROFILE_FILE, CANCEL_FILE, FLOW_PROC_FILE
 from .format import clip
-from .queue_wait import queued_reason
+from .queue_wait import QueueFacts, queued_reason
 from .run_states import StateReader, read_states
 from .runtime import Runtime
 
@@ -276,11 +276,13 @@ class TaskService:
                 )
 
                 tasks = await sync_remote(self, client, tasks, states)
-        return [self._view_of(t, states) for t in tasks]
+        facts = QueueFacts(self.store, lambda: load_config(self.runtime.home).concurrency.max_running)
+        return [self._view_of(t, states, facts) for t in tasks]
 
-    def _view_of(self, t: dict[str, Any], states: dict[str, RunState]) -> TaskView:
+    def _view_of(self, t: dict[str, Any], states: dict[str, RunState], facts: QueueFacts | None = None) -> TaskView:
         """The task's status (:func:`~tianshu_mcp.flows.states.derive_status`), with what the
-        derivation says to write back applied."""
+        derivation says to write back applied; a queued one's wait from ``facts`` (one read for
+        all the views of a call)."""
         run_id = t.get("flowRunId")
         run = states.get(run_id) if run_id else None
         waiting = not run_id and (submissions.is_pending(self.runtime.home, t["taskId"]) or _recent(t.get("createdAt")))
@@ -315,8 +317,8 @@ class TaskService:
             # the flow run started and its flow has not written yet: the stored message is the queue's
             t = {**t, "lastMessage": _("started: its flow run is starting")}
         if status == "queued" and not (waiting and self.runtime.error is not None):
-            reason = queued_reason(t, run, self.store, load_config(self.runtime.home).concurrency.max_running,
-                                   self.runtime.ready)
+            facts = facts or QueueFacts(self.store, lambda: load_config(self.runtime.home).concurrency.max_running)
+            reason = queued_reason(t, run, facts, self.runtime.ready)
             if reason is not None:
                 return TaskView({**t, "lastMessage": _("queued: {why}").format(why=reason)}, status, st_type, st_name,
                                 reason)

@@ -15,7 +15,7 @@ from fixture_project import make_calc_repo
 from tianshu_mcp.core.ids import new_task_id
 from tianshu_mcp.core.taskstore import TaskStore
 from tianshu_mcp.flows.states import RunState
-from tianshu_mcp.mcp_server.queue_wait import queued_reason
+from tianshu_mcp.mcp_server.queue_wait import QueueFacts, queued_reason
 
 
 def _task(store: TaskStore, seq: int, project: str = "/p", **fields: Any) -> dict[str, Any]:
@@ -27,29 +27,29 @@ def test_each_thing_a_queued_task_can_wait_for(tmp_path: Path) -> None:
     store = TaskStore(tmp_path / "home")
     scheduled, pending = RunState("SCHEDULED", "Scheduled"), RunState("PENDING", "Pending")
     fresh = store.create(new_task_id(), {"projectPath": "/p", "acceptedSeq": 1})
-    assert queued_reason(fresh, None, store, 2, False) == (
+    assert queued_reason(fresh, None, QueueFacts(store, lambda: 2), False) == (
         "waiting for the tianshu-mcp service (Prefect) to start and create its flow run")
-    assert queued_reason(fresh, None, store, 2, True) == "its flow run is being created"
+    assert queued_reason(fresh, None, QueueFacts(store, lambda: 2), True) == "its flow run is being created"
     store.update(fresh["taskId"], finishedAt="2026-01-01T00:00:00Z")  # out of the way
     mine = _task(store, 5)
-    assert queued_reason(mine, scheduled, store, 2, True) == "waiting for the worker to start its flow run"
-    assert queued_reason(mine, pending, store, 2, True) == "the worker is starting its flow run"
+    assert queued_reason(mine, scheduled, QueueFacts(store, lambda: 2), True) == "waiting for the worker to start its flow run"
+    assert queued_reason(mine, pending, QueueFacts(store, lambda: 2), True) == "the worker is starting its flow run"
     # a task accepted earlier on the same project holds its queue; a later one, a worktree task
     # and another project's do not
     later = _task(store, 9)
     _task(store, 3, isolation="worktree")
     _task(store, 4, project="/other", phase="running")
-    assert queued_reason(mine, scheduled, store, 2, True) == "waiting for the worker to start its flow run"
+    assert queued_reason(mine, scheduled, QueueFacts(store, lambda: 2), True) == "waiting for the worker to start its flow run"
     ahead = _task(store, 2, phase="running")
-    assert queued_reason(mine, scheduled, store, 2, True) == (
+    assert queued_reason(mine, scheduled, QueueFacts(store, lambda: 2), True) == (
         f"waiting behind task {ahead['taskId']} on this project (one task at a time per project)")
-    assert "behind task " + mine["taskId"] not in str(queued_reason(later, scheduled, store, 2, True))
+    assert "behind task " + mine["taskId"] not in str(queued_reason(later, scheduled, QueueFacts(store, lambda: 2), True))
     # the global limit: as many tasks running as it allows (a worktree task is not held by its project)
     wt = _task(store, 6, isolation="worktree")
-    assert queued_reason(wt, scheduled, store, 2, True) == "waiting for a free slot (2 tasks running, global limit 2)"
-    assert queued_reason(wt, scheduled, store, 3, True) == "waiting for the worker to start its flow run"
+    assert queued_reason(wt, scheduled, QueueFacts(store, lambda: 2), True) == "waiting for a free slot (2 tasks running, global limit 2)"
+    assert queued_reason(wt, scheduled, QueueFacts(store, lambda: 3), True) == "waiting for the worker to start its flow run"
     # a remote task's wait is its work pool's to say
-    assert queued_reason({**mine, "workPool": "gpu"}, scheduled, store, 2, True) is None
+    assert queued_reason({**mine, "workPool": "gpu"}, scheduled, QueueFacts(store, lambda: 2), True) is None
 
 
 @pytest.mark.anyio
